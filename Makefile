@@ -1,0 +1,47 @@
+# omnishard build. `make` builds build/omnishard and the C unit tests; `make test` runs every test;
+# `make asan` builds the unit tests with ASan+UBSan into build-asan/ and runs them.
+# BUILD=dir puts every output under another folder (parallel builds of different people do not collide).
+BUILD  ?= build
+CC     := mpicc
+OPT    ?= -O3 -march=native
+SAN    ?=
+CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp $(OPT) $(SAN) -g -Isrc -MMD -MP
+LDLIBS := -lopenblas -lcjson -lpcre2-8 -lsndfile -lm
+LDFLAGS := -fopenmp $(SAN)
+
+LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+PY       ?= .venv/bin/python
+
+all: $(BUILD)/omnishard $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libomnishard.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# whole-archive: main.c refers to the sub-commands weakly, which alone would not pull them from the archive
+$(BUILD)/omnishard: $(BUILD)/obj/src/cli/main.o $(BUILD)/libomnishard.a
+	$(CC) $(LDFLAGS) $< -Wl,--whole-archive $(BUILD)/libomnishard.a -Wl,--no-whole-archive -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+test: all
+	$(PY) -m pytest -q tests
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	@set -e; for t in build-asan/tests/test_*; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=0 $$t; done; echo "asan: all unit tests passed"
+
+clean:
+	rm -rf $(BUILD) build-asan
+
+.PHONY: all test asan clean
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d)

@@ -1,0 +1,43 @@
+// omnishard: entry point and sub-command dispatch. Each sub-command lives in its own cmd_*.c file.
+#include "core/cpu.h"
+#include "core/err.h"
+#include <stdio.h>
+#include <string.h>
+
+// Declared weak so that the dispatch table does not depend on which command files exist yet.
+#define CMD(name) int cmd_##name(int argc, char **argv) __attribute__((weak));
+CMD(sft) CMD(export) CMD(plan) CMD(tokenize) CMD(plot) CMD(infer) CMD(mel)
+#undef CMD
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} cmds[] = {
+    {"sft", cmd_sft, "fine-tune a (SLAM-Omni) Qwen2 model; run under mpirun for ZeRO sharding"},
+    {"export", cmd_export, "write a transformers-loadable directory from a checkpoint"},
+    {"plan", cmd_plan, "per-rank memory of a config for a world size and ZeRO stage"},
+    {"tokenize", cmd_tokenize, "Qwen2 tokenizer: text lines on stdin -> JSON id arrays (--decode: reverse)"},
+    {"plot", cmd_plot, "draw the loss curves of a logging.jsonl as SVG"},
+    {"infer", cmd_infer, "generate text and audio tokens from a trained model"},
+    {"mel", cmd_mel, "Whisper log-mel spectrogram of a WAV file"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: omnishard <command> [options]   (omnishard <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (cmds[i].fn) fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv) {
+    os_cpu_setup(argc, argv);
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "omnishard: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,64 @@
+#include "core/err.h"
+#include <stdarg.h>
+#include <string.h>
+
+int os_rank = -1;
+static _Thread_local char g_msg[4096];
+static void (*g_hook)(int) = NULL;
+
+int os_errf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int os_err_ctx(const char *fmt, ...) {
+    char pre[1024], old[sizeof g_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_msg, sizeof old);
+    snprintf(g_msg, sizeof g_msg, "%s: %s", pre, old);
+    return -1;
+}
+
+const char *os_errmsg(void) { return g_msg[0] ? g_msg : "unknown error"; }
+
+void os_set_abort_hook(void (*hook)(int code)) { g_hook = hook; }
+
+static void vreport(const char *fmt, va_list ap) {
+    char buf[sizeof g_msg + 64];
+    int n = os_rank >= 0 ? snprintf(buf, sizeof buf, "omnishard: rank %d: ", os_rank)
+                         : snprintf(buf, sizeof buf, "omnishard: ");
+    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    fprintf(stderr, "%s\n", buf);
+    fflush(stderr);
+}
+
+_Noreturn void os_die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    if (g_hook) {
+        void (*h)(int) = g_hook;
+        g_hook = NULL;
+        h(1);
+    }
+    exit(1);
+}
+
+_Noreturn void os_die_err(void) { os_die("%s", os_errmsg()); }
+
+void os_info(const char *fmt, ...) {
+    if (os_rank > 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}

@@ -1,0 +1,28 @@
+// Errors with context. Library code reports user errors by returning -1 (or NULL) after calling os_errf(),
+// which stores "path: field: what is wrong" in a thread-local buffer; the CLI prints it with os_die().
+// OS_ASSERT is for omnishard's own bugs only.
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+
+// store a formatted message (replaces the previous one); always returns -1
+int os_errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// prefix the stored message with "prefix: " (adds context while unwinding); returns -1
+int os_err_ctx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *os_errmsg(void);
+
+// The rank shown in messages ("rank 3: ..."); -1 when not running under MPI.
+extern int os_rank;
+// Called by os_die before exit, e.g. to stop every MPI rank. Receives the exit code.
+void os_set_abort_hook(void (*hook)(int code));
+// Print "omnishard: [rank R: ]message" on stderr and stop this process (and, via the hook, every rank).
+_Noreturn void os_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// os_die with the stored error message
+_Noreturn void os_die_err(void);
+// informational line on stderr, from rank 0 (or rank -1) only
+void os_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define OS_ASSERT(c)                                                                                  \
+    do {                                                                                              \
+        if (!(c)) os_die("internal error: %s:%d: assertion '%s' failed", __FILE__, __LINE__, #c);     \
+    } while (0)

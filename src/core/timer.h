@@ -1,0 +1,3 @@
+#pragma once
+// monotonic wall-clock seconds
+double os_now(void);

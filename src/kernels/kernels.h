@@ -1,0 +1,91 @@
+// CPU kernels, forward and backward, fp32. Conventions (as in llm.c):
+//  - shapes in comments: B batch, T time, C channels, H heads, KH key/value heads, D head dim, V vocab, N rows.
+//  - every *_bwd ACCUMULATES (+=) into its gradient outputs (dinp, dw, db...): the caller zeroes them first.
+//    A gradient pointer may be NULL: that gradient is then not computed.
+//  - Linear weights use PyTorch's layout w[out, in].
+//  - kernels parallelise with OpenMP / BLAS internally; they are safe to call with any sizes >= 0.
+#pragma once
+#include <stdint.h>
+
+// ---- linear (BLAS sgemm) ----
+// out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)
+void k_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
+// dinp[N,I] += dout[N,O] @ w[O,I];  dw[O,I] += dout^T @ inp;  dbias[O] += sum_n dout[n,:]
+void k_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                  int64_t N, int64_t I, int64_t O);
+// general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row strides
+void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+            const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+// ---- embedding ----
+// out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)
+void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+// out[N,C] += scale * table[ids[n], :]
+void k_embedding_acc(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+// dtable[ids[n], :] += scale * dout[n, :]
+void k_embedding_bwd(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t C, float scale);
+
+// ---- RMSNorm (Qwen2: y = x * rsqrt(mean(x^2) + eps) * w) ----
+// out[N,C], rstd[N] saved for backward
+void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps);
+void k_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                   int64_t N, int64_t C);
+
+// ---- LayerNorm (Whisper) ----
+// out[N,C], mean[N], rstd[N]
+void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                     int64_t N, int64_t C, float eps);
+void k_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
+                     const float *rstd, const float *w, int64_t N, int64_t C);
+
+// ---- RoPE (rotate-half form, as Hugging Face Qwen2) ----
+// tables cos[T, D/2], sin[T, D/2] for positions pos[T]: inv_freq[j] = 1 / theta^(2j/D) computed in float32,
+// angle = (float)pos * inv_freq[j] in float32, cos/sin of it.
+void k_rope_table(float *cos_t, float *sin_t, const int32_t *pos, int64_t T, int64_t D, float theta);
+// in place on x[B,T,H,D] (H heads of dim D): for j < D/2, (x1, x2) = (x[j], x[j+D/2])
+//   x[j] = x1*cos - x2*sin ; x[j+D/2] = x2*cos + x1*sin
+void k_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+// in place on dx[B,T,H,D]: applies the transpose (inverse) rotation (this is an overwrite, not an accumulate)
+void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+
+// ---- attention (scaled dot product, grouped KV heads) ----
+// q[B,T,H,D], k[B,T,KH,D], v[B,T,KH,D] (H % KH == 0; query head h uses kv head h / (H/KH)),
+// keymask[B,T] (1 = real token, 0 = padding; NULL = all real), causal: key s allowed for query t iff s <= t.
+// out[B,T,H,D]; att[B,H,T,T] holds the softmax probabilities (saved for backward; masked entries are 0;
+// a query row with no allowed key gets all-zero probabilities and a zero output). scale = 1/sqrt(D).
+void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
+                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate
+void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                     const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+
+// ---- activations ----
+// SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))
+void k_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N);
+void k_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N);
+// GELU, exact erf form: 0.5 x (1 + erf(x / sqrt 2)); in place allowed (out == inp)
+void k_gelu_fwd(float *out, const float *inp, int64_t N);
+void k_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
+// ReLU; in place allowed
+void k_relu_fwd(float *out, const float *inp, int64_t N);
+void k_relu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
+
+// ---- conv1d (Whisper front, forward only; cross-correlation like PyTorch) ----
+// inp[Cin, Tin], w[Cout, Cin, K], b[Cout] -> out[Cout, Tout], Tout = (Tin + 2*pad - K) / stride + 1,
+// out[o,t] = b[o] + sum_{i,k} w[o,i,k] * inp[i, stride*t + k - pad] (zero outside)
+void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
+                  int64_t Cout, int64_t K, int64_t stride, int64_t pad);
+
+// ---- softmax cross-entropy on a chunk of rows, fused forward + backward ----
+// logits[N, V] with row stride ld (>= V) is OVERWRITTEN by dscale * dloss/dlogits (softmax - onehot) for rows
+// whose label is not -100 and by 0 for ignored rows. labels[N] in [0, V) or -100 (checked by the caller).
+// Returns the sum over non-ignored rows of -log softmax[label] (double); *ncorrect (may be NULL) += rows whose
+// argmax (first maximum) equals the label.
+double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
+                      int64_t *ncorrect);
+
+// ---- elementwise helpers ----
+void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a + b (out may alias)
+void k_axpy(float *y, float a, const float *x, int64_t N);            // y += a*x
+void k_scale(float *x, float a, int64_t N);                           // x *= a
+double k_sumsq(const float *x, int64_t N);                            // sum x^2 in double
