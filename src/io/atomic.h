@@ -1,0 +1,17 @@
+// Files that are never half-written: temp file + fsync + rename + directory fsync; directory helpers.
+#pragma once
+#include <stddef.h>
+
+// Write n bytes to path via path.tmp.<pid>; 0 or -1 + message naming path and errno text.
+int os_write_file_atomic(const char *path, const void *data, size_t n);
+// mkdir -p (mode 0777 & umask); existing directories are fine; -1 if a component is not a directory.
+int os_mkdir_p(const char *path);
+// Whole file, NUL-terminated (os_free it); *n (may be NULL) = size without the NUL. NULL + message on error.
+char *os_read_file(const char *path, size_t *n);
+// Make tmpdir appear as finaldir: an existing finaldir is renamed to finaldir.old.<pid>, tmpdir renamed in,
+// the parent fsynced, then the old one removed recursively.
+int os_rename_dir_atomic(const char *tmpdir, const char *finaldir);
+// rm -rf (does not follow symlinks); a missing path is fine.
+int os_rm_rf(const char *path);
+// fsync the directory that contains path (used after a rename).
+int os_fsync_parent(const char *path);
