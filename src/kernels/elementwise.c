@@ -1,0 +1,24 @@
+// Elementwise helpers on flat float arrays x[N].
+#include "kernels/kernels.h"
+
+void k_add(float *out, const float *a, const float *b, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+void k_axpy(float *y, float a, const float *x, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; i++) y[i] += a * x[i];
+}
+
+void k_scale(float *x, float a, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; i++) x[i] *= a;
+}
+
+double k_sumsq(const float *x, int64_t N) {
+    double s = 0.0;
+#pragma omp parallel for simd schedule(static) reduction(+ : s)
+    for (int64_t i = 0; i < N; i++) s += (double)x[i] * x[i];
+    return s;
+}

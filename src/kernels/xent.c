@@ -1,0 +1,33 @@
+// Softmax cross-entropy over rows of logits[N, V] (row stride ld), fused with its gradient, written in place.
+#include "kernels/kernels.h"
+#include <math.h>
+
+double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
+                      int64_t *ncorrect) {
+    double loss = 0.0;
+    int64_t correct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, correct)
+    for (int64_t n = 0; n < N; n++) {
+        float *x = logits + n * ld;
+        int32_t y = labels[n];
+        if (y < 0 || V <= 0) {   // ignored row (-100)
+            for (int64_t i = 0; i < V; i++) x[i] = 0.0f;
+            continue;
+        }
+        int64_t arg = 0;
+        for (int64_t i = 1; i < V; i++)
+            if (x[i] > x[arg]) arg = i;
+        float mx = x[arg];
+        double sum = 0.0;
+        for (int64_t i = 0; i < V; i++) sum += expf(x[i] - mx);
+        double lse = log(sum);   // log-sum-exp minus mx
+        loss += lse - ((double)x[y] - mx);
+        correct += arg == y;
+        // dscale * (softmax - onehot); softmax = exp(x - mx) / sum
+        float k = (float)((double)dscale / sum);
+        for (int64_t i = 0; i < V; i++) x[i] = k * expf(x[i] - mx);
+        x[y] -= dscale;
+    }
+    if (ncorrect) *ncorrect += correct;
+    return loss;
+}
