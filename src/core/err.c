@@ -15,12 +15,14 @@ int os_errf(const char *fmt, ...) {
 }
 
 int os_err_ctx(const char *fmt, ...) {
-    char pre[1024], old[sizeof g_msg];
+    char pre[1024], old[sizeof g_msg - 1100];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    memcpy(old, g_msg, sizeof old);
+    size_t n = strnlen(g_msg, sizeof old - 1);
+    memcpy(old, g_msg, n);
+    old[n] = 0;
     snprintf(g_msg, sizeof g_msg, "%s: %s", pre, old);
     return -1;
 }

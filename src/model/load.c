@@ -1,0 +1,74 @@
+#include "model/load.h"
+#include "core/err.h"
+#include "core/rng.h"
+#include <math.h>
+#include <string.h>
+
+static const char *shape_str(const int64_t *s, int nd, char *buf, int n) {
+    int k = snprintf(buf, (size_t)n, "[");
+    for (int i = 0; i < nd && k < n; i++) k += snprintf(buf + k, (size_t)(n - k), i ? ", %lld" : "%lld", (long long)s[i]);
+    if (k < n) snprintf(buf + k, (size_t)(n - k), "]");
+    return buf;
+}
+
+int os_params_check(const os_registry *r, const os_st_dir *d, const char *dir) {
+    for (int i = 0; i < r->np; i++) {
+        const os_param *p = &r->p[i];
+        const os_st_tensor *t = d ? os_st_dir_find(d, p->name) : NULL;
+        char a[96], b[96];
+        if (!t) {
+            if (p->init == OS_INIT_REQUIRED || p->resizable)
+                return os_errf("%s: tensor '%s' %s is missing from the checkpoint", dir, p->name,
+                               shape_str(p->shape, p->ndim, a, sizeof a));
+            continue;
+        }
+        int ok = t->ndim == p->ndim;
+        for (int k = 1; ok && k < p->ndim; k++) ok = t->shape[k] == p->shape[k];
+        if (ok) ok = p->resizable ? t->shape[0] >= 1 && t->shape[0] <= p->shape[0] : t->shape[0] == p->shape[0];
+        if (!ok)
+            return os_errf("%s: tensor '%s': shape %s does not match the model's %s%s", dir, p->name,
+                           shape_str(t->shape, t->ndim, a, sizeof a), shape_str(p->shape, p->ndim, b, sizeof b),
+                           p->resizable ? " (at most that many rows)" : "");
+        if (t->dtype != OS_DT_F32 && t->dtype != OS_DT_F16 && t->dtype != OS_DT_BF16 && t->dtype != OS_DT_F64)
+            return os_errf("%s: tensor '%s': dtype %s is not a float type", dir, p->name, os_st_dtype_name(t->dtype));
+    }
+    return 0;
+}
+
+// initialise elements [s, s+n) of parameter p (flat index) into dst
+static void init_range(const os_param *p, int64_t s, int64_t n, float *dst, uint64_t seed) {
+    uint64_t key = os_hash_str(p->name, seed);
+    float bound = p->fan_in > 0 ? 1.0f / sqrtf((float)p->fan_in) : 0.0f;
+    switch (p->init) {
+    case OS_INIT_NORMAL: os_rng_fill_normal(dst, n, key, s, 0.0f, p->init_arg); break;
+    case OS_INIT_LINEAR_W:
+    case OS_INIT_LINEAR_B: os_rng_fill_uniform(dst, n, key, s, -bound, bound); break;
+    case OS_INIT_ONES:
+        for (int64_t j = 0; j < n; j++) dst[j] = 1.0f;
+        break;
+    default: memset(dst, 0, sizeof(float) * (size_t)n); break;
+    }
+}
+
+int os_params_fill(const os_registry *r, const os_st_dir *d, int b, int64_t lo, int64_t hi, float *dst,
+                   uint64_t seed) {
+    const os_bucket *bk = &r->b[b];
+    for (int64_t j = lo; j < hi; j++)
+        if (j >= bk->numel) dst[j - lo] = 0.0f;
+    for (int i = bk->first; i < bk->first + bk->count; i++) {
+        const os_param *p = &r->p[i];
+        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (s >= e) continue;
+        float *out = dst + (s - lo);
+        int64_t ps = s - p->offset, pn = e - s;   // range inside the parameter
+        const os_st_tensor *t = d ? os_st_dir_find(d, p->name) : NULL;
+        int64_t have = t ? t->numel : 0;          // leading elements available from the checkpoint (row-major)
+        if (ps < have) {
+            int64_t k = pn < have - ps ? pn : have - ps;
+            if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", p->name);
+            out += k, ps += k, pn -= k;
+        }
+        if (pn > 0) init_range(p, ps, pn, out, seed);
+    }
+    return 0;
+}

@@ -1,0 +1,161 @@
+#include "model/omni.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "io/atomic.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+void os_omni_config_default(os_omni_config *oc, int G) {
+    memset(oc, 0, sizeof *oc);
+    oc->G = G;
+    oc->text_vocab = 152000;
+    oc->audio_vocab = 4160;
+    oc->adapter = G > 1;
+    for (int i = 0; i <= G; i++) oc->loss_w[i] = 1.0f / (float)(G + 1);
+    if (G == 0) oc->loss_w[0] = 1.0f;
+}
+
+static int json_int(const cJSON *o, const char *path, const char *key, int64_t lo, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < (double)lo)
+        return os_errf("%s: field '%s': expected an integer >= %lld", path, key, (long long)lo);
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+int os_omni_config_load(const char *path, os_omni_config *oc) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    char *text = os_read_file(path, NULL);
+    if (!text) return -1;
+    cJSON *o = cJSON_Parse(text);
+    os_free(text);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return os_errf("%s: not a JSON object", path);
+    }
+    int64_t G = oc->G, T = oc->text_vocab, A = oc->audio_vocab;
+    int rc = 0;
+    if (json_int(o, path, "code_layer", 0, &G) < 0 || json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
+        json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0)
+        rc = -1;
+    else if (G > OS_MAX_G)
+        rc = os_errf("%s: field 'code_layer': at most %d supported, got %lld", path, OS_MAX_G, (long long)G);
+    if (rc == 0) {
+        os_omni_config_default(oc, (int)G);
+        oc->text_vocab = T;
+        oc->audio_vocab = A;
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
+        if (w) {
+            if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
+                rc = os_errf("%s: field 'loss_weights': expected an array of %d numbers", path, (int)G + 1);
+            for (int i = 0; rc == 0 && i <= G; i++) {
+                const cJSON *x = cJSON_GetArrayItem(w, i);
+                if (!cJSON_IsNumber(x)) rc = os_errf("%s: field 'loss_weights[%d]': expected a number", path, i);
+                else oc->loss_w[i] = (float)x->valuedouble;
+            }
+        }
+    }
+    cJSON_Delete(o);
+    return rc < 0 ? -1 : 1;
+}
+
+int os_omni_config_write(const char *path, const os_omni_config *oc) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf,
+                     "{\n  \"model_type\": \"slam_omni\",\n  \"code_layer\": %d,\n  \"padded_text_vocabsize\": %lld,\n"
+                     "  \"padded_audio_vocabsize\": %lld,\n  \"loss_weights\": [",
+                     oc->G, (long long)oc->text_vocab, (long long)oc->audio_vocab);
+    for (int i = 0; i <= oc->G; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %.9g" : "%.9g", oc->loss_w[i]);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "]\n}\n");
+    return os_write_file_atomic(path, buf, (size_t)n);
+}
+
+static int param2(os_registry *r, const char *name, int64_t a, int64_t b, os_init_kind k, float arg) {
+    int64_t s[2] = {a, b};
+    return os_reg_param(r, name, 2, s, k, arg);
+}
+static int param1(os_registry *r, const char *name, int64_t a, os_init_kind k, float arg) {
+    return os_reg_param(r, name, 1, &a, k, arg);
+}
+
+int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->oc = *oc;
+    m->C = cfg->hidden_size;
+    m->H = cfg->num_attention_heads;
+    m->KH = cfg->num_key_value_heads;
+    m->D = cfg->head_dim;
+    m->F = cfg->intermediate_size;
+    m->nlayers = cfg->num_hidden_layers;
+    if (oc->G == 0) {
+        m->V = cfg->vocab_size;
+        m->oc.text_vocab = m->V;
+        m->oc.audio_vocab = 0;
+    } else {
+        m->V = oc->text_vocab + oc->audio_vocab;
+        if (oc->text_vocab < 64 || oc->audio_vocab < 64)
+            return os_errf("SLAM-Omni vocabulary: text (%lld) and audio (%lld) sizes must each be >= 64 "
+                           "(64 special ids are reserved at the end of each)",
+                           (long long)oc->text_vocab, (long long)oc->audio_vocab);
+    }
+    if (m->D % 2) return os_errf("config.json: field 'head_dim': must be even for RoPE, got %lld", (long long)m->D);
+    os_registry *r = &m->reg;
+    char nm[112];
+    m->b_embed = os_reg_bucket(r, "embed_tokens", 1);
+    m->embed = param2(r, "model.embed_tokens.weight", m->V, m->C, OS_INIT_NORMAL, 0.02f);
+    r->p[m->embed].resizable = 1;
+    m->layer = os_alloc(sizeof *m->layer * (size_t)m->nlayers, "layer ids");
+    m->b_layer = os_alloc(sizeof(int) * (size_t)m->nlayers, "layer buckets");
+    int64_t qd = m->H * m->D, kvd = m->KH * m->D;
+    for (int64_t l = 0; l < m->nlayers; l++) {
+        os_layer_ids *L = &m->layer[l];
+        snprintf(nm, sizeof nm, "layers.%lld", (long long)l);
+        m->b_layer[l] = os_reg_bucket(r, nm, 1);
+#define P(field, suffix, ...) \
+    snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix), L->field = __VA_ARGS__
+        P(ln1, "input_layernorm.weight", param1(r, nm, m->C, OS_INIT_REQUIRED, 0));
+        P(q_w, "self_attn.q_proj.weight", param2(r, nm, qd, m->C, OS_INIT_REQUIRED, 0));
+        P(q_b, "self_attn.q_proj.bias", param1(r, nm, qd, OS_INIT_REQUIRED, 0));
+        P(k_w, "self_attn.k_proj.weight", param2(r, nm, kvd, m->C, OS_INIT_REQUIRED, 0));
+        P(k_b, "self_attn.k_proj.bias", param1(r, nm, kvd, OS_INIT_REQUIRED, 0));
+        P(v_w, "self_attn.v_proj.weight", param2(r, nm, kvd, m->C, OS_INIT_REQUIRED, 0));
+        P(v_b, "self_attn.v_proj.bias", param1(r, nm, kvd, OS_INIT_REQUIRED, 0));
+        P(o_w, "self_attn.o_proj.weight", param2(r, nm, m->C, qd, OS_INIT_REQUIRED, 0));
+        P(ln2, "post_attention_layernorm.weight", param1(r, nm, m->C, OS_INIT_REQUIRED, 0));
+        P(gate, "mlp.gate_proj.weight", param2(r, nm, m->F, m->C, OS_INIT_REQUIRED, 0));
+        P(up, "mlp.up_proj.weight", param2(r, nm, m->F, m->C, OS_INIT_REQUIRED, 0));
+        P(down, "mlp.down_proj.weight", param2(r, nm, m->C, m->F, OS_INIT_REQUIRED, 0));
+#undef P
+    }
+    m->b_norm = os_reg_bucket(r, "norm", 1);
+    m->final_norm = param1(r, "model.norm.weight", m->C, OS_INIT_REQUIRED, 0);
+    if (cfg->tie_word_embeddings) {
+        m->b_head = m->b_embed;
+        m->lm_head = m->embed;
+    } else {
+        m->b_head = os_reg_bucket(r, "lm_head", 1);
+        m->lm_head = param2(r, "lm_head.weight", m->V, m->C, OS_INIT_NORMAL, 0.02f);
+        r->p[m->lm_head].resizable = 1;
+    }
+    m->adapter_w = m->adapter_b = m->b_adapter = -1;
+    if (m->oc.G > 0 && m->oc.adapter) {
+        int64_t A = m->oc.audio_vocab;
+        m->b_adapter = os_reg_bucket(r, "group_decode_adapter", 1);
+        m->adapter_w = param2(r, "group_decode_adapter.linear.weight", m->oc.G * A, A, OS_INIT_LINEAR_W, 0);
+        m->adapter_b = param1(r, "group_decode_adapter.linear.bias", m->oc.G * A, OS_INIT_LINEAR_B, 0);
+        r->p[m->adapter_b].fan_in = A;
+    }
+    return 0;
+}
+
+void os_model_free(os_model *m) {
+    os_reg_free(&m->reg);
+    os_free(m->layer);
+    os_free(m->b_layer);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,44 @@
+// The SLAM-Omni model: a Qwen2 decoder whose vocabulary holds T text + A audio ids, input embedding = mean of
+// the G+1 rows' embeddings, text logits = logits[:, :T], audio logits = group_decode_adapter(logits[:, T:T+A])
+// split into G layers (G = 1: logits[:, T:T+A] directly). G = 0 is a plain Qwen2 causal LM (one text row).
+// See ../shared/docs/slam-omni.md. Parameters are declared in a registry (registry.h), data lives in the
+// sharding runtime's buckets (src/zero/runtime.h).
+#pragma once
+#include "io/hfconfig.h"
+#include "model/registry.h"
+
+#define OS_MAX_G 8
+
+typedef struct {
+    int G;                 // code layers (0 = plain LLM)
+    int64_t text_vocab;    // T (padded text vocabulary); for G = 0 the whole vocabulary
+    int64_t audio_vocab;   // A (padded audio vocabulary)
+    int adapter;           // group-decode adapter Linear(A, G*A) present (G > 1)
+    float loss_w[OS_MAX_G + 1];   // weights: [0] text, [1+i] audio layer i
+} os_omni_config;
+
+typedef struct {
+    int ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, ln2, gate, up, down;
+} os_layer_ids;
+
+typedef struct {
+    os_qwen2_config cfg;
+    os_omni_config oc;
+    int64_t C, H, KH, D, F, V, nlayers;   // hidden, heads, kv heads, head dim, MLP dim, vocab (T+A), layers
+    os_registry reg;
+    int embed, lm_head, final_norm, adapter_w, adapter_b;   // param ids (lm_head == embed when tied)
+    os_layer_ids *layer;
+    int b_embed, b_head, b_norm, b_adapter, *b_layer;       // bucket ids (b_head == b_embed when tied)
+    int64_t ckpt_vocab;   // vocabulary rows found in the checkpoint (rows beyond are initialised)
+} os_model;
+
+// Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)
+void os_omni_config_default(os_omni_config *oc, int G);
+// Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
+// loss_weights); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
+int os_omni_config_load(const char *path, os_omni_config *oc);
+int os_omni_config_write(const char *path, const os_omni_config *oc);
+
+// Declare every parameter and bucket. cfg comes from config.json; ckpt_vocab = the checkpoint's vocab rows.
+int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc);
+void os_model_free(os_model *m);

@@ -1,0 +1,73 @@
+#include "model/registry.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include <stdio.h>
+#include <string.h>
+
+static void *grow(void *old, int n, int *cap, size_t elem) {
+    if (n < *cap) return old;
+    int nc = *cap ? *cap * 2 : 64;
+    void *p = os_alloc((size_t)nc * elem, "parameter registry");
+    if (old) memcpy(p, old, (size_t)n * elem);
+    os_free(old);
+    *cap = nc;
+    return p;
+}
+
+int os_reg_bucket(os_registry *r, const char *name, int trainable) {
+    r->b = grow(r->b, r->nb, &r->cap_b, sizeof *r->b);
+    os_bucket *b = &r->b[r->nb];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->first = r->np;
+    b->trainable = trainable;
+    return r->nb++;
+}
+
+int os_reg_param(os_registry *r, const char *name, int ndim, const int64_t *shape, os_init_kind init, float arg) {
+    OS_ASSERT(r->nb > 0 && ndim >= 1 && ndim <= 4);
+    r->p = grow(r->p, r->np, &r->cap_p, sizeof *r->p);
+    os_bucket *b = &r->b[r->nb - 1];
+    os_param *p = &r->p[r->np];
+    memset(p, 0, sizeof *p);
+    OS_ASSERT(strlen(name) < sizeof p->name);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) p->shape[i] = shape[i], p->numel *= shape[i];
+    p->bucket = r->nb - 1;
+    p->offset = b->numel;
+    p->trainable = b->trainable;
+    p->init = init;
+    p->init_arg = arg;
+    p->fan_in = ndim >= 2 ? shape[1] : 0;
+    b->numel += p->numel;
+    b->count++;
+    return r->np++;
+}
+
+int os_reg_find(const os_registry *r, const char *name) {
+    for (int i = 0; i < r->np; i++)
+        if (!strcmp(r->p[i].name, name)) return i;
+    return -1;
+}
+
+int64_t os_reg_numel(const os_registry *r, int trainable_only) {
+    int64_t n = 0;
+    for (int i = 0; i < r->np; i++)
+        if (!trainable_only || r->p[i].trainable) n += r->p[i].numel;
+    return n;
+}
+
+void os_reg_free(os_registry *r) {
+    os_free(r->p);
+    os_free(r->b);
+    memset(r, 0, sizeof *r);
+}
+
+const char *os_param_desc(const os_param *p, char *buf, int n) {
+    int k = snprintf(buf, (size_t)n, "%s [", p->name);
+    for (int i = 0; i < p->ndim && k < n; i++) k += snprintf(buf + k, (size_t)(n - k), i ? ", %lld" : "%lld", (long long)p->shape[i]);
+    if (k < n) snprintf(buf + k, (size_t)(n - k), "]");
+    return buf;
+}

@@ -1,0 +1,52 @@
+// Parameter registry: every parameter has its global (Hugging Face / SLAM-LLM) name, full shape, owning bucket
+// and offset in that bucket's flat buffer, whether it is trained, and how it is initialised when a checkpoint
+// lacks it. Metadata lives on every rank; the data lives in buffers owned by the sharding runtime (src/zero/).
+#pragma once
+#include <stdint.h>
+
+typedef enum {
+    OS_INIT_REQUIRED,   // must come from the checkpoint
+    OS_INIT_NORMAL,     // normal(0, arg)
+    OS_INIT_LINEAR_W,   // PyTorch nn.Linear default: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    OS_INIT_LINEAR_B,   // same bound for the bias
+    OS_INIT_ONES,
+    OS_INIT_ZEROS,
+} os_init_kind;
+
+typedef struct {
+    char name[112];
+    int ndim;
+    int64_t shape[4];
+    int64_t numel;
+    int bucket;
+    int64_t offset;       // element offset inside the bucket's flat buffer
+    int trainable;
+    os_init_kind init;
+    float init_arg;       // std for NORMAL
+    int64_t fan_in;       // for LINEAR_*
+    int resizable;        // dim 0 may be longer than the checkpoint's (vocabulary resize): extra rows use init
+} os_param;
+
+typedef struct {
+    char name[64];
+    int first, count;     // parameters [first, first+count)
+    int64_t numel;        // sum of their numel
+    int trainable;
+} os_bucket;
+
+typedef struct {
+    os_param *p;
+    int np, cap_p;
+    os_bucket *b;
+    int nb, cap_b;
+} os_registry;
+
+// start a new bucket; following os_reg_param calls add to it. Returns the bucket id.
+int os_reg_bucket(os_registry *r, const char *name, int trainable);
+// add a parameter (shape of ndim dims) to the current bucket; returns its id
+int os_reg_param(os_registry *r, const char *name, int ndim, const int64_t *shape, os_init_kind init, float arg);
+int os_reg_find(const os_registry *r, const char *name);   // -1 if absent
+int64_t os_reg_numel(const os_registry *r, int trainable_only);
+void os_reg_free(os_registry *r);
+// "name [d0, d1]" into buf
+const char *os_param_desc(const os_param *p, char *buf, int n);

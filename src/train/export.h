@@ -1,0 +1,13 @@
+// Writing a model directory that transformers loads unchanged:
+//   config.json (the source config with the resized vocabulary, float32), model.safetensors (the LLM;
+//   lm_head.weight omitted when tied), and for SLAM-Omni slam_omni.json + slam_omni.safetensors
+//   (group_decode_adapter.*, encoder_projector.*), plus the source's tokenizer files.
+// Collective: every rank calls it (stage 3 gathers bucket by bucket); rank 0 writes into OUT.tmp.<pid>, which is
+// renamed to OUT at the end, so a failure never leaves a half-written directory. 0, or -1 on every rank.
+#pragma once
+#include "model/omni.h"
+#include "zero/runtime.h"
+
+int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir);
+// 1 if the parameter belongs in slam_omni.safetensors rather than model.safetensors
+int os_is_slam_param(const char *name);

@@ -1,0 +1,10 @@
+// The output head: final RMSNorm, lm_head, text cross-entropy over logits[:, :T], the group-decode adapter over
+// logits[:, T:T+A] and one cross-entropy per audio layer, all next-token shifted (position p predicts p+1).
+// Forward and backward are fused and computed in row chunks, so the [N, V] logits and their gradient never
+// exist whole. Gradients go to lm_head, the adapter, the final norm; dx[N,C] receives dL/d(last layer output).
+#pragma once
+#include "train/step.h"
+
+void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx, float dscale, os_step_stats *st);
+// rows per chunk for a vocabulary of V columns (about 128 MB of logits)
+int64_t os_head_chunk_rows(int64_t V, int64_t N);

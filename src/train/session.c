@@ -1,0 +1,71 @@
+#include "train/session.h"
+#include "core/err.h"
+#include "model/load.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_config *oc) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", a->model);
+    if (os_qwen2_config_load(path, cfg) < 0) return -1;
+    int slam = !strcmp(a->model_type, "slam_omni");
+    os_omni_config_default(oc, slam ? 3 : 0);
+    if (slam) {
+        snprintf(path, sizeof path, "%s/slam_omni.json", a->model);
+        if (os_omni_config_load(path, oc) < 0) return -1;
+        if (a->code_layer >= 0) {
+            if (a->code_layer < 1 || a->code_layer > OS_MAX_G)
+                return os_errf("--code_layer: expected 1-%d, got %d", OS_MAX_G, a->code_layer);
+            os_omni_config tmp = *oc;
+            os_omni_config_default(oc, a->code_layer);
+            oc->text_vocab = tmp.text_vocab, oc->audio_vocab = tmp.audio_vocab;
+        }
+    }
+    if (a->n_loss_weights) {
+        if (a->n_loss_weights != oc->G + 1)
+            return os_errf("--loss_weights: expected %d values (text, then %d audio layers), got %d", oc->G + 1, oc->G, a->n_loss_weights);
+        for (int i = 0; i <= oc->G; i++) oc->loss_w[i] = a->loss_weights[i];
+    }
+    return 0;
+}
+
+int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
+    memset(s, 0, sizeof *s);
+    s->model_dir = a->model;
+    os_qwen2_config cfg;
+    os_omni_config oc;
+    if (model_config(a, &cfg, &oc) < 0) return -1;
+    s->ckpt = os_st_dir_open(a->model);
+    if (!s->ckpt) return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
+    if (oc.G > 0 && access(path, F_OK) == 0 && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
+    os_model *m = &s->model;
+    if (os_model_build(m, &cfg, &oc) < 0) return -1;
+    if (os_params_check(&m->reg, s->ckpt, a->model) < 0) return -1;
+    zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
+    for (int b = 0; b < m->reg.nb; b++) {
+        int64_t lo, hi;
+        zr_fill_range(&s->rt, b, &lo, &hi);
+        if (os_params_fill(&m->reg, s->ckpt, b, lo, hi, zr_fill_dst(&s->rt, b), (uint64_t)a->seed) < 0)
+            return os_err_ctx("%s", a->model);
+    }
+    s->pad_id = 151643 < m->V ? 151643 : 0;
+    os_trainer *t = &s->trainer;
+    t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing;
+    t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
+    for (int k = 0; k < a->nterms; k++) {
+        int hit = 0;
+        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->terms[k].prefix, strlen(a->terms[k].prefix));
+        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->terms[k].prefix);
+    }
+    return 0;
+}
+
+void os_session_close(os_session *s) {
+    zr_free(&s->rt);
+    os_model_free(&s->model);
+    os_st_dir_close(s->ckpt);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,20 @@
+// Opening a model for training: config.json (+ slam_omni.json), the checkpoint tensors, the parameter
+// registry, the sharding runtime with this rank's part filled (stage 3: each rank reads only its slices).
+#pragma once
+#include "io/safetensors.h"
+#include "model/omni.h"
+#include "train/args.h"
+#include "zero/runtime.h"
+
+typedef struct {
+    os_model model;
+    zr_runtime rt;
+    os_trainer trainer;
+    os_st_dir *ckpt;
+    const char *model_dir;
+    int32_t pad_id;
+} os_session;
+
+// collective; 0 or -1 + message (the caller stops every rank)
+int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks);
+void os_session_close(os_session *s);

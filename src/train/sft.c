@@ -1,0 +1,125 @@
+#include "train/sft.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/timer.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "io/atomic.h"
+#include "optim/schedule.h"
+#include "train/dump.h"
+#include "train/export.h"
+#include "train/session.h"
+#include "train/steplog.h"
+#include "zero/comm.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// stop every rank with the current message when any rank failed (each rank passes its own status)
+static void agree_or_die(int rc) {
+    int failed = comm_any_failed(rc < 0);
+    if (!failed) return;
+    if (rc < 0) os_die_err();
+    os_die("stopping: %d other rank(s) reported an error", failed);
+}
+
+static void check_fingerprint(const os_sft_args *a) {
+    const char *fields[48];
+    char values[48][256];
+    int n = os_sft_args_fingerprint(a, fields, values, 48);
+    const char *vals[48];
+    for (int i = 0; i < n; i++) vals[i] = values[i];
+    if (comm_check_same(fields, vals, n) < 0) os_die_err();
+}
+
+int os_sft_run(const os_sft_args *a) {
+    int rank = comm_rank(), N = comm_size();
+    if (a->zero_stage == 0 && N > 1 && rank == 0)
+        os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", N);
+    check_fingerprint(a);
+    os_session s;
+    int rc = os_session_open(&s, a, rank, N);
+    agree_or_die(rc);
+    os_model *m = &s.model;
+    int64_t R = m->oc.G > 0 ? m->oc.G + 1 : 1;
+    os_dataset *ds = os_pretok_open(a->dataset, R, a->max_length, a->truncation_strategy);
+    agree_or_die(ds ? 0 : -1);
+    int64_t nsamp = ds->n, Bm = a->per_device_train_batch_size, K = a->gradient_accumulation_steps;
+    int64_t GB = (int64_t)N * K * Bm, steps_per_epoch = (nsamp + GB - 1) / GB;
+    int64_t total = a->max_steps > 0 ? a->max_steps : (int64_t)ceil(a->num_train_epochs * (double)steps_per_epoch);
+    if (total < 1) total = 1;
+    int64_t warmup = a->warmup_steps > 0 ? a->warmup_steps : (int64_t)ceil(a->warmup_ratio * (double)total);
+    if (rank == 0)
+        os_info("omnishard sft: %lld samples, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
+                "%lld parameters (%lld trained)",
+                (long long)nsamp, N, a->zero_stage, (long long)total, (long long)steps_per_epoch, (long long)GB,
+                (long long)os_reg_numel(&m->reg, 0), (long long)os_reg_numel(&m->reg, 1));
+    if (rank == 0 && os_mkdir_p(a->output_dir) < 0) rc = -1;
+    agree_or_die(rc);
+    os_steplog log;
+    os_steplog_open(&log, a->output_dir, rank == 0, total);
+
+    int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)nsamp, "sample order");
+    int64_t perm_epoch = -1;
+    os_sample *smp = os_alloc(sizeof(os_sample) * (size_t)Bm, "micro-batch samples");
+    os_sample empty = {.R = R, .L = 2, .lead = 0, .wav_index = -1};
+    int32_t empty_ids[2 * OS_MAX_G + 2], empty_lab[2 * OS_MAX_G + 2];
+    for (int i = 0; i < 2 * OS_MAX_G + 2; i++) empty_ids[i] = s.pad_id, empty_lab[i] = -100;
+    empty.ids = empty_ids, empty.labels = empty_lab;
+
+    for (int64_t step = 1; step <= total; step++) {
+        double t0 = os_now();
+        int64_t gstep = step - 1, epoch = gstep / steps_per_epoch, base = (gstep % steps_per_epoch) * GB;
+        if (epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, epoch), perm_epoch = epoch;
+        // micro-batches with at least one sample, over all ranks: the data gradient is their mean
+        int64_t nonempty = 0;
+        for (int64_t j = 0; j < N * K; j++) nonempty += base + j * Bm < nsamp;
+        s.trainer.term_scale = 1.0f / (float)(N * K);
+        os_step_stats acc;
+        memset(&acc, 0, sizeof acc);
+        double loss_sum = 0.0, term_loss = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t first = base + (k * N + rank) * Bm, n = 0;
+            for (int64_t i = 0; i < Bm && first + i < nsamp; i++, n++)
+                if (ds->get(ds, perm[first + i], &smp[i]) < 0) rc = -1;
+            agree_or_die(rc);
+            os_batch b;
+            if (n) os_collate(&b, smp, n, s.pad_id);
+            else os_collate(&b, &empty, 1, s.pad_id);   // nothing left for this micro-batch: run with no targets
+            if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (step %lld)", a->dataset, (long long)step);
+            agree_or_die(rc);
+            os_step_stats st;
+            os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
+            os_batch_free(&b);
+            if (n) loss_sum += st.loss;
+            term_loss = st.term_loss;
+            for (int t = 0; t <= m->oc.G; t++)
+                acc.sum[t] += st.sum[t], acc.count[t] += st.count[t], acc.correct[t] += st.correct[t];
+            acc.tokens += n ? st.tokens : 0;
+        }
+        zr_reduce_grads(&s.rt);
+        if (a->dump_grads && step == 1) agree_or_die(os_dump_grads(m, &s.rt, a->dump_grads));
+        double gnorm = zr_grad_norm(&s.rt);
+        float clip = 1.0f;
+        if (a->max_grad_norm > 0) {
+            double c = a->max_grad_norm / (gnorm + 1e-6);
+            if (c < 1.0) clip = (float)c;
+        }
+        double lr = os_lr_at(a->lr_scheduler_type, a->learning_rate, gstep, warmup, total);
+        zr_adamw_step(&s.rt, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
+                      (float)a->weight_decay, clip, step);
+        os_steplog_step(&log, m, step, (double)gstep / (double)steps_per_epoch + 1.0 / (double)steps_per_epoch,
+                        loss_sum, nonempty, term_loss, &acc, lr, gnorm, os_now() - t0, &s.rt,
+                        a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
+    }
+    char out[4200];
+    snprintf(out, sizeof out, "%s/final_model", a->output_dir);
+    agree_or_die(os_export(m, &s.rt, a->model, out));
+    if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
+    if (ds->skipped && rank == 0) os_info("note: %lld samples were skipped (longer than --max_length with --truncation_strategy delete)", (long long)ds->skipped);
+    os_steplog_close(&log);
+    os_free(perm), os_free(smp);
+    ds->free(ds);
+    os_session_close(&s);
+    return 0;
+}

@@ -1,0 +1,154 @@
+#include "train/step.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "train/head.h"
+#include "train/layer.h"
+#include <stdio.h>
+#include <string.h>
+
+int os_batch_check(const os_model *m, const os_batch *b) {
+    int64_t G = m->oc.G, R = G > 0 ? G + 1 : 1, T = m->oc.text_vocab, A = m->oc.audio_vocab;
+    if (b->R != R) return os_errf("batch has %lld rows per sample, the model needs %lld (G+1)", (long long)b->R, (long long)R);
+    for (int64_t bi = 0; bi < b->B; bi++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t p = 0; p < b->L; p++) {
+                int64_t i = (bi * R + r) * b->L + p;
+                int32_t id = b->ids[i], lb = b->labels[i];
+                if (id < 0 || id >= m->V)
+                    return os_errf("sample %lld row %lld position %lld: input id %d outside the vocabulary [0, %lld)",
+                                   (long long)bi, (long long)r, (long long)p, id, (long long)m->V);
+                int64_t lim = (G > 0 && r < G) ? A : T;
+                if (lb != -100 && (lb < 0 || lb >= lim))
+                    return os_errf("sample %lld row %lld position %lld: label %d outside [0, %lld) (or -100)",
+                                   (long long)bi, (long long)r, (long long)p, lb, (long long)lim);
+            }
+    return 0;
+}
+
+int os_param_term_parse(const char *s, os_param_term *out) {
+    memset(out, 0, sizeof *out);
+    char pre[96];
+    float c;
+    if (sscanf(s, "l2:%f:%95s", &c, pre) == 2) {
+        out->kind = OS_TERM_L2, out->coef = c;
+    } else if (sscanf(s, "dummy:%95s", pre) == 1) {
+        out->kind = OS_TERM_DUMMY, out->coef = 0.0f;
+    } else
+        return os_errf("--param_loss '%s': expected l2:COEF:PARAM_PREFIX or dummy:PARAM_PREFIX", s);
+    snprintf(out->prefix, sizeof out->prefix, "%s", pre);
+    return 0;
+}
+
+// Loss terms over the parameters of bucket b: evaluated inside its gather scope, their gradient added to the
+// bucket's gradient before it is reduced (design invariant 5). Called with b's gradient scope open.
+double os_apply_param_terms(os_trainer *t, int b) {
+    float dscale = t->term_scale;
+    double loss = 0.0;
+    const os_registry *r = &t->m->reg;
+    for (int k = 0; k < t->nterms; k++) {
+        const os_param_term *pt = &t->terms[k];
+        size_t n = strlen(pt->prefix);
+        int gathered = 0;
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+            if (strncmp(r->p[i].name, pt->prefix, n)) continue;
+            if (!gathered) zr_gather(t->rt, b), gathered = 1;
+            const float *p = zr_param(t->rt, i);
+            float *g = zr_grad(t->rt, i);
+            int64_t ne = r->p[i].numel;
+            if (pt->kind == OS_TERM_L2) {
+                loss += pt->coef * k_sumsq(p, ne);
+                k_axpy(g, 2.0f * pt->coef * dscale, p, ne);
+            } else {
+                double s = 0.0;
+                for (int64_t j = 0; j < ne; j++) s += p[j];
+                loss += 0.0 * s;   // d(0 * sum p)/dp = 0: nothing to add, but the value is honest (NaN stays NaN)
+            }
+        }
+        if (gathered) zr_release(t->rt, b);
+    }
+    return loss;
+}
+
+// x0[B*L, C] = mean over the R rows of embed[ids] (speech positions: audio rows replaced by proj, see omni)
+static void embed_fwd(os_trainer *t, const os_batch *b, float *x0) {
+    os_model *m = t->m;
+    int64_t L = b->L, C = m->C, R = b->R;
+    const float *E = zr_param(t->rt, m->embed);
+    for (int64_t bi = 0; bi < b->B; bi++)
+        for (int64_t r = 0; r < R; r++)
+            (r ? k_embedding_acc : k_embedding_fwd)(x0 + bi * L * C, b->ids + (bi * R + r) * L, E, L, C, 1.0f / (float)R);
+}
+
+static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
+    os_model *m = t->m;
+    int64_t L = b->L, C = m->C, R = b->R;
+    float *dE = zr_grad(t->rt, m->embed);
+    for (int64_t bi = 0; bi < b->B; bi++)
+        for (int64_t r = 0; r < R; r++)
+            k_embedding_bwd(dE, b->ids + (bi * R + r) * L, dx0 + bi * L * C, L, C, 1.0f / (float)R);
+}
+
+void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st) {
+    os_model *m = t->m;
+    zr_runtime *rt = t->rt;
+    int64_t N = b->B * b->L, C = m->C, nl = m->nlayers;
+    memset(st, 0, sizeof *st);
+    for (int64_t i = 0; i < N; i++) st->tokens += b->keymask[i];
+
+    os_layer_ctx lc;
+    os_layer_ctx_init(&lc, m, b);
+    // residual stream: xs[l] is the input of layer l, xs[nl] the last layer's output
+    float **xs = os_alloc(sizeof(float *) * (size_t)(nl + 1), "layer inputs");
+    for (int64_t l = 0; l <= nl; l++) xs[l] = os_alloc(sizeof(float) * (size_t)(N * C), "layer input");
+    os_layer_act *acts = os_alloc(sizeof(os_layer_act) * (size_t)(t->grad_ckpt ? 1 : nl), "activations");
+    for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_alloc(&acts[l], &lc);
+
+    // ---- forward ----
+    zr_gather(rt, m->b_embed);
+    embed_fwd(t, b, xs[0]);
+    zr_release(rt, m->b_embed);
+    zr_prefetch(rt, m->b_layer[0]);
+    for (int64_t l = 0; l < nl; l++) {
+        if (l + 1 < nl) zr_prefetch(rt, m->b_layer[l + 1]);
+        else zr_prefetch(rt, m->b_norm);
+        zr_gather(rt, m->b_layer[l]);
+        os_layer_fwd(&lc, (int)l, rt, xs[l], &acts[t->grad_ckpt ? 0 : l], xs[l + 1]);
+        zr_release(rt, m->b_layer[l]);
+    }
+
+    // ---- head: final norm, fused lm_head + losses (forward and backward), norm backward ----
+    float *dx = os_alloc(sizeof(float) * (size_t)(N * C), "residual gradient");
+    os_head_fwd_bwd(t, b, xs[nl], dx, dscale, st);
+    for (int k = 0; k <= m->oc.G; k++)
+        if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
+
+    // ---- layers backward ----
+    if (nl > 0) zr_prefetch(rt, m->b_layer[nl - 1]);
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        if (l > 0) zr_prefetch(rt, m->b_layer[l - 1]);
+        int bk = m->b_layer[l];
+        zr_gather(rt, bk);
+        os_layer_act *a = &acts[t->grad_ckpt ? 0 : l];
+        if (t->grad_ckpt) os_layer_fwd(&lc, (int)l, rt, xs[l], a, NULL);
+        zr_grad_open(rt, bk);
+        os_layer_bwd(&lc, (int)l, rt, xs[l], a, dx);
+        st->term_loss += os_apply_param_terms(t, bk);
+        zr_grad_close(rt, bk);
+        zr_release(rt, bk);
+    }
+
+    // ---- embedding backward (the embedding gradient scope is still open when lm_head is tied) ----
+    zr_grad_open(rt, m->b_embed);
+    embed_bwd(t, b, dx);
+    st->term_loss += os_apply_param_terms(t, m->b_embed);
+    zr_grad_close(rt, m->b_embed);
+    if (m->b_head == m->b_embed) zr_grad_close(rt, m->b_embed);   // the scope opened by the head
+
+    os_free(dx);
+    for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_free(&acts[l]);
+    os_free(acts);
+    for (int64_t l = 0; l <= nl; l++) os_free(xs[l]);
+    os_free(xs);
+    os_layer_ctx_free(&lc);
+}

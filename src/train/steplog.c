@@ -1,0 +1,73 @@
+#include "train/steplog.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/timer.h"
+#include "zero/comm.h"
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total) {
+    memset(l, 0, sizeof *l);
+    l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
+    if (!root) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/logging.jsonl", output_dir);
+    l->f = fopen(path, "w");
+    if (!l->f) os_die("%s: cannot write the log: %m", path);
+}
+
+static void num(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, ", \"%s\": %.9g", key, v);
+    else fprintf(f, ", \"%s\": null", key);
+}
+
+void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
+                     double term_loss, const os_step_stats *acc, double lr, double gnorm, double seconds,
+                     const zr_runtime *rt, int write) {
+    int G = m->oc.G;
+    // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G]]
+    double v[2 + 3 * (OS_MAX_G + 1)];
+    int n = 2 + 3 * (G + 1);
+    v[0] = loss_sum, v[1] = (double)acc->tokens;
+    for (int t = 0; t <= G; t++)
+        v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
+    comm_allreduce_sum_f64(v, n);
+    double loss = (nonempty ? v[0] / (double)nonempty : NAN) + term_loss;
+    l->tokens_total += v[1];
+    if (!l->root || !write) return;
+    FILE *f = l->f;
+    fprintf(f, "{\"step\": %lld", (long long)step);
+    num(f, "epoch", epoch);
+    num(f, "loss", loss);
+    const char *names[2] = {"text_loss", "text_acc"};
+    num(f, names[0], v[3 + G] ? v[2] / v[3 + G] : NAN);
+    num(f, names[1], v[3 + G] ? v[4 + 2 * G] / v[3 + G] : NAN);
+    for (int t = 1; t <= G; t++) {
+        char k[32];
+        snprintf(k, sizeof k, "audio_loss_%d", t - 1);
+        num(f, k, v[3 + G + t] ? v[2 + t] / v[3 + G + t] : NAN);
+        snprintf(k, sizeof k, "audio_acc_%d", t - 1);
+        num(f, k, v[3 + G + t] ? v[4 + 2 * G + t] / v[3 + G + t] : NAN);
+    }
+    if (term_loss != 0.0) num(f, "param_loss", term_loss);
+    num(f, "lr", lr);
+    num(f, "grad_norm", gnorm);
+    num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
+    num(f, "step_time_s", seconds);
+    num(f, "model_state_gb_per_rank", (double)zr_model_state_bytes(rt) / 1e9);
+    num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
+    fprintf(f, "}\n");
+    fflush(f);
+    double el = os_now() - l->t_start, eta = el / (double)step * (double)(l->total - step);
+    fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %.0fs%s",
+            l->tty ? "\r" : "", (long long)step, (long long)l->total, loss, lr, gnorm,
+            l->tokens_total / (el > 0 ? el : 1e-9), eta, l->tty ? "   " : "\n");
+    fflush(stderr);
+}
+
+void os_steplog_close(os_steplog *l) {
+    if (l->f) fclose(l->f);
+    if (l->root && l->tty) fputc('\n', stderr);
+    l->f = NULL;
+}

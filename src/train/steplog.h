@@ -1,0 +1,19 @@
+// Per-step metrics: reduced over ranks every step (collective), written by rank 0 as one JSON object per logged
+// step to OUTPUT_DIR/logging.jsonl, and shown as a progress line on stderr (rewritten in place on a terminal).
+#pragma once
+#include "train/step.h"
+#include <stdio.h>
+
+typedef struct {
+    FILE *f;
+    int root, tty;
+    int64_t total;
+    double t_start, tokens_total;
+} os_steplog;
+
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps);
+// loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
+void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
+                     double term_loss, const os_step_stats *acc, double lr, double grad_norm, double seconds,
+                     const zr_runtime *rt, int write);
+void os_steplog_close(os_steplog *l);

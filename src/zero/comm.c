@@ -1,0 +1,156 @@
+#include "zero/comm.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static int g_rank = 0, g_size = 1, g_inited = 0;
+#define CHUNK ((int64_t)1 << 30)
+
+static void abort_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
+
+void comm_init(int *argc, char ***argv) {
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    g_inited = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (g_size > 1) {
+        os_rank = g_rank;
+        os_set_abort_hook(abort_hook);
+    }
+}
+
+void comm_finalize(void) {
+    if (g_inited) MPI_Finalize();
+    g_inited = 0;
+}
+int comm_rank(void) { return g_rank; }
+int comm_size(void) { return g_size; }
+_Noreturn void comm_abort(int code) {
+    if (g_inited) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+void comm_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+void comm_bcast(void *buf, int64_t bytes, int root) {
+    for (int64_t o = 0; o < bytes; o += CHUNK) {
+        int64_t n = bytes - o < CHUNK ? bytes - o : CHUNK;
+        MPI_Bcast((char *)buf + o, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+    }
+}
+
+static void allreduce(void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op) {
+    if (g_size == 1) return;
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        int64_t k = n - o < CHUNK ? n - o : CHUNK;
+        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + o * (int64_t)es, (int)k, t, op, MPI_COMM_WORLD);
+    }
+}
+void comm_allreduce_sum_f32(float *b, int64_t n) { allreduce(b, n, MPI_FLOAT, 4, MPI_SUM); }
+void comm_allreduce_sum_f64(double *b, int64_t n) { allreduce(b, n, MPI_DOUBLE, 8, MPI_SUM); }
+void comm_allreduce_max_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MAX); }
+void comm_allreduce_min_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MIN); }
+
+// A count above INT_MAX is sent as a derived contiguous type of 256 floats (slices are padded by the runtime).
+static MPI_Datatype big_type(int64_t n, int *count) {
+    if (n <= INT_MAX) {
+        *count = (int)n;
+        return MPI_FLOAT;
+    }
+    OS_ASSERT(n % 256 == 0);
+    MPI_Datatype t;
+    MPI_Type_contiguous(256, MPI_FLOAT, &t);
+    MPI_Type_commit(&t);
+    *count = (int)(n / 256);
+    return t;
+}
+static void free_type(MPI_Datatype t) {
+    if (t != MPI_FLOAT) MPI_Type_free(&t);
+}
+
+void comm_allgather_f32(float *full, int64_t shard_n) {
+    if (g_size == 1) return;
+    int c;
+    MPI_Datatype t = big_type(shard_n, &c);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, t, MPI_COMM_WORLD);
+    free_type(t);
+}
+
+void comm_reduce_scatter_sum_f32(const float *full, float *shard, int64_t shard_n) {
+    if (g_size == 1) {
+        if (shard != full) memcpy(shard, full, (size_t)shard_n * 4);
+        return;
+    }
+    OS_ASSERT(shard_n <= INT_MAX);
+    MPI_Reduce_scatter_block(full, shard, (int)shard_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+void comm_allgather_bytes(const void *in, void *out, int64_t bytes) {
+    OS_ASSERT(bytes <= INT_MAX);
+    MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+struct comm_req {
+    MPI_Request r;
+    MPI_Datatype t;
+};
+
+comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
+    comm_req *q = os_alloc(sizeof *q, "comm request");
+    q->r = MPI_REQUEST_NULL;
+    q->t = MPI_FLOAT;
+    if (g_size > 1) {
+        int c;
+        q->t = big_type(shard_n, &c);
+        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, q->t, MPI_COMM_WORLD, &q->r);
+    }
+    return q;
+}
+
+void comm_wait(comm_req *q) {
+    if (!q) return;
+    if (q->r != MPI_REQUEST_NULL) MPI_Wait(&q->r, MPI_STATUS_IGNORE);
+    free_type(q->t);
+    os_free(q);
+}
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+int comm_check_same(const char *const *fields, const char *const *values, int n) {
+    if (g_size == 1) return 0;
+    uint64_t *mine = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1), "fingerprint");
+    uint64_t *all = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1) * (size_t)g_size, "fingerprint");
+    for (int i = 0; i < n; i++) mine[i] = fnv(values[i]);
+    comm_allgather_bytes(mine, all, (int64_t)sizeof(uint64_t) * n);
+    int bad_field = -1, bad_rank = -1;
+    for (int i = 0; i < n && bad_field < 0; i++)
+        for (int r = 1; r < g_size; r++)
+            if (all[(size_t)r * n + i] != all[i]) {
+                bad_field = i, bad_rank = r;
+                break;
+            }
+    os_free(mine);
+    os_free(all);
+    if (bad_field < 0) return 0;
+    // fetch the two values for the message: rank 0's and the differing rank's, broadcast to all
+    char v0[256] = {0}, vr[256] = {0};
+    snprintf(v0, sizeof v0, "%s", values[bad_field]);
+    snprintf(vr, sizeof vr, "%s", values[bad_field]);
+    MPI_Bcast(v0, sizeof v0, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(vr, sizeof vr, MPI_CHAR, bad_rank, MPI_COMM_WORLD);
+    return os_errf("ranks disagree on '%s': rank 0 has '%s', rank %d has '%s'", fields[bad_field], v0, bad_rank, vr);
+}
+
+int comm_any_failed(int local_failed) {
+    int64_t v = local_failed ? 1 : 0;
+    if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return (int)v;
+}

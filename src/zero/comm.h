@@ -1,0 +1,36 @@
+// The transport. This is the only file pair that calls MPI. Every call is collective unless noted and
+// must be issued by every rank in the same order (the step's schedule depends only on model and config).
+// Counts are in elements and may exceed INT_MAX (split internally).
+#pragma once
+#include <stdint.h>
+
+void comm_init(int *argc, char ***argv);  // MPI_Init; sets os_rank (when size > 1) and the abort hook
+void comm_finalize(void);
+int comm_rank(void);
+int comm_size(void);
+_Noreturn void comm_abort(int code);      // stop every rank now (MPI_Abort)
+
+void comm_barrier(void);
+void comm_bcast(void *buf, int64_t bytes, int root);
+void comm_allreduce_sum_f32(float *buf, int64_t n);
+void comm_allreduce_sum_f64(double *buf, int64_t n);
+void comm_allreduce_max_i64(int64_t *buf, int64_t n);
+void comm_allreduce_min_i64(int64_t *buf, int64_t n);
+// in place: rank r's slice is full[r*shard_n, (r+1)*shard_n); afterwards full holds every slice
+void comm_allgather_f32(float *full, int64_t shard_n);
+// shard[shard_n] = sum over ranks of full[rank*shard_n ...] (full is [size*shard_n])
+void comm_reduce_scatter_sum_f32(const float *full, float *shard, int64_t shard_n);
+// gather bytes from every rank to all: out[size * bytes]
+void comm_allgather_bytes(const void *in, void *out, int64_t bytes);
+
+// non-blocking all-gather (prefetch); comm_wait completes it. At most a few in flight.
+typedef struct comm_req comm_req;
+comm_req *comm_iallgather_f32(float *full, int64_t shard_n);
+void comm_wait(comm_req *r);
+
+// Start-up agreement: every rank passes the same ordered list of (field, value) strings; returns 0 when they
+// agree, else -1 with an error "field 'X' differs: rank 0 has 'a', rank 2 has 'b'".
+int comm_check_same(const char *const *fields, const char *const *values, int n);
+// Agreement on failure: each rank passes its local status (0 ok, non-zero failed); returns the number of ranks
+// that failed (0 = all fine). Used after steps that read rank-local input so all ranks stop together.
+int comm_any_failed(int local_failed);

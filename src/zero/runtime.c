@@ -1,0 +1,200 @@
+#include "zero/runtime.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "optim/adamw.h"
+#include "zero/comm.h"
+#include <math.h>
+#include <string.h>
+
+#define PAD_UNIT 16
+
+static void *arr(int n, size_t es) { return os_alloc((size_t)(n ? n : 1) * es, "runtime tables"); }
+
+void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks) {
+    memset(rt, 0, sizeof *rt);
+    rt->stage = stage, rt->rank = rank, rt->nranks = nranks, rt->reg = reg, rt->nb = reg->nb;
+    int nb = reg->nb;
+    rt->padded = arr(nb, 8), rt->slice = arr(nb, 8);
+    rt->full = arr(nb, 8), rt->pshard = arr(nb, 8), rt->gfull = arr(nb, 8), rt->gshard = arr(nb, 8);
+    rt->m = arr(nb, 8), rt->v = arr(nb, 8);
+    rt->scope = arr(nb, sizeof(int)), rt->gscope = arr(nb, sizeof(int)), rt->prefetch = arr(nb, 8);
+    for (int b = 0; b < nb; b++) {
+        int64_t unit = (int64_t)PAD_UNIT * nranks;
+        int64_t np = (reg->b[b].numel + unit - 1) / unit * unit;
+        rt->padded[b] = np;
+        rt->slice[b] = np / nranks;
+        int tr = reg->b[b].trainable;
+        if (stage < 3) rt->full[b] = os_alloc(sizeof(float) * (size_t)np, "parameters");
+        else rt->pshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "parameter slice");
+        if (!tr) continue;
+        if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");
+        else rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
+        int64_t mn = stage == 0 ? np : rt->slice[b];
+        rt->m[b] = os_alloc(sizeof(float) * (size_t)mn, "AdamW m");
+        rt->v[b] = os_alloc(sizeof(float) * (size_t)mn, "AdamW v");
+    }
+}
+
+void zr_free(zr_runtime *rt) {
+    for (int b = 0; b < rt->nb; b++) {
+        if (rt->prefetch[b]) comm_wait(rt->prefetch[b]);
+        os_free(rt->full[b]), os_free(rt->pshard[b]), os_free(rt->gfull[b]), os_free(rt->gshard[b]);
+        os_free(rt->m[b]), os_free(rt->v[b]);
+    }
+    void *t[] = {rt->padded, rt->slice, rt->full, rt->pshard, rt->gfull, rt->gshard, rt->m, rt->v, rt->scope, rt->gscope, rt->prefetch};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) os_free(t[i]);
+    memset(rt, 0, sizeof *rt);
+}
+
+void zr_fill_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi) {
+    if (rt->stage == 3) *lo = rt->rank * rt->slice[b], *hi = *lo + rt->slice[b];
+    else *lo = 0, *hi = rt->padded[b];
+}
+
+float *zr_fill_dst(zr_runtime *rt, int b) { return rt->stage == 3 ? rt->pshard[b] : rt->full[b]; }
+
+static float *start_gather(zr_runtime *rt, int b) {
+    float *full = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
+    memcpy(full + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
+    rt->live_gathered += 4 * rt->padded[b];
+    if (rt->live_gathered > rt->peak_gathered) rt->peak_gathered = rt->live_gathered;
+    return full;
+}
+
+void zr_prefetch(zr_runtime *rt, int b) {
+    if (rt->stage < 3 || rt->full[b] || rt->prefetch[b]) return;
+    rt->full[b] = start_gather(rt, b);
+    rt->prefetch[b] = comm_iallgather_f32(rt->full[b], rt->slice[b]);
+}
+
+float *zr_gather(zr_runtime *rt, int b) {
+    if (rt->stage == 3) {
+        if (rt->prefetch[b]) {
+            comm_wait(rt->prefetch[b]);
+            rt->prefetch[b] = NULL;
+        } else if (!rt->full[b]) {
+            rt->full[b] = start_gather(rt, b);
+            comm_allgather_f32(rt->full[b], rt->slice[b]);
+        }
+    }
+    rt->scope[b]++;
+    return rt->full[b];
+}
+
+void zr_release(zr_runtime *rt, int b) {
+    OS_ASSERT(rt->scope[b] > 0);
+    if (--rt->scope[b] == 0 && rt->stage == 3) {
+        os_free(rt->full[b]);
+        rt->full[b] = NULL;
+        rt->live_gathered -= 4 * rt->padded[b];
+    }
+}
+
+float *zr_grad_open(zr_runtime *rt, int b) {
+    OS_ASSERT(rt->reg->b[b].trainable);
+    if (rt->stage >= 2 && rt->gscope[b] == 0)
+        rt->gfull[b] = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");
+    rt->gscope[b]++;
+    return rt->gfull[b];
+}
+
+void zr_grad_close(zr_runtime *rt, int b) {
+    OS_ASSERT(rt->gscope[b] > 0);
+    if (--rt->gscope[b] > 0 || rt->stage < 2) return;
+    int64_t s = rt->slice[b];
+    float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
+    comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
+    float *g = rt->gshard[b];
+    for (int64_t i = 0; i < s; i++) g[i] += tmp[i];
+    os_free(tmp);
+    os_free(rt->gfull[b]);
+    rt->gfull[b] = NULL;
+}
+
+static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const char *caller) {
+    char d[200];
+    os_die("internal error: %s of parameter %s requested by %s() outside its %s scope (ZeRO stage %d, bucket '%s')",
+           what, os_param_desc(&rt->reg->p[pid], d, sizeof d), caller, what, rt->stage,
+           rt->reg->b[rt->reg->p[pid].bucket].name);
+}
+
+float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {
+    const os_param *p = &rt->reg->p[pid];
+    if (rt->scope[p->bucket] <= 0 || !rt->full[p->bucket]) outside(rt, pid, "data", caller);
+    return rt->full[p->bucket] + p->offset;
+}
+
+float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
+    const os_param *p = &rt->reg->p[pid];
+    if (rt->gscope[p->bucket] <= 0 || !rt->gfull[p->bucket]) outside(rt, pid, "gradient", caller);
+    return rt->gfull[p->bucket] + p->offset;
+}
+
+void zr_reduce_grads(zr_runtime *rt) {
+    if (rt->stage >= 2) return;
+    for (int b = 0; b < rt->nb; b++)
+        if (rt->gfull[b]) comm_allreduce_sum_f32(rt->gfull[b], rt->padded[b]);
+}
+
+// this rank's gradient part of bucket b, its length, and its offset in the bucket
+static float *my_grad(zr_runtime *rt, int b, int64_t *n, int64_t *off) {
+    if (rt->stage == 0) {
+        *n = rt->padded[b], *off = 0;
+        return rt->gfull[b];
+    }
+    *n = rt->slice[b], *off = rt->rank * rt->slice[b];
+    return rt->stage == 1 ? rt->gfull[b] + *off : rt->gshard[b];
+}
+
+double zr_grad_norm(zr_runtime *rt) {
+    double ss = 0.0;
+    for (int b = 0; b < rt->nb; b++) {
+        if (!rt->reg->b[b].trainable) continue;
+        int64_t n, off;
+        const float *g = my_grad(rt, b, &n, &off);
+        for (int64_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
+    }
+    if (rt->stage > 0) comm_allreduce_sum_f64(&ss, 1);
+    return sqrt(ss);
+}
+
+void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, float wd, float gscale, int64_t step) {
+    const os_registry *r = rt->reg;
+    for (int b = 0; b < rt->nb; b++) {
+        if (!r->b[b].trainable) continue;
+        int64_t n, off;
+        float *g = my_grad(rt, b, &n, &off);
+        float *p = rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
+        // walk the parameters overlapping [off, off+n) so weight decay follows each tensor's rule
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+            const os_param *q = &r->p[i];
+            int64_t s = q->offset > off ? q->offset : off;
+            int64_t e = q->offset + q->numel < off + n ? q->offset + q->numel : off + n;
+            if (s >= e) continue;
+            int64_t k = s - off;
+            os_adamw(p + k, g + k, rt->m[b] + k, rt->v[b] + k, e - s, lr, b1, b2, eps, q->ndim >= 2 ? wd : 0.0f,
+                     gscale, step);
+        }
+        memset(g, 0, sizeof(float) * (size_t)n);
+        if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
+        if (rt->stage == 1 || rt->stage == 2) comm_allgather_f32(rt->full[b], rt->slice[b]);
+    }
+}
+
+int64_t zr_model_state_bytes(const zr_runtime *rt) {
+    int64_t t = 0;
+    for (int b = 0; b < rt->nb; b++) {
+        int64_t np = rt->padded[b], s = rt->slice[b];
+        t += 4 * (rt->stage == 3 ? s : np);
+        if (!rt->reg->b[b].trainable) continue;
+        t += 4 * (rt->stage >= 2 ? s : np);
+        t += 8 * (rt->stage == 0 ? np : s);
+    }
+    return t;
+}
+
+void zr_read_bucket(zr_runtime *rt, int b, float *out) {
+    const float *full = zr_gather(rt, b);
+    memcpy(out, full, sizeof(float) * (size_t)rt->reg->b[b].numel);
+    zr_release(rt, b);
+}

@@ -1,0 +1,61 @@
+// The sharding runtime (ZeRO stages 0-3). It owns every parameter, gradient and optimizer buffer.
+// Buckets are the unit: one contiguous buffer each, padded to a multiple of 16*N so a rank's slice is a plain
+// range [rank*S, (rank+1)*S). Parameter data is reachable only inside a gather scope (zr_gather/zr_release),
+// gradient buffers only inside a gradient scope (zr_grad_open/zr_grad_close); outside, zr_param/zr_grad stop
+// with the parameter's name, shape, stage and the caller. Every rank issues the same collectives in the same
+// order: the step's schedule depends on the model and config only.
+//   stage 0: full params, full grads (all-reduced), full optimizer state on every rank
+//   stage 1: + optimizer state sharded (each rank updates its slice, then params are all-gathered)
+//   stage 2: + gradients sharded (reduce-scatter as each bucket's backward ends)
+//   stage 3: + parameters sharded (gathered per bucket for forward and again for backward, then dropped)
+#pragma once
+#include "model/registry.h"
+#include <stdint.h>
+
+typedef struct {
+    int stage, rank, nranks;
+    const os_registry *reg;
+    int nb;
+    int64_t *padded, *slice;   // per bucket: padded numel, slice length (padded / nranks)
+    float **full;              // gathered params [padded] (stage 3: only inside a scope)
+    float **pshard;            // stage 3: this rank's parameter slice [slice]
+    float **gfull;             // full gradient [padded] (stage 0/1: always; 2/3: inside a gradient scope)
+    float **gshard;            // stage 2/3: reduced gradient slice [slice]
+    float **m, **v;            // AdamW moments: [padded] at stage 0, [slice] otherwise (trainable buckets)
+    int *scope, *gscope;       // open gather / gradient scopes per bucket
+    void **prefetch;           // in-flight all-gather per bucket (stage 3)
+    int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
+    int64_t peak_gathered;
+} zr_runtime;
+
+// Allocate buffers. Parameter values are filled afterwards with zr_fill (each rank its own part).
+void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks);
+void zr_free(zr_runtime *rt);
+// The range of bucket b that this rank must fill at start: whole bucket at stage 0-2, the slice at 3.
+void zr_fill_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi);
+// Where that range lives (write the initial values there).
+float *zr_fill_dst(zr_runtime *rt, int b);
+
+// ---- scopes ----
+void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise)
+float *zr_gather(zr_runtime *rt, int b);        // open a gather scope; returns the full bucket buffer
+void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last close drops the buffer)
+float *zr_grad_open(zr_runtime *rt, int b);     // open a gradient scope; returns the full gradient buffer
+void zr_grad_close(zr_runtime *rt, int b);      // close: stage 2/3 reduce-scatter into the slice and drop
+#define zr_param(rt, pid) zr_param_at(rt, pid, __func__)
+#define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
+float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
+float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
+
+// ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
+// stage 0/1: all-reduce the full gradients (sum over ranks)
+void zr_reduce_grads(zr_runtime *rt);
+// global gradient L2 norm over trainable buckets (identical on every rank)
+double zr_grad_norm(zr_runtime *rt);
+// AdamW (PyTorch semantics) on this rank's part with gradients scaled by gscale, then zero the gradients and
+// (stage 1/2) all-gather updated parameters. step is 1-based. Weight decay skips 1-D tensors (biases, norms).
+void zr_adamw_step(zr_runtime *rt, float lr, float beta1, float beta2, float eps, float wd, float gscale, int64_t step);
+// bytes of model state (params, grads, moments) this rank holds permanently
+int64_t zr_model_state_bytes(const zr_runtime *rt);
+// copy the full values of bucket b into out[numel] on every rank (gathers at stage 3)
+void zr_read_bucket(zr_runtime *rt, int b, float *out);
