@@ -1,0 +1,214 @@
+"""PyTorch reference for SLAM-Omni training (written from ../shared/docs/slam-omni.md).
+
+Builds tiny random models with transformers' Qwen2ForCausalLM plus the group-decode adapter, writes
+pretokenized datasets, and trains with torch.optim.AdamW, clip_grad_norm_ and transformers' get_scheduler,
+recording losses, the first step's gradients and the final weights. The C trainer must reproduce these.
+"""
+import json, math, os
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import Qwen2Config, Qwen2ForCausalLM, get_scheduler
+
+MASK64 = (1 << 64) - 1
+
+
+def _mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def rng_u64(key, i):
+    return _mix64((_mix64(key) + (i + 1) * 0x9E3779B97F4A7C15) & MASK64)
+
+
+def epoch_perm(n, seed, epoch):
+    """The sample order definition of docs/training.md (Fisher-Yates on the counter RNG)."""
+    key = rng_u64((seed ^ 0x5EED5EED) & MASK64, epoch)
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = rng_u64(key, i) % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+class Adapter(torch.nn.Module):
+    def __init__(self, A, G):
+        super().__init__()
+        self.linear = torch.nn.Linear(A, G * A)
+
+
+def make_model(d, *, hidden=32, layers=2, heads=4, kv_heads=2, inter=64, T=192, A=80, G=3, tied=True, seed=0,
+               ckpt_vocab=None):
+    """Random tiny SLAM-Omni model saved to d. ckpt_vocab < T+A saves a smaller (not yet resized) vocabulary."""
+    torch.manual_seed(seed)
+    V = T + A if G > 0 else T
+    cfg = Qwen2Config(vocab_size=V, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads, tie_word_embeddings=tied,
+                      rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=512, bos_token_id=0, eos_token_id=1)
+    model = Qwen2ForCausalLM(cfg).float()
+    with torch.no_grad():   # make norms and biases non-trivial so their gradients are tested
+        for n, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p) if "norm" in n else 0.1 * torch.randn_like(p))
+    os.makedirs(d, exist_ok=True)
+    if ckpt_vocab is not None and ckpt_vocab < V:
+        small = Qwen2ForCausalLM(Qwen2Config(**{**cfg.to_dict(), "vocab_size": ckpt_vocab}))
+        sd = {k: (v[:ckpt_vocab] if v.shape[0] == V and k in ("model.embed_tokens.weight", "lm_head.weight") else v)
+              for k, v in model.state_dict().items()}
+        small.load_state_dict(sd)
+        small.save_pretrained(d, safe_serialization=True)
+    else:
+        model.save_pretrained(d, safe_serialization=True)
+    adapter = None
+    if G > 0:
+        json.dump({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A}, open(f"{d}/slam_omni.json", "w"))
+        if G > 1:
+            adapter = Adapter(A, G)
+            save_file({f"group_decode_adapter.{k}": v.contiguous() for k, v in adapter.state_dict().items()},
+                      f"{d}/slam_omni.safetensors")
+    return model, adapter
+
+
+def make_data(path, n, *, G=3, T=192, A=80, min_len=5, max_len=14, seed=1, ignore_prompt=True):
+    """Random pretokenized samples: audio rows ids T+[0,A), text row [0,T); a -100 prompt region."""
+    g = np.random.default_rng(seed)
+    R = G + 1 if G > 0 else 1
+    with open(path, "w") as f:
+        for _ in range(n):
+            L = int(g.integers(min_len, max_len + 1))
+            ids, labels = [], []
+            for r in range(R):
+                audio = G > 0 and r < G
+                raw = g.integers(0, A if audio else T, size=L)
+                ids.append([int(x + (T if audio else 0)) for x in raw])
+                lab = [int(x) for x in g.integers(0, A if audio else T, size=L)]
+                if ignore_prompt:
+                    p = int(g.integers(1, L // 2 + 1))
+                    lab[:p] = [-100] * p
+                k = int(g.integers(0, L))
+                lab[k] = -100
+                labels.append(lab)
+            f.write(json.dumps({"input_ids": ids, "labels": labels}) + "\n")
+
+
+def load_data(path, max_length, truncation="right"):
+    out = []
+    for line in open(path):
+        if not line.strip():
+            continue
+        o = json.loads(line)
+        ids, lab = o["input_ids"], o["labels"]
+        L = len(ids[0])
+        if L > max_length:
+            if truncation == "delete":
+                continue
+            s = L - max_length if truncation == "left" else 0
+            ids = [r[s:s + max_length] for r in ids]
+            lab = [r[s:s + max_length] for r in lab]
+        out.append((ids, lab))
+    return out
+
+
+def collate(samples, pad_id):
+    """Right padding (pretokenized samples have no prompt/answer split)."""
+    L = max(len(s[0][0]) for s in samples)
+    R = len(samples[0][0])
+    ids = torch.full((len(samples), R, L), pad_id, dtype=torch.long)
+    lab = torch.full((len(samples), R, L), -100, dtype=torch.long)
+    mask = torch.zeros((len(samples), L), dtype=torch.long)
+    for i, (a, b) in enumerate(samples):
+        n = len(a[0])
+        ids[i, :, :n] = torch.tensor(a)
+        lab[i, :, :n] = torch.tensor(b)
+        mask[i, :n] = 1
+    return ids, lab, mask
+
+
+def forward_losses(model, adapter, ids, lab, mask, G, T, A):
+    """Per-term (sum, count, correct) and the logits path of slam-omni.md."""
+    emb = model.get_input_embeddings()(ids)            # [B, R, L, C]
+    x = emb.mean(dim=1)                                 # G+1-row mean
+    B, R, L = ids.shape
+    pos = torch.arange(L).unsqueeze(0).expand(B, L)
+    logits = model(inputs_embeds=x, attention_mask=mask, position_ids=pos).logits   # [B, L, V]
+    terms = []
+    text = logits[..., :T]
+    tl = lab[:, G if G > 0 else 0, 1:]
+    terms.append((text[:, :-1], tl))
+    if G == 1:
+        terms.append((logits[..., T:T + A][:, :-1], lab[:, 0, 1:]))
+    elif G > 1:
+        al = adapter.linear(logits[..., T:T + A])       # [B, L, G*A]
+        for i, chunk in enumerate(torch.split(al, A, dim=2)):
+            terms.append((chunk[:, :-1], lab[:, i, 1:]))
+    out = []
+    for lg, y in terms:
+        lg = lg.reshape(-1, lg.shape[-1])
+        y = y.reshape(-1)
+        valid = y != -100
+        s = F.cross_entropy(lg, y, ignore_index=-100, reduction="sum")
+        correct = int((lg.argmax(-1)[valid] == y[valid]).sum())
+        out.append((s, int(valid.sum()), correct))
+    return out
+
+
+def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_norm=1.0, warmup=0, sched="linear",
+          batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None):
+    """Single-process reference of omnishard sft. Returns per-step logs, step-1 grads, final params."""
+    params = dict(model.named_parameters())
+    if adapter is not None:
+        params.update({f"group_decode_adapter.{k}": v for k, v in adapter.named_parameters()})
+    decay = [p for p in params.values() if p.ndim >= 2]
+    no_decay = [p for p in params.values() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    sch = get_scheduler(sched, opt, num_warmup_steps=warmup, num_training_steps=steps)
+    w = loss_weights or ([1.0 / (G + 1)] * (G + 1) if G > 0 else [1.0])
+    n = len(data)
+    GB = batch * accum
+    spe = (n + GB - 1) // GB
+    logs, grads = [], None
+    pad_id = 151643 if 151643 < (T + A if G > 0 else T) else 0
+    for step in range(steps):
+        epoch, base = step // spe, (step % spe) * GB
+        perm = epoch_perm(n, seed, epoch)
+        nonempty = sum(1 for j in range(accum) if base + j * batch < n)
+        opt.zero_grad()
+        tot, sums = 0.0, [[0.0, 0, 0] for _ in w]
+        for k in range(accum):
+            first = base + k * batch
+            idx = [perm[first + i] for i in range(batch) if first + i < n]
+            if not idx:
+                continue
+            ids, lab, mask = collate([data[i] for i in idx], pad_id)
+            terms = forward_losses(model, adapter, ids, lab, mask, G, T, A)
+            loss = sum(wt * s / c for wt, (s, c, _) in zip(w, terms) if c > 0) / nonempty
+            if k == 0:
+                for kind, coef, prefix in param_terms:
+                    for name, p in params.items():
+                        if name.startswith(prefix):
+                            loss = loss + (coef * (p * p).sum() if kind == "l2" else 0.0 * p.sum())
+            loss.backward()
+            tot += float(sum(wt * s / c for wt, (s, c, _) in zip(w, terms) if c > 0))
+            for acc, (s, c, corr) in zip(sums, terms):
+                acc[0] += float(s); acc[1] += c; acc[2] += corr
+        term_val = 0.0
+        for kind, coef, prefix in param_terms:
+            for name, p in params.items():
+                if name.startswith(prefix) and kind == "l2":
+                    term_val += float(coef * (p.detach().double() ** 2).sum())
+        if step == 0:
+            grads = {k: (v.grad.detach().clone() if v.grad is not None else torch.zeros_like(v)) for k, v in params.items()}
+        gn = torch.nn.utils.clip_grad_norm_(list(params.values()), max_grad_norm if max_grad_norm > 0 else float("inf"))
+        log = {"step": step + 1, "loss": tot / nonempty + term_val, "lr": sch.get_last_lr()[0], "grad_norm": float(gn),
+               "text_loss": sums[0][0] / sums[0][1] if sums[0][1] else None}
+        for i in range(1, len(w)):
+            log[f"audio_loss_{i-1}"] = sums[i][0] / sums[i][1] if sums[i][1] else None
+        logs.append(log)
+        opt.step()
+        sch.step()
+    final = {k: v.detach().clone() for k, v in params.items()}
+    return logs, grads, final
