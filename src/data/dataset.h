@@ -21,6 +21,8 @@ struct os_dataset {
     // fill *s with sample i (the dataset owns the memory until the next get or free); -1 + message on error
     int (*get)(os_dataset *d, int64_t i, os_sample *s);
     void (*free)(os_dataset *d);
+    // path of speech input wav_index (a sample's os_sample.wav_index); NULL member when there is no speech
+    const char *(*wav_path)(os_dataset *d, int64_t wav_index);
 };
 
 // Pretokenized JSONL: {"input_ids": [[...] x R], "labels": [[...] x R]} per line. Samples longer than
