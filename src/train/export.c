@@ -13,16 +13,23 @@ int os_is_slam_param(const char *name) {
     return !strncmp(name, "group_decode_adapter.", 21) || !strncmp(name, "encoder_projector.", 18);
 }
 
-static const char *tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
-                                        "special_tokens_map.json", "generation_config.json", "added_tokens.json"};
+// the first two are written by export itself
+static const char *model_files[] = {"config.json", "slam_omni.json", "tokenizer.json", "tokenizer_config.json", "vocab.json",
+                                    "merges.txt", "special_tokens_map.json", "generation_config.json", "added_tokens.json"};
 
-static int copy_file(const char *src, const char *dst) {
-    size_t n;
-    char *d = os_read_file(src, &n);
-    if (!d) return -1;
-    int rc = os_write_file_atomic(dst, d, n);
-    os_free(d);
-    return rc;
+int os_copy_model_files(const char *src_dir, const char *dst_dir, int with_configs) {
+    for (size_t k = with_configs ? 0 : 2; k < sizeof model_files / sizeof model_files[0]; k++) {
+        char src[4200], dst[4200];
+        snprintf(src, sizeof src, "%s/%s", src_dir, model_files[k]);
+        snprintf(dst, sizeof dst, "%s/%s", dst_dir, model_files[k]);
+        if (access(src, R_OK)) continue;
+        size_t n;
+        char *d = os_read_file(src, &n);
+        int rc = d ? os_write_file_atomic(dst, d, n) : -1;
+        os_free(d);
+        if (rc < 0) return -1;
+    }
+    return 0;
 }
 
 // open a writer for the parameters p with (slam == os_is_slam_param(name)); NULL writer when there are none
@@ -75,11 +82,7 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
         if (rc == 0) rc = os_qwen2_config_rewrite(src, path, (int)m->V);
         snprintf(path, sizeof path, "%s/slam_omni.json", tmp);
         if (rc == 0 && m->oc.G > 0) rc = os_omni_config_write(path, &m->oc);
-        for (size_t k = 0; rc == 0 && k < sizeof tokenizer_files / sizeof tokenizer_files[0]; k++) {
-            snprintf(src, sizeof src, "%s/%s", src_dir, tokenizer_files[k]);
-            snprintf(path, sizeof path, "%s/%s", tmp, tokenizer_files[k]);
-            if (access(src, R_OK) == 0) rc = copy_file(src, path);
-        }
+        if (rc == 0) rc = os_copy_model_files(src_dir, tmp, 0);
         if (rc == 0) rc = os_rename_dir_atomic(tmp, out_dir);
         if (rc < 0) {
             os_err_ctx("export to %s", out_dir);

@@ -11,3 +11,5 @@
 int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir);
 // 1 if the parameter belongs in slam_omni.safetensors rather than model.safetensors
 int os_is_slam_param(const char *name);
+// Copy the tokenizer files (and with_configs: config.json, slam_omni.json) found in src_dir to dst_dir.
+int os_copy_model_files(const char *src_dir, const char *dst_dir, int with_configs);

@@ -6,6 +6,7 @@
 #include "data/sampler.h"
 #include "io/atomic.h"
 #include "optim/schedule.h"
+#include "train/checkpoint.h"
 #include "train/dump.h"
 #include "train/export.h"
 #include "train/session.h"
@@ -56,8 +57,16 @@ int os_sft_run(const os_sft_args *a) {
                 (long long)os_reg_numel(&m->reg, 0), (long long)os_reg_numel(&m->reg, 1));
     if (rank == 0 && os_mkdir_p(a->output_dir) < 0) rc = -1;
     agree_or_die(rc);
+    if (rank == 0) os_checkpoint_cleanup(a->output_dir);
+    int64_t start = 1;
+    if (a->resume_from_checkpoint) {
+        int64_t done = 0;
+        agree_or_die(os_checkpoint_load(m, &s.rt, a->resume_from_checkpoint, &done));
+        start = done + 1;
+        if (rank == 0) os_info("resumed from %s at step %lld", a->resume_from_checkpoint, (long long)done);
+    }
     os_steplog log;
-    os_steplog_open(&log, a->output_dir, rank == 0, total);
+    os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint != NULL);
 
     int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)nsamp, "sample order");
     int64_t perm_epoch = -1;
@@ -67,7 +76,8 @@ int os_sft_run(const os_sft_args *a) {
     for (int i = 0; i < 2 * OS_MAX_G + 2; i++) empty_ids[i] = s.pad_id, empty_lab[i] = -100;
     empty.ids = empty_ids, empty.labels = empty_lab;
 
-    for (int64_t step = 1; step <= total; step++) {
+    int64_t saved = start - 1;
+    for (int64_t step = start; step <= total; step++) {
         double t0 = os_now();
         int64_t gstep = step - 1, epoch = gstep / steps_per_epoch, base = (gstep % steps_per_epoch) * GB;
         if (epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, epoch), perm_epoch = epoch;
@@ -111,7 +121,12 @@ int os_sft_run(const os_sft_args *a) {
         os_steplog_step(&log, m, step, (double)gstep / (double)steps_per_epoch + 1.0 / (double)steps_per_epoch,
                         loss_sum, nonempty, term_loss, &acc, lr, gnorm, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
+        if (a->save_steps > 0 && step % a->save_steps == 0) {
+            agree_or_die(os_checkpoint_save(m, &s.rt, a, step));
+            saved = step;
+        }
     }
+    if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total));
     char out[4200];
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     agree_or_die(os_export(m, &s.rt, a->model, out));

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total) {
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total, int append) {
     memset(l, 0, sizeof *l);
     l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
     if (!root) return;
     char path[4200];
     snprintf(path, sizeof path, "%s/logging.jsonl", output_dir);
-    l->f = fopen(path, "w");
+    l->f = fopen(path, append ? "a" : "w");
     if (!l->f) os_die("%s: cannot write the log: %m", path);
 }
 

@@ -11,7 +11,8 @@ typedef struct {
     double t_start, tokens_total;
 } os_steplog;
 
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps);
+// append: keep the lines of an earlier run (resume)
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int append);
 // loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
                      double term_loss, const os_step_stats *acc, double lr, double grad_norm, double seconds,

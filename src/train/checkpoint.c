@@ -1,0 +1,281 @@
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "io/atomic.h"
+#include "io/safetensors.h"
+#include "zero/comm.h"
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FORMAT "omnishard-checkpoint-1"
+static const char *KINDS[3] = {"param", "exp_avg", "exp_avg_sq"};
+
+static uint64_t fnv64(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
+    size_t n;
+    char *d = os_read_file(path, &n);
+    if (!d) return -1;
+    *bytes = (int64_t)n, *sum = fnv64((unsigned char *)d, n);
+    os_free(d);
+    return 0;
+}
+
+// rank r's range of bucket b in a layout with slice S: [r*S, min((r+1)*S, numel))
+static int64_t range_len(int64_t numel, int64_t S, int r) {
+    int64_t lo = (int64_t)r * S, hi = lo + S < numel ? lo + S : numel;
+    return hi > lo ? hi - lo : 0;
+}
+
+// where this rank's values of kind k (0 param, 1 m, 2 v) for its slice of bucket b live
+static const float *slice_src(const zr_runtime *rt, int b, int k) {
+    int64_t off = rt->rank * rt->slice[b];
+    if (k == 0) return rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
+    const float *s = k == 1 ? rt->m[b] : rt->v[b];
+    return rt->stage == 0 ? s + off : s;
+}
+
+static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *path, int with_optim) {
+    const os_registry *r = &m->reg;
+    int nt = 0, cap = 3 * r->nb;
+    char(*names)[96] = os_alloc(sizeof(char[96]) * (size_t)cap, "checkpoint names");
+    const char **np = os_alloc(sizeof(char *) * (size_t)cap, "checkpoint names");
+    int *nd = os_alloc(sizeof(int) * (size_t)cap, "checkpoint");
+    int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)cap, "checkpoint");
+    const float **src = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
+    for (int b = 0; b < r->nb; b++)
+        for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
+            snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
+            np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
+            src[nt++] = slice_src(rt, b, k);
+        }
+    const char *meta[] = {"format", FORMAT, NULL};
+    os_st_writer *w = os_st_writer_begin(path, nt, np, nd, (const int64_t(*)[8])sh, meta);
+    int rc = w ? 0 : -1;
+    for (int i = 0; rc == 0 && i < nt; i++) rc = os_st_writer_put(w, src[i], sh[i][0]);
+    if (w) rc = rc == 0 ? os_st_writer_finish(w) : (os_st_writer_abort(w), -1);
+    os_free(names), os_free(np), os_free(nd), os_free(sh), os_free(src);
+    return rc;
+}
+
+static cJSON *int_array(const int64_t *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+    return a;
+}
+
+static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_args *a, int64_t step, int with_optim,
+                       const int64_t *bytes, const uint64_t *sums) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", FORMAT);
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "world_size", rt->nranks);
+    cJSON_AddNumberToObject(o, "zero_stage", rt->stage);
+    cJSON_AddNumberToObject(o, "seed", (double)a->seed);
+    cJSON_AddBoolToObject(o, "optimizer_state", with_optim);
+    cJSON_AddStringToObject(o, "model", a->model);
+    cJSON_AddStringToObject(o, "dataset", a->dataset);
+    cJSON *bk = cJSON_AddArrayToObject(o, "buckets");
+    for (int b = 0; b < m->reg.nb; b++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", m->reg.b[b].name);
+        cJSON_AddNumberToObject(e, "numel", (double)m->reg.b[b].numel);
+        cJSON_AddNumberToObject(e, "slice", (double)rt->slice[b]);
+        cJSON_AddItemToArray(bk, e);
+    }
+    cJSON *ps = cJSON_AddArrayToObject(o, "parameters");
+    for (int i = 0; i < m->reg.np; i++) {
+        const os_param *p = &m->reg.p[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", p->name);
+        cJSON_AddItemToObject(e, "shape", int_array(p->shape, p->ndim));
+        cJSON_AddItemToArray(ps, e);
+    }
+    cJSON *fs = cJSON_AddArrayToObject(o, "files");
+    for (int r = 0; r < rt->nranks; r++) {
+        char nm[64], cs[32];
+        snprintf(nm, sizeof nm, "rank-%05d.safetensors", r);
+        snprintf(cs, sizeof cs, "%016llx", (unsigned long long)sums[r]);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", nm);
+        cJSON_AddNumberToObject(e, "bytes", (double)bytes[r]);
+        cJSON_AddStringToObject(e, "fnv1a64", cs);
+        cJSON_AddItemToArray(fs, e);
+    }
+    return o;
+}
+
+int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, int64_t step) {
+    int root = rt->rank == 0, rc = 0, with_optim = !a->save_only_model;
+    char dir[4200], tmp[4300], path[8400];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->output_dir, (long long)step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    if (root) {
+        os_rm_rf(tmp);
+        rc = os_mkdir_p(tmp);
+    }
+    if (comm_any_failed(rc < 0)) return root ? -1 : os_errf("%s: rank 0 could not create the directory", tmp);
+    snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, rt->rank);
+    int64_t mine[2] = {0, 0};
+    rc = write_rank_file(m, rt, path, with_optim);
+    if (rc == 0) rc = file_checksum(path, &mine[0], (uint64_t *)&mine[1]);
+    int failed = comm_any_failed(rc < 0);
+    int64_t *all = os_alloc(sizeof(int64_t) * 2 * (size_t)rt->nranks, "checkpoint sums");
+    comm_allgather_bytes(mine, all, sizeof mine);
+    if (root && !failed) {
+        int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
+        uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
+        for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
+        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums);
+        char *text = cJSON_Print(o);
+        snprintf(path, sizeof path, "%s/manifest.json", tmp);
+        rc = os_write_file_atomic(path, text, strlen(text));
+        cJSON_free(text);
+        cJSON_Delete(o);
+        os_free(bytes), os_free(sums);
+        if (rc == 0) rc = os_copy_model_files(a->model, tmp, 1);
+        if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
+    }
+    os_free(all);
+    failed = comm_any_failed(rc < 0 || failed);
+    if (failed) {
+        if (rc == 0) os_errf("%s: checkpoint not written (another rank failed)", dir);
+        else os_err_ctx("checkpoint %s", dir);
+        if (root) os_rm_rf(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+void os_checkpoint_cleanup(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (!strncmp(e->d_name, "checkpoint-", 11) && n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
+            os_rm_rf(p);
+        }
+    }
+    closedir(d);
+}
+
+// ---- load ----
+typedef struct {
+    const char *dir;
+    int world;
+    int64_t *slice;        // per bucket, in the checkpoint's layout
+    os_st_file **files;    // opened on demand
+    cJSON *man;
+} ckpt_in;
+
+static os_st_file *rank_file(ckpt_in *c, int r) {
+    if (c->files[r]) return c->files[r];
+    const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->man, "files"), r);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"), *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
+                *cs = cJSON_GetObjectItemCaseSensitive(f, "fnv1a64");
+    if (!cJSON_IsString(nm) || !cJSON_IsNumber(by) || !cJSON_IsString(cs)) {
+        os_errf("%s/manifest.json: files[%d]: expected name, bytes and fnv1a64", c->dir, r);
+        return NULL;
+    }
+    char path[4400], want[32];
+    snprintf(path, sizeof path, "%s/%s", c->dir, nm->valuestring);
+    int64_t bytes;
+    uint64_t sum;
+    if (file_checksum(path, &bytes, &sum) < 0) return NULL;
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)sum);
+    if (bytes != (int64_t)by->valuedouble || strcmp(want, cs->valuestring)) {
+        os_errf("%s: size %lld / checksum %s do not match the manifest's %lld / %s (corrupt or incomplete checkpoint)",
+                path, (long long)bytes, want, (long long)by->valuedouble, cs->valuestring);
+        return NULL;
+    }
+    return c->files[r] = os_st_open(path);
+}
+
+// read elements [lo, hi) of bucket b, kind k, from the rank files into dst (zeros past numel)
+static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t lo, int64_t hi, float *dst) {
+    int64_t numel = reg->b[b].numel, S = c->slice[b];
+    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
+    char name[96];
+    snprintf(name, sizeof name, "%s/%s", KINDS[k], reg->b[b].name);
+    for (int64_t p = lo; p < hi && p < numel;) {
+        int r = (int)(p / S);
+        int64_t rlo = (int64_t)r * S, rhi = rlo + range_len(numel, S, r), e = rhi < hi ? rhi : hi;
+        os_st_file *f = rank_file(c, r);
+        if (!f) return -1;
+        const os_st_tensor *t = os_st_find(f, name);
+        if (!t || t->numel != rhi - rlo)
+            return os_errf("%s: rank %d file: tensor '%s' missing or of the wrong size", c->dir, r, name);
+        if (os_st_read_f32(t, p - rlo, e - p, dst + (p - lo)) < 0) return -1;
+        p = e;
+    }
+    return 0;
+}
+
+static int parse_manifest(ckpt_in *c, const os_registry *reg, int64_t *step, int *optim) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", c->dir);
+    char *text = os_read_file(path, NULL);
+    if (!text) return os_err_ctx("--resume_from_checkpoint");
+    c->man = cJSON_Parse(text);
+    os_free(text);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c->man, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT))
+        return os_errf("%s: field 'format': expected \"%s\"", path, FORMAT);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->man, "step"), *ws = cJSON_GetObjectItemCaseSensitive(c->man, "world_size");
+    const cJSON *bk = cJSON_GetObjectItemCaseSensitive(c->man, "buckets"), *fs = cJSON_GetObjectItemCaseSensitive(c->man, "files");
+    if (!cJSON_IsNumber(st) || !cJSON_IsNumber(ws) || ws->valuedouble < 1 || !cJSON_IsArray(bk) || !cJSON_IsArray(fs) ||
+        cJSON_GetArraySize(fs) != (int)ws->valuedouble)
+        return os_errf("%s: expected step, world_size, buckets and one file per rank", path);
+    *step = (int64_t)st->valuedouble;
+    c->world = (int)ws->valuedouble;
+    *optim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->man, "optimizer_state"));
+    if (cJSON_GetArraySize(bk) != reg->nb)
+        return os_errf("%s: %d buckets, the model has %d (a checkpoint of another model?)", path, cJSON_GetArraySize(bk), reg->nb);
+    c->slice = os_alloc(sizeof(int64_t) * (size_t)reg->nb, "checkpoint slices");
+    c->files = os_alloc(sizeof(os_st_file *) * (size_t)c->world, "checkpoint files");
+    for (int b = 0; b < reg->nb; b++) {
+        const cJSON *e = cJSON_GetArrayItem(bk, b);
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *ne = cJSON_GetObjectItemCaseSensitive(e, "numel"),
+                    *sl = cJSON_GetObjectItemCaseSensitive(e, "slice");
+        if (!cJSON_IsString(nm) || !cJSON_IsNumber(ne) || !cJSON_IsNumber(sl) || sl->valuedouble < 1)
+            return os_errf("%s: buckets[%d]: expected name, numel, slice", path, b);
+        if (strcmp(nm->valuestring, reg->b[b].name) || (int64_t)ne->valuedouble != reg->b[b].numel)
+            return os_errf("%s: bucket %d is '%s' with %lld values, the model has '%s' with %lld", path, b, nm->valuestring,
+                           (long long)ne->valuedouble, reg->b[b].name, (long long)reg->b[b].numel);
+        c->slice[b] = (int64_t)sl->valuedouble;
+    }
+    return 0;
+}
+
+int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) {
+    ckpt_in c = {.dir = dir};
+    const os_registry *reg = &m->reg;
+    int optim = 0, rc = parse_manifest(&c, reg, step, &optim);
+    for (int b = 0; rc == 0 && b < reg->nb; b++) {
+        int64_t lo, hi;
+        zr_fill_range(rt, b, &lo, &hi);
+        rc = read_range(&c, reg, b, 0, lo, hi, zr_fill_dst(rt, b));
+        if (rc < 0 || !optim || !reg->b[b].trainable) continue;
+        if (rt->stage == 0) lo = 0, hi = rt->padded[b];
+        else lo = rt->rank * rt->slice[b], hi = lo + rt->slice[b];
+        rc = read_range(&c, reg, b, 1, lo, hi, rt->m[b]);
+        if (rc == 0) rc = read_range(&c, reg, b, 2, lo, hi, rt->v[b]);
+    }
+    for (int r = 0; c.files && r < c.world; r++) os_st_close(c.files[r]);
+    os_free(c.files), os_free(c.slice);
+    cJSON_Delete(c.man);
+    int failed = comm_any_failed(rc < 0);
+    if (failed && rc == 0) return os_errf("%s: another rank could not read the checkpoint", dir);
+    return failed ? -1 : 0;
+}
