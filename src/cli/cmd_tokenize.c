@@ -1,0 +1,138 @@
+// omnishard tokenize: the Qwen2 tokenizer on the command line, one text per line (see usage below).
+#include "cli/json_text.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/timer.h"
+#include "data/tokenizer.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: omnishard tokenize --tokenizer FILE [--decode] [--json] [--stats]\n"
+    "\n"
+    "Reads lines from stdin and writes one line per input line to stdout.\n"
+    "  encode (default): each line, without its trailing \"\\n\" (a \"\\r\" before it is kept), is encoded\n"
+    "                    to a JSON array of token ids, e.g. [9707,1879]\n"
+    "  --decode          each line is a JSON array of ids; prints the decoded text (special tokens kept)\n"
+    "  --tokenizer FILE  a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE)\n"
+    "  --json            texts are JSON strings, both ways (so that a text can hold newlines)\n"
+    "  --stats           print lines, tokens, bytes and the seconds spent in the tokenizer on stderr\n"
+    "Errors (invalid UTF-8, a bad id, a malformed line) stop with a message naming the line, exit code 1.\n";
+
+static void put_ids(const int32_t *ids, int64_t n) {
+    char buf[16];
+    putchar_unlocked('[');
+    for (int64_t i = 0; i < n; i++) {
+        int k = sizeof buf;
+        uint32_t v = (uint32_t)ids[i];   // ids are >= 0
+        do buf[--k] = (char)('0' + v % 10); while (v /= 10);
+        if (i) putchar_unlocked(',');
+        fwrite_unlocked(buf + k, 1, sizeof buf - (size_t)k, stdout);
+    }
+    fputs_unlocked("]\n", stdout);
+}
+
+// the ids of a JSON array line into *ids (os_alloc'd), count returned; -1 with a message on a malformed line
+static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
+    *ids = NULL;
+    cJSON *j = cJSON_ParseWithLength(line, n);
+    if (!cJSON_IsArray(j)) {
+        cJSON_Delete(j);
+        return os_errf("expected a JSON array of integer ids");
+    }
+    int64_t m = cJSON_GetArraySize(j), k = 0;
+    *ids = os_alloc((size_t)(m ? m : 1) * sizeof(int32_t), "ids");
+    for (const cJSON *e = j->child; e; e = e->next, k++) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!cJSON_IsNumber(e) || v != (double)(int64_t)v || v < -2147483648.0 || v > 2147483647.0) {
+            cJSON_Delete(j);
+            os_free(*ids);
+            *ids = NULL;
+            return os_errf("element %lld: expected an integer id", (long long)k);
+        }
+        (*ids)[k] = (int32_t)v;
+    }
+    cJSON_Delete(j);
+    return m;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL;
+    int decode = 0, json = 0, stats = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--decode")) decode = 1;
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--stats")) stats = 1;
+        else {
+            fprintf(stderr, "omnishard tokenize: unknown or incomplete option '%s'\n%s", argv[i], USAGE);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "omnishard tokenize: --tokenizer FILE is required\n%s", USAGE);
+        return 2;
+    }
+    double t0 = os_now();
+    os_tokenizer *tok = os_tok_load(path);
+    if (!tok) os_die_err();
+    double t_load = os_now() - t0, t_work = 0;
+    static char outbuf[1 << 20];
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    long long lineno = 0, ntok = 0, nbytes = 0;
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        size_t n = (size_t)got;
+        if (n && line[n - 1] == '\n') n--;
+        if (decode) {
+            int32_t *ids;
+            int64_t m = parse_ids(line, n, &ids);
+            if (m < 0) goto fail;
+            double t1 = os_now();
+            size_t len;
+            char *text = os_tok_decode_n(tok, ids, m, &len);
+            t_work += os_now() - t1;
+            os_free(ids);
+            if (!text) goto fail;
+            if (json) os_json_string_write(stdout, text, len);
+            else fwrite(text, 1, len, stdout);
+            putchar('\n');
+            ntok += m;
+            nbytes += (long long)len;
+            os_free(text);
+        } else {
+            char *text = line, *own = NULL;
+            if (json && !(text = own = os_json_string_parse(line, n, &n))) goto fail;
+            int32_t *ids;
+            int64_t m;
+            double t1 = os_now();
+            int rc = os_tok_encode(tok, text, n, &ids, &m);
+            t_work += os_now() - t1;
+            os_free(own);
+            if (rc) goto fail;
+            put_ids(ids, m);
+            os_free(ids);
+            ntok += m;
+            nbytes += (long long)n;
+        }
+    }
+    fflush(stdout);
+    if (stats)
+        fprintf(stderr, "tokenize: %lld lines, %lld tokens, %lld bytes; load %.3f s, %s %.3f s (%.0f tokens/s)\n",
+                lineno, ntok, nbytes, t_load, decode ? "decode" : "encode", t_work, t_work > 0 ? ntok / t_work : 0.0);
+    free(line);
+    os_tok_free(tok);
+    return 0;
+fail:
+    fflush(stdout);
+    os_die("tokenize: stdin line %lld: %s", lineno, os_errmsg());
+}
