@@ -13,6 +13,9 @@
 #include "train/steplog.h"
 #include "zero/comm.h"
 #include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,10 +27,49 @@ static void agree_or_die(int rc) {
     os_die("stopping: %d other rank(s) reported an error", failed);
 }
 
+// a short digest of a file's size and contents (first and last 1 MB) for the start-up agreement
+static void file_digest(const char *path, char *out, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(out, n, "missing");
+        return;
+    }
+    static unsigned char buf[1 << 20];
+    uint64_t h = 1469598103934665603ULL;
+    size_t got = fread(buf, 1, sizeof buf, f);
+    for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    if (size > (long)sizeof buf) {
+        fseek(f, size - (long)sizeof buf, SEEK_SET);
+        got = fread(buf, 1, sizeof buf, f);
+        for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+    }
+    fclose(f);
+    snprintf(out, n, "%ld bytes, digest %016llx", size, (unsigned long long)h);
+}
+
+// fault injection for tests: OMNISHARD_FAULT=RANK:STEP:KIND, KIND error (a user error), crash (SIGSEGV),
+// exit (the process vanishes without a word)
+static void maybe_fault(int rank, int64_t step) {
+    const char *f = getenv("OMNISHARD_FAULT");
+    int r;
+    long long s;
+    char kind[16] = "error";
+    if (!f || sscanf(f, "%d:%lld:%15s", &r, &s, kind) < 2 || r != rank || s != step) return;
+    if (!strcmp(kind, "crash")) raise(SIGSEGV);
+    if (!strcmp(kind, "exit")) _exit(3);
+    os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", f, s);
+}
+
 static void check_fingerprint(const os_sft_args *a) {
     const char *fields[48];
     char values[48][256];
-    int n = os_sft_args_fingerprint(a, fields, values, 48);
+    int n = os_sft_args_fingerprint(a, fields, values, 46);
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", a->model);
+    fields[n] = "model config.json", file_digest(cfg, values[n], 256), n++;
+    fields[n] = "dataset file", file_digest(a->dataset, values[n], 256), n++;
     const char *vals[48];
     for (int i = 0; i < n; i++) vals[i] = values[i];
     if (comm_check_same(fields, vals, n) < 0) os_die_err();
@@ -79,6 +121,7 @@ int os_sft_run(const os_sft_args *a) {
     int64_t saved = start - 1;
     for (int64_t step = start; step <= total; step++) {
         double t0 = os_now();
+        maybe_fault(rank, step);
         int64_t gstep = step - 1, epoch = gstep / steps_per_epoch, base = (gstep % steps_per_epoch) * GB;
         if (epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, epoch), perm_epoch = epoch;
         // micro-batches with at least one sample, over all ranks: the data gradient is their mean

@@ -55,7 +55,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "grad_norm", gnorm);
     num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
-    num(f, "model_state_gb_per_rank", (double)zr_model_state_bytes(rt) / 1e9);
+    fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
     num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
     fprintf(f, "}\n");
     fflush(f);

@@ -1,0 +1,64 @@
+// omnishard export --checkpoint DIR --output_dir OUT: a transformers-loadable directory from a sharded
+// checkpoint (any world size; run it on 1 rank, or under mpirun to keep each rank's memory to a slice).
+#include "core/err.h"
+#include "io/hfconfig.h"
+#include "model/omni.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "zero/comm.h"
+#include "zero/runtime.h"
+#include <stdio.h>
+#include <string.h>
+
+static int export_checkpoint(const char *ckpt, const char *out) {
+    char path[4200];
+    os_qwen2_config cfg;
+    os_omni_config oc;
+    snprintf(path, sizeof path, "%s/config.json", ckpt);
+    if (os_qwen2_config_load(path, &cfg) < 0) return -1;
+    os_omni_config_default(&oc, 0);
+    snprintf(path, sizeof path, "%s/slam_omni.json", ckpt);
+    int slam = os_omni_config_load(path, &oc);
+    if (slam < 0) return -1;
+    os_model m;
+    if (os_model_build(&m, &cfg, &oc) < 0) return -1;
+    zr_runtime rt;
+    int N = comm_size();
+    zr_init(&rt, &m.reg, N > 1 ? 3 : 0, comm_rank(), N);
+    int64_t step;
+    int rc = os_checkpoint_load(&m, &rt, ckpt, &step);
+    if (rc == 0) rc = os_export(&m, &rt, ckpt, out);
+    if (rc == 0 && comm_rank() == 0) os_info("omnishard export: step %lld of %s written to %s", (long long)step, ckpt, out);
+    zr_free(&rt);
+    os_model_free(&m);
+    return rc;
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *ckpt = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT\n");
+            return 0;
+        }
+        if (i + 1 < argc && !strcmp(argv[i], "--checkpoint")) ckpt = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--output_dir")) out = argv[++i];
+        else {
+            fprintf(stderr, "omnishard export: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!ckpt || !out) {
+        fprintf(stderr, "omnishard export: --checkpoint and --output_dir are required\n");
+        return 2;
+    }
+    comm_init(&argc, &argv);
+    int rc = export_checkpoint(ckpt, out);
+    if (comm_any_failed(rc < 0)) {
+        if (rc < 0) os_info("omnishard export: %s", os_errmsg());
+        comm_finalize();
+        return 1;
+    }
+    comm_finalize();
+    return 0;
+}
