@@ -12,6 +12,8 @@
 // ByteLevel's own split regex (GPT-2), used when the pre-tokenizer is ByteLevel with use_regex true
 static const char BYTELEVEL_REGEX[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+#define MAX_IDS (1 << 24)   // ids index per-id tables: far above any real vocabulary (Qwen2: 151,665)
+
 typedef struct {
     const char *path;
     os_tokenizer *tok;
@@ -55,9 +57,9 @@ static int want_bool(const loader *L, const cJSON *obj, const char *name, const 
 }
 
 static int get_id(const loader *L, const cJSON *j, const char *field, int32_t *id) {
-    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble > 2147483646.0 ||
+    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble >= MAX_IDS ||
         j->valuedouble != (double)(int64_t)j->valuedouble)
-        return cJSON_IsNumber(j) ? os_errf("%s: %s: expected an id in 0..2147483646, got %g", L->path, field,
+        return cJSON_IsNumber(j) ? os_errf("%s: %s: expected an id in 0..%d, got %g", L->path, field, MAX_IDS - 1,
                                            j->valuedouble)
                                  : bad(L, field, "an integer id", j);
     *id = (int32_t)j->valuedouble;
