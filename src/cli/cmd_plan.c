@@ -1,0 +1,106 @@
+// omnishard plan: per-rank memory for a model, world size, ZeRO stage, sequence length and batch, with and
+// without activation recomputation, and whether it fits a device of --device_memory bytes.
+#include "core/err.h"
+#include "io/hfconfig.h"
+#include "model/omni.h"
+#include "zero/plan.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define GB 1e9
+// resident memory of the process before any model buffer (code, OpenBLAS, Open MPI), measured on Debian 12
+#define BASELINE_BYTES (int64_t)60000000
+
+static int parse_bytes(const char *s, double *out) {
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || v <= 0) return -1;
+    if (!strcasecmp(e, "GB") || !strcasecmp(e, "G")) v *= 1e9;
+    else if (!strcasecmp(e, "GiB")) v *= 1073741824.0;
+    else if (!strcasecmp(e, "MB") || !strcasecmp(e, "M")) v *= 1e6;
+    else if (*e) return -1;
+    *out = v;
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: omnishard plan --model DIR|PRESET | --config config.json  [--nproc 8] [--zero_stage 2,3]\n"
+               "       [--max_length 3072] [--batch 1] [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
+               "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
+               "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
+}
+
+static int load_config(const char *model, const char *config, os_qwen2_config *c) {
+    char path[4200];
+    struct stat st;
+    if (config) return os_qwen2_config_load(config, c);
+    if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(path, sizeof path, "%s/config.json", model);
+        return os_qwen2_config_load(path, c);
+    }
+    if (os_plan_preset(model, c) == 0) return 0;
+    return os_errf("--model '%s': not a model directory nor a preset (qwen2.5-0.5b, -1.5b, -3b, -7b)", model);
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
+    long nproc = 1, L = 2048, B = 1, G = 3;
+    double dev = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
+        if (!v) return fprintf(stderr, "omnishard plan: '%s' needs a value\n", k), 2;
+        i++;
+        if (!strcmp(k, "--model")) model = v;
+        else if (!strcmp(k, "--config")) config = v;
+        else if (!strcmp(k, "--model_type")) type = v;
+        else if (!strcmp(k, "--zero_stage")) stages = v;
+        else if (!strcmp(k, "--deepspeed") && !strncmp(v, "zero", 4)) stages = v + 4;
+        else if (!strcmp(k, "--gradient_checkpointing")) ckpts = v;
+        else if (!strcmp(k, "--nproc")) nproc = atol(v);
+        else if (!strcmp(k, "--max_length")) L = atol(v);
+        else if (!strcmp(k, "--batch") || !strcmp(k, "--per_device_train_batch_size")) B = atol(v);
+        else if (!strcmp(k, "--code_layer")) G = atol(v);
+        else if (!strcmp(k, "--device_memory")) {
+            if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
+        } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
+    }
+    if ((!model && !config) || nproc < 1 || L < 2 || B < 1 || G < 0 || G > OS_MAX_G) return usage(stderr), 2;
+    os_qwen2_config cfg;
+    if (load_config(model, config, &cfg) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    os_omni_config oc;
+    os_omni_config_default(&oc, strcmp(type, "qwen2") ? (int)G : 0);
+    if (model && oc.G > 0) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/slam_omni.json", model);
+        if (os_omni_config_load(p, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    }
+    os_model m;
+    if (os_model_build(&m, &cfg, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    int64_t P = os_reg_numel(&m.reg, 0);
+    printf("model: %s  %.3fB parameters (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
+           "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (long long)m.C, (long long)m.nlayers,
+           (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
+    printf("%-5s %-9s %9s %9s %9s %9s %11s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
+           "activations", "total GB", dev > 0 ? "  fits" : "");
+    for (const char *s = stages; *s; s++) {
+        if (*s < '0' || *s > '3') continue;
+        for (int pass = 0; pass < 2; pass++) {
+            int rc = pass == 0;
+            if (!strstr(ckpts, rc ? "true" : "false")) continue;
+            os_plan p;
+            os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, &p);
+            double tot = (double)(p.total + BASELINE_BYTES);
+            printf("%-5c %-9s %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,
+                   p.optim / GB, p.gather / GB, p.activations / GB, tot / GB);
+            if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO");
+            printf("\n");
+        }
+    }
+    printf("(per rank, fp32; buffers = gathered parameter and full gradient buckets at the peak; total includes "
+           "%.2f GB of process baseline)\n", BASELINE_BYTES / GB);
+    os_model_free(&m);
+    return 0;
+}

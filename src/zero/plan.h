@@ -1,0 +1,17 @@
+// Per-rank memory of a training configuration, computed from the parameter registry and the step's own buffer
+// sizes (src/train/step.c, layer.c, head.c allocate exactly these): model state by stage, gather/gradient
+// buffers of the sharding runtime, and activations with or without recomputation.
+#pragma once
+#include "model/omni.h"
+#include <stdint.h>
+
+typedef struct {
+    int64_t params, grads, optim;      // permanent model state on one rank
+    int64_t gather;                    // gathered parameter buckets + full gradient buckets at the peak
+    int64_t activations;               // activations + scratch at the peak
+    int64_t total;
+} os_plan;
+
+void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, os_plan *p);
+// built-in Qwen2.5 configurations ("qwen2.5-0.5b", "-1.5b", "-3b", "-7b"); 0 or -1 if unknown
+int os_plan_preset(const char *name, os_qwen2_config *c);
