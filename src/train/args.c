@@ -52,6 +52,7 @@ static const opt opts[] = {
     O(speech_encoder, T_STR, "Hugging Face Whisper directory for speech questions"),
     {"param_loss", T_TERM, 0, "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     O(dump_grads, T_STR, "write the first step's reduced gradients to this safetensors file"),
+    O(dump_logits, T_STR, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file"),
     // accepted for ms-swift compatibility, without effect here
     {"train_type", T_IGNORE, 0, "full (the only type)"},
     {"torch_dtype", T_IGNORE, 0, "float32 (the only type)"},

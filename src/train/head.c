@@ -66,6 +66,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
         int64_t n = N - r0 < rows ? N - r0 : rows;
         const float *h = hn + r0 * C;
         k_linear_fwd(logits, h, W, NULL, n, C, V);                        // logits[n, V]
+        if (t->dump_logits) memcpy(t->dump_logits + r0 * V, logits, sizeof(float) * (size_t)(n * V));
         // text: columns [0, T)
         st->sum[0] += k_xent_fwd_bwd(logits, V, y[0] + r0, n, T, scale[0], &st->correct[0]);
         if (G == 1) {

@@ -142,7 +142,14 @@ int os_sft_run(const os_sft_args *a) {
             if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (step %lld)", a->dataset, (long long)step);
             agree_or_die(rc);
             os_step_stats st;
+            int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;
+            if (dump) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
             os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
+            if (dump) {
+                if (os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V) < 0) os_die_err();
+                os_free(s.trainer.dump_logits);
+                s.trainer.dump_logits = NULL;
+            }
             os_batch_free(&b);
             if (n) loss_sum += st.loss;
             term_loss = st.term_loss;

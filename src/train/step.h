@@ -22,6 +22,7 @@ typedef struct {
     os_param_term *terms;
     int nterms;
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
+    float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
 } os_trainer;
 
 typedef struct {

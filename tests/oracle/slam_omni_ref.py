@@ -192,7 +192,7 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
                         if name.startswith(prefix):
                             loss = loss + (coef * (p * p).sum() if kind == "l2" else 0.0 * p.sum())
             loss.backward()
-            tot += float(sum(wt * float(s) / c for wt, (s, c, _) in zip(w, terms) if c > 0))
+            tot += sum(wt * float(s.detach()) / c for wt, (s, c, _) in zip(w, terms) if c > 0)
             for acc, (s, c, corr) in zip(sums, terms):
                 acc[0] += float(s); acc[1] += c; acc[2] += corr
         term_val = 0.0
