@@ -14,6 +14,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PY       ?= .venv/bin/python
+# end-to-end tests also run against the sanitizer build (the step, the runtime, checkpoints, error paths)
+ASAN_PYTESTS ?= tests/test_train_oracle.py tests/test_errors.py tests/test_export_transformers.py tests/test_zero_runtime.py
 
 all: $(BUILD)/omnishard $(TEST_BIN)
 
@@ -39,6 +41,7 @@ test: all
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	@set -e; for t in build-asan/tests/test_*; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=0 $$t; done; echo "asan: all unit tests passed"
+	OMNISHARD_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest -q $(ASAN_PYTESTS)
 
 clean:
 	rm -rf $(BUILD) build-asan
