@@ -54,6 +54,14 @@ def test_matches_pytorch(tmp_path, case):
     assert set(cg) == set(rgrads), set(cg) ^ set(rgrads)
     for k, g in rgrads.items():
         assert rel(cg[k], g.numpy()) <= 1e-4, (k, rel(cg[k], g.numpy()))
+    # per-module gradient norms of step 1 (class 14 of zero3-failure-classes.md: gradients readable per module)
+    def norm(prefix):
+        return float(np.sqrt(sum(float((g.double() ** 2).sum()) for k, g in rgrads.items() if k.startswith(prefix))))
+    modules = {"grad_norm/norm": "model.norm.", "grad_norm/layers": "model.layers."}
+    if "group_decode_adapter.linear.weight" in rgrads:
+        modules["grad_norm/group_decode_adapter"] = "group_decode_adapter."
+    for key, prefix in modules.items():
+        assert abs(clogs[0][key] - norm(prefix)) <= 1e-4 * norm(prefix), (key, clogs[0][key], norm(prefix))
     cw = weights(os.path.join(out, "final_model"))
     for k, w in rfinal.items():
         assert rel(cw[k], w.numpy()) <= 1e-4, (k, rel(cw[k], w.numpy()))

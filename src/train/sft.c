@@ -3,11 +3,13 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "data/dataset.h"
+#include "data/pretok.h"
 #include "data/sampler.h"
 #include "io/atomic.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/dump.h"
+#include "train/evaluate.h"
 #include "train/export.h"
 #include "train/session.h"
 #include "train/steplog.h"
@@ -62,6 +64,11 @@ static void maybe_fault(int rank, int64_t step) {
     os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", f, s);
 }
 
+// the speech front end of an evaluation micro-batch, as in the training loop
+static int eval_speech(void *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index, int64_t n) {
+    return os_speech_prepare(sp, b, ds, smp, index, n);
+}
+
 static void check_fingerprint(const os_sft_args *a) {
     const char *fields[48];
     char values[48][256];
@@ -85,8 +92,10 @@ int os_sft_run(const os_sft_args *a) {
     agree_or_die(rc);
     os_model *m = &s.model;
     int64_t R = m->oc.G > 0 ? m->oc.G + 1 : 1;
-    os_dataset *ds = os_pretok_open(a->dataset, R, a->max_length, a->truncation_strategy);
-    agree_or_die(ds ? 0 : -1);
+    os_dataset *ds = NULL, *ev = NULL;   // training and evaluation data (docs/dataset.md)
+    agree_or_die(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
+    agree_or_die(os_pretok_speech_len(ds, os_speech_positions(m)));
+    agree_or_die(os_sft_split(a, &ds, &ev));
     int64_t nsamp = ds->n, Bm = a->per_device_train_batch_size, K = a->gradient_accumulation_steps;
     int64_t GB = (int64_t)N * K * Bm, steps_per_epoch = (nsamp + GB - 1) / GB;
     int64_t total = a->max_steps > 0 ? a->max_steps : (int64_t)ceil(a->num_train_epochs * (double)steps_per_epoch);
@@ -119,6 +128,7 @@ int os_sft_run(const os_sft_args *a) {
     empty.ids = empty_ids, empty.labels = empty_lab;
 
     int64_t saved = start - 1;
+    double *bucket_norms = os_alloc(sizeof(double) * (size_t)m->reg.nb, "bucket grad norms");
     for (int64_t step = start; step <= total; step++) {
         double t0 = os_now();
         maybe_fault(rank, step);
@@ -140,6 +150,7 @@ int os_sft_run(const os_sft_args *a) {
             if (n) os_collate(&b, smp, n, s.pad_id);
             else os_collate(&b, &empty, 1, s.pad_id);   // nothing left for this micro-batch: run with no targets
             if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (step %lld)", a->dataset, (long long)step);
+            else if (os_speech_prepare(&s.speech, &b, ds, smp, n ? perm + first : NULL, n) < 0) rc = -1;   // WAV -> log-mel
             agree_or_die(rc);
             os_step_stats st;
             int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;
@@ -159,7 +170,7 @@ int os_sft_run(const os_sft_args *a) {
         }
         zr_reduce_grads(&s.rt);
         if (a->dump_grads && step == 1) agree_or_die(os_dump_grads(m, &s.rt, a->dump_grads));
-        double gnorm = zr_grad_norm(&s.rt);
+        double gnorm = zr_grad_norm(&s.rt, bucket_norms);
         float clip = 1.0f;
         if (a->max_grad_norm > 0) {
             double c = a->max_grad_norm / (gnorm + 1e-6);
@@ -169,8 +180,10 @@ int os_sft_run(const os_sft_args *a) {
         zr_adamw_step(&s.rt, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
                       (float)a->weight_decay, clip, step);
         os_steplog_step(&log, m, step, (double)gstep / (double)steps_per_epoch + 1.0 / (double)steps_per_epoch,
-                        loss_sum, nonempty, term_loss, &acc, lr, gnorm, os_now() - t0, &s.rt,
+                        loss_sum, nonempty, term_loss, &acc, lr, gnorm, bucket_norms, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
+        if (ev && os_sft_eval_due(a, step, total))
+            agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, (double)step / (double)steps_per_epoch));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             agree_or_die(os_checkpoint_save(m, &s.rt, a, step));
             saved = step;
@@ -181,10 +194,11 @@ int os_sft_run(const os_sft_args *a) {
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     agree_or_die(os_export(m, &s.rt, a->model, out));
     if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
-    if (ds->skipped && rank == 0) os_info("note: %lld samples were skipped (longer than --max_length with --truncation_strategy delete)", (long long)ds->skipped);
+    os_sft_report_skips(ds, ev, a);
     os_steplog_close(&log);
-    os_free(perm), os_free(smp);
+    os_free(perm), os_free(smp), os_free(bucket_norms);
     ds->free(ds);
+    if (ev) ev->free(ev);
     os_session_close(&s);
     return 0;
 }

@@ -1,4 +1,5 @@
 #include "train/steplog.h"
+#include "train/evaluate.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -23,7 +24,8 @@ static void num(FILE *f, const char *key, double v) {
 }
 
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
-                     double term_loss, const os_step_stats *acc, double lr, double gnorm, double seconds,
+                     double term_loss, const os_step_stats *acc, double lr, double gnorm,
+                     const double *bucket_norms, double seconds,
                      const zr_runtime *rt, int write) {
     int G = m->oc.G;
     // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G]]
@@ -53,6 +55,19 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     if (term_loss != 0.0) num(f, "param_loss", term_loss);
     num(f, "lr", lr);
     num(f, "grad_norm", gnorm);
+    // per-module gradient norms (before clipping): every non-layer bucket by name, the decoder layers together
+    double layers = 0.0;
+    for (int b = 0; b < m->reg.nb; b++) {
+        if (!m->reg.b[b].trainable) continue;
+        if (!strncmp(m->reg.b[b].name, "layers.", 7)) {
+            layers += bucket_norms[b] * bucket_norms[b];
+            continue;
+        }
+        char k[96];
+        snprintf(k, sizeof k, "grad_norm/%s", m->reg.b[b].name);
+        num(f, k, bucket_norms[b]);
+    }
+    num(f, "grad_norm/layers", sqrt(layers));
     num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
@@ -63,6 +78,29 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %.0fs%s",
             l->tty ? "\r" : "", (long long)step, (long long)l->total, loss, lr, gnorm,
             l->tokens_total / (el > 0 ? el : 1e-9), eta, l->tty ? "   " : "\n");
+    fflush(stderr);
+}
+
+void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r) {
+    if (!l->root) return;
+    FILE *f = l->f;
+    fprintf(f, "{\"step\": %lld", (long long)step);
+    num(f, "epoch", epoch);
+    num(f, "eval_loss", r->samples ? r->loss : NAN);
+    for (int t = 0; t <= m->oc.G; t++) {
+        char k[40], a[40];
+        if (t == 0) snprintf(k, sizeof k, "eval_text_loss"), snprintf(a, sizeof a, "eval_text_acc");
+        else snprintf(k, sizeof k, "eval_audio_loss_%d", t - 1), snprintf(a, sizeof a, "eval_audio_acc_%d", t - 1);
+        num(f, k, r->count[t] ? r->sum[t] / (double)r->count[t] : NAN);
+        num(f, a, r->count[t] ? (double)r->correct[t] / (double)r->count[t] : NAN);
+    }
+    num(f, "eval_samples", (double)r->samples);
+    num(f, "eval_tokens", (double)r->tokens);
+    num(f, "eval_runtime_s", r->seconds);
+    fprintf(f, "}\n");
+    fflush(f);
+    fprintf(stderr, "%seval at step %lld/%lld: eval_loss %.4f (%lld samples, %.1fs)%s\n", l->tty ? "\r" : "", (long long)step,
+            (long long)l->total, r->loss, (long long)r->samples, r->seconds, l->tty ? "            " : "");
     fflush(stderr);
 }
 

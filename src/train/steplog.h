@@ -15,6 +15,11 @@ typedef struct {
 void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int append);
 // loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
-                     double term_loss, const os_step_stats *acc, double lr, double grad_norm, double seconds,
+                     double term_loss, const os_step_stats *acc, double lr, double grad_norm,
+                     const double *bucket_norms, double seconds,
                      const zr_runtime *rt, int write);
+// An evaluation's line {"step", "epoch", "eval_loss", "eval_text_loss", "eval_audio_loss_i", accuracies,
+// "eval_samples", "eval_runtime_s"} (rank 0; the result is already reduced) and a line on stderr.
+typedef struct os_eval_result os_eval_result;   // train/evaluate.h
+void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r);
 void os_steplog_close(os_steplog *l);

@@ -146,16 +146,24 @@ static float *my_grad(zr_runtime *rt, int b, int64_t *n, int64_t *off) {
     return rt->stage == 1 ? rt->gfull[b] + *off : rt->gshard[b];
 }
 
-double zr_grad_norm(zr_runtime *rt) {
-    double ss = 0.0;
+double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
+    double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms"), tot = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
         int64_t n, off;
         const float *g = my_grad(rt, b, &n, &off);
-        for (int64_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
+        double s = 0.0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+        ss[b] = s;
     }
-    if (rt->stage > 0) comm_allreduce_sum_f64(&ss, 1);
-    return sqrt(ss);
+    if (rt->stage > 0) comm_allreduce_sum_f64(ss, rt->nb);
+    for (int b = 0; b < rt->nb; b++) {
+        tot += ss[b];
+        if (per_bucket) per_bucket[b] = sqrt(ss[b]);
+    }
+    os_free(ss);
+    return sqrt(tot);
 }
 
 void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, float wd, float gscale, int64_t step) {

@@ -50,8 +50,9 @@ float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
 // stage 0/1: all-reduce the full gradients (sum over ranks)
 void zr_reduce_grads(zr_runtime *rt);
-// global gradient L2 norm over trainable buckets (identical on every rank)
-double zr_grad_norm(zr_runtime *rt);
+// global gradient L2 norm over trainable buckets (identical on every rank); per_bucket (may be NULL, [nb])
+// receives each bucket's global norm (0 for frozen buckets) — gradients are readable per module at any stage
+double zr_grad_norm(zr_runtime *rt, double *per_bucket);
 // AdamW (PyTorch semantics) on this rank's part with gradients scaled by gscale, then zero the gradients and
 // (stage 1/2) all-gather updated parameters. step is 1-based. Weight decay skips 1-D tensors (biases, norms).
 void zr_adamw_step(zr_runtime *rt, float lr, float beta1, float beta2, float eps, float wd, float gscale, int64_t step);
