@@ -23,12 +23,34 @@ struct os_dataset {
     void (*free)(os_dataset *d);
     // path of speech input wav_index (a sample's os_sample.wav_index); NULL member when there is no speech
     const char *(*wav_path)(os_dataset *d, int64_t wav_index);
+    // how many samples returned by get stay valid at once (the last `live` gets); 0 = all, until free
+    int64_t live;
+    // [n] or NULL: 1 = sample i was found unusable when this rank first built it (lazy tokenization); get
+    // then returns a one-position sample without targets. Counted over all ranks by os_dataset_skipped_total.
+    const uint8_t *lazy_skipped;
 };
 
 // Pretokenized JSONL: {"input_ids": [[...] x R], "labels": [[...] x R]} per line. Samples longer than
 // max_length are truncated per strategy ("right": keep the first max_length, "left": keep the last,
 // "delete": skip and count). Errors name the file and line.
 os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, const char *truncation);
+
+// The model sizes a dataset needs.
+typedef struct {
+    int G;                      // audio code layers (0: a plain LLM, pretokenized data only)
+    int64_t T, A;               // padded text / audio vocabulary (SLAM-Omni special ids at T-64+k, A-64+k)
+    int64_t speech_positions;   // positions of a spoken question (T_s); 0: the reference's 300
+} os_data_sizes;
+
+// Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or
+// SLAM-Omni records (JSONL or a JSON array; tokenizer MODEL_DIR/tokenizer.json). See docs/dataset.md.
+os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char *model_dir, int64_t max_length,
+                            const char *truncation);
+// Hold out round(n * ratio) samples (at least 1, at most n-1), chosen by a permutation keyed by seed, as *val;
+// the rest, in file order, as *train. The two views share d (freed with the last of them).
+int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **train, os_dataset **val);
+// Collective: samples skipped over all ranks (at open, plus the distinct lazily found ones).
+int64_t os_dataset_skipped_total(os_dataset *d);
 
 // collate samples s[0..n) into b (allocated here); pad_id fills padding
 void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id);

@@ -1,0 +1,39 @@
+// Evaluation during sft: the held-out data (--val_dataset, or --split_dataset_ratio of the training data), its
+// loss every --eval_steps optimizer steps (and after the last), logged as eval_* lines in logging.jsonl.
+// The forward runs through os_train_micro with a data-gradient scale of 0 and parameter-term scale of 0: every
+// gradient contribution is multiplied by 0, so the gradient buffers keep their values exactly (finite
+// activations), at the cost of a backward pass; every rank takes part (the collectives of a micro-step).
+#pragma once
+#include "data/dataset.h"
+#include "train/args.h"
+#include "train/steplog.h"
+
+struct os_eval_result {
+    double sum[OS_MAX_G + 1];             // per loss term (0 text, 1+i audio layer i): summed CE
+    int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
+    int64_t samples, tokens;
+    double loss;                          // sum_k w_k * sum_k / count_k (token mean of each term, weighted)
+    double seconds;
+};
+
+// Per micro-batch hook before the micro-step (e.g. the speech front end); NULL for none. -1 + message to stop.
+typedef int (*os_micro_hook)(void *ctx, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
+                             int64_t n);
+
+// Collective. Micro-batch j of `batch` samples (in dataset order) goes to rank j % ranks; ranks without one run an
+// empty micro-batch. 0, or -1 + message (on every rank) when a rank failed.
+int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
+                os_eval_result *res);
+
+// Open --dataset and --val_dataset (*eval NULL without one); T_s = positions of a spoken question (0: 300).
+// Collective; 0 or -1 + message.
+int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval);
+// With --split_dataset_ratio and no --val_dataset: replace *train by its training part, *eval = the held-out part.
+int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval);
+// Whether optimizer step `step` of `total` is followed by an evaluation (--eval_steps, default --save_steps).
+int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total);
+// Evaluate (hook: as os_evaluate) and log to logging.jsonl and stderr. Collective; 0 or -1 + message.
+int os_sft_eval(os_trainer *t, os_dataset *ev, const os_sft_args *a, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
+                os_steplog *log, int64_t step, double epoch);
+// The end-of-run note on skipped samples (collective).
+void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_args *a);
