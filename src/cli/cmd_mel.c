@@ -13,6 +13,7 @@ static const char *USAGE =
     "usage: omnishard mel --wav FILE --out OUT [--n_mels 80] [--no-pad] [--bench N]\n"
     "       omnishard mel --wav FILE --dump-audio OUT     (the 16 kHz mono samples, tensor \"audio\" [n])\n"
     "       omnishard mel --filters --out OUT [--n_mels 80] (the mel filter bank, tensor \"filters\" [n_mels, 201])\n"
+    "       omnishard mel --encoder DIR ...              (the Whisper encoder's output: omnishard mel --encoder x --help)\n"
     "OUT ending in .safetensors: one F32 tensor (\"mel\" [n_mels, frames] for a spectrogram); any other name:\n"
     "raw little-endian float32, row-major. The shape is printed on stdout (\"ROWS COLS\", or \"N\" for audio).\n"
     "By default the audio is padded or trimmed to 30 s first (as Whisper/SLAM-LLM do): [n_mels, 3000].\n"
@@ -44,7 +45,11 @@ static int write_f32(const char *path, const char *name, const float *x, int64_t
     return 0;
 }
 
+int cmd_mel_encoder(int argc, char **argv);   // cmd_mel_encoder.c
+
 int cmd_mel(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--encoder")) return cmd_mel_encoder(argc, argv);
     const char *wav = NULL, *out = NULL, *dump = NULL;
     int n_mels = 80, filters = 0, no_pad = 0, bench = 0;
     for (int i = 1; i < argc; i++) {

@@ -129,30 +129,46 @@ static int read_mono(SNDFILE *sf, const char *path, int ch, int64_t frames, int 
     return 0;
 }
 
-int os_audio_load_16k(const char *path, float **samples, int64_t *n) {
-    *samples = NULL;
-    *n = 0;
+// open path for reading after the checks every audio input must pass; NULL + message naming the file
+static SNDFILE *open_checked(const char *path, SF_INFO *info) {
     struct stat st;
-    if (stat(path, &st) != 0) return os_errf("%s: cannot open audio file: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return os_errf("%s: is a directory, expected an audio file", path);
-    if (st.st_size == 0) return os_errf("%s: empty file (0 bytes), expected audio", path);
-    SF_INFO info;
-    memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return os_errf("%s: not a readable audio file (libsndfile: %s)", path, sf_strerror(NULL));
+    if (stat(path, &st) != 0) return os_errf("%s: cannot open audio file: %s", path, strerror(errno)), NULL;
+    if (S_ISDIR(st.st_mode)) return os_errf("%s: is a directory, expected an audio file", path), NULL;
+    if (st.st_size == 0) return os_errf("%s: empty file (0 bytes), expected audio", path), NULL;
+    memset(info, 0, sizeof *info);
+    SNDFILE *sf = sf_open(path, SFM_READ, info);
+    if (!sf) return os_errf("%s: not a readable audio file (libsndfile: %s)", path, sf_strerror(NULL)), NULL;
     int rc = 0;
-    if (info.frames <= 0) rc = os_errf("%s: contains no audio samples (0 frames)", path);
-    else if (info.frames > MAX_FRAMES)
-        rc = os_errf("%s: too long: %lld frames (at most %lld)", path, (long long)info.frames, (long long)MAX_FRAMES);
-    else if (info.channels < 1 || info.channels > MAX_CHANNELS)
-        rc = os_errf("%s: unsupported channel count %d (expected 1..%d)", path, info.channels, MAX_CHANNELS);
-    else if (info.samplerate < RATE_MIN || info.samplerate > RATE_MAX)
-        rc = os_errf("%s: sample rate %d Hz is outside the supported range [%d, %d] Hz", path, info.samplerate,
+    if (info->frames <= 0) rc = os_errf("%s: contains no audio samples (0 frames)", path);
+    else if (info->frames > MAX_FRAMES)
+        rc = os_errf("%s: too long: %lld frames (at most %lld)", path, (long long)info->frames, (long long)MAX_FRAMES);
+    else if (info->channels < 1 || info->channels > MAX_CHANNELS)
+        rc = os_errf("%s: unsupported channel count %d (expected 1..%d)", path, info->channels, MAX_CHANNELS);
+    else if (info->samplerate < RATE_MIN || info->samplerate > RATE_MAX)
+        rc = os_errf("%s: sample rate %d Hz is outside the supported range [%d, %d] Hz", path, info->samplerate,
                      RATE_MIN, RATE_MAX);
     if (rc) {
         sf_close(sf);
-        return rc;
+        return NULL;
     }
+    return sf;
+}
+
+int os_audio_check(const char *path) {
+    SF_INFO info;
+    SNDFILE *sf = open_checked(path, &info);
+    if (!sf) return -1;
+    sf_close(sf);
+    return 0;
+}
+
+int os_audio_load_16k(const char *path, float **samples, int64_t *n) {
+    *samples = NULL;
+    *n = 0;
+    SF_INFO info;
+    SNDFILE *sf = open_checked(path, &info);
+    if (!sf) return -1;
+    int rc = 0;
     int sub = info.format & SF_FORMAT_SUBMASK;
     int as_short = sub == SF_FORMAT_PCM_16 || sub == SF_FORMAT_PCM_S8 || sub == SF_FORMAT_PCM_U8;
     sf_command(sf, SFC_SET_NORM_FLOAT, NULL, SF_TRUE);

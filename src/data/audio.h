@@ -10,6 +10,9 @@
 // Reads `path` into *samples [*n] (16 kHz mono, os_alloc'ed: the caller os_free()s it).
 // Returns 0, or -1 with os_errmsg() naming the file (missing, not audio, no samples, unsupported rate).
 int os_audio_load_16k(const char *path, float **samples, int64_t *n);
+// The checks of os_audio_load_16k that need only the header (file exists, not empty, a format libsndfile reads,
+// frames, channels and rate in range), without decoding: 0, or -1 with the same messages.
+int os_audio_check(const char *path);
 
 // Resamples x[n] at rate_in Hz to 16 kHz: *out [*n_out] (os_alloc'ed), n_out = ceil(n * 16000 / rate_in).
 // Output sample i is the band-limited signal at time i / 16000 s (no delay). Returns -1 on a rate outside

@@ -2,6 +2,7 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *shape_str(const int64_t *s, int nd, char *buf, int n) {
@@ -11,14 +12,29 @@ static const char *shape_str(const int64_t *s, int nd, char *buf, int n) {
     return buf;
 }
 
+// the checkpoint tensor of parameter p (NULL if absent); name[n] receives the name looked up
+static const os_st_tensor *find(const os_st_dir *d, const os_param *p, const os_name_map *map, char *name, int n) {
+    size_t k = map ? strlen(map->from) : 0;
+    if (map && !strncmp(p->name, map->from, k)) snprintf(name, (size_t)n, "%s%s", map->to, p->name + k);
+    else snprintf(name, (size_t)n, "%s", p->name);
+    return d ? os_st_dir_find(d, name) : NULL;
+}
+
 int os_params_check(const os_registry *r, const os_st_dir *d, const char *dir) {
-    for (int i = 0; i < r->np; i++) {
+    return os_params_check_map(r, d, dir, 0, r->nb, NULL);
+}
+
+int os_params_check_map(const os_registry *r, const os_st_dir *d, const char *dir, int b0, int b1,
+                        const os_name_map *map) {
+    int i0 = b0 < r->nb ? r->b[b0].first : r->np, i1 = b1 < r->nb ? r->b[b1].first : r->np;
+    for (int i = i0; i < i1; i++) {
         const os_param *p = &r->p[i];
-        const os_st_tensor *t = d ? os_st_dir_find(d, p->name) : NULL;
+        char name[256];
+        const os_st_tensor *t = find(d, p, map, name, sizeof name);
         char a[96], b[96];
         if (!t) {
             if (p->init == OS_INIT_REQUIRED || p->resizable)
-                return os_errf("%s: tensor '%s' %s is missing from the checkpoint", dir, p->name,
+                return os_errf("%s: tensor '%s' %s is missing from the checkpoint", dir, name,
                                shape_str(p->shape, p->ndim, a, sizeof a));
             continue;
         }
@@ -26,11 +42,11 @@ int os_params_check(const os_registry *r, const os_st_dir *d, const char *dir) {
         for (int k = 1; ok && k < p->ndim; k++) ok = t->shape[k] == p->shape[k];
         if (ok) ok = p->resizable ? t->shape[0] >= 1 && t->shape[0] <= p->shape[0] : t->shape[0] == p->shape[0];
         if (!ok)
-            return os_errf("%s: tensor '%s': shape %s does not match the model's %s%s", dir, p->name,
+            return os_errf("%s: tensor '%s': shape %s does not match the model's %s%s", dir, name,
                            shape_str(t->shape, t->ndim, a, sizeof a), shape_str(p->shape, p->ndim, b, sizeof b),
                            p->resizable ? " (at most that many rows)" : "");
         if (t->dtype != OS_DT_F32 && t->dtype != OS_DT_F16 && t->dtype != OS_DT_BF16 && t->dtype != OS_DT_F64)
-            return os_errf("%s: tensor '%s': dtype %s is not a float type", dir, p->name, os_st_dtype_name(t->dtype));
+            return os_errf("%s: tensor '%s': dtype %s is not a float type", dir, name, os_st_dtype_name(t->dtype));
     }
     return 0;
 }
@@ -52,6 +68,11 @@ static void init_range(const os_param *p, int64_t s, int64_t n, float *dst, uint
 
 int os_params_fill(const os_registry *r, const os_st_dir *d, int b, int64_t lo, int64_t hi, float *dst,
                    uint64_t seed) {
+    return os_params_fill_map(r, d, NULL, b, lo, hi, dst, seed);
+}
+
+int os_params_fill_map(const os_registry *r, const os_st_dir *d, const os_name_map *map, int b, int64_t lo,
+                       int64_t hi, float *dst, uint64_t seed) {
     const os_bucket *bk = &r->b[b];
     for (int64_t j = lo; j < hi; j++)
         if (j >= bk->numel) dst[j - lo] = 0.0f;
@@ -61,11 +82,12 @@ int os_params_fill(const os_registry *r, const os_st_dir *d, int b, int64_t lo, 
         if (s >= e) continue;
         float *out = dst + (s - lo);
         int64_t ps = s - p->offset, pn = e - s;   // range inside the parameter
-        const os_st_tensor *t = d ? os_st_dir_find(d, p->name) : NULL;
+        char name[256];
+        const os_st_tensor *t = find(d, p, map, name, sizeof name);
         int64_t have = t ? t->numel : 0;          // leading elements available from the checkpoint (row-major)
         if (ps < have) {
             int64_t k = pn < have - ps ? pn : have - ps;
-            if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", p->name);
+            if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", name);
             out += k, ps += k, pn -= k;
         }
         if (pn > 0) init_range(p, ps, pn, out, seed);

@@ -14,6 +14,8 @@ void os_omni_config_default(os_omni_config *oc, int G) {
     oc->adapter = G > 1;
     for (int i = 0; i <= G; i++) oc->loss_w[i] = 1.0f / (float)(G + 1);
     if (G == 0) oc->loss_w[0] = 1.0f;
+    oc->proj_hidden = 2048;
+    oc->proj_k = 5;
 }
 
 static int json_int(const cJSON *o, const char *path, const char *key, int64_t lo, int64_t *out) {
@@ -38,9 +40,11 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         return os_errf("%s: not a JSON object", path);
     }
     int64_t G = oc->G, T = oc->text_vocab, A = oc->audio_vocab;
+    int64_t sd = oc->speech_dim, ph = oc->proj_hidden, pk = oc->proj_k;
     int rc = 0;
     if (json_int(o, path, "code_layer", 0, &G) < 0 || json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
-        json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0)
+        json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
+        json_int(o, path, "projector_hidden", 1, &ph) < 0 || json_int(o, path, "encoder_projector_ds_rate", 1, &pk) < 0)
         rc = -1;
     else if (G > OS_MAX_G)
         rc = os_errf("%s: field 'code_layer': at most %d supported, got %lld", path, OS_MAX_G, (long long)G);
@@ -48,6 +52,7 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         os_omni_config_default(oc, (int)G);
         oc->text_vocab = T;
         oc->audio_vocab = A;
+        oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk;
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
         if (w) {
             if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
@@ -70,7 +75,12 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
                      "  \"padded_audio_vocabsize\": %lld,\n  \"loss_weights\": [",
                      oc->G, (long long)oc->text_vocab, (long long)oc->audio_vocab);
     for (int i = 0; i <= oc->G; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %.9g" : "%.9g", oc->loss_w[i]);
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "]\n}\n");
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "]");
+    if (oc->speech_dim > 0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n,
+                      ",\n  \"encoder_dim\": %lld,\n  \"projector_hidden\": %lld,\n  \"encoder_projector_ds_rate\": %lld",
+                      (long long)oc->speech_dim, (long long)oc->proj_hidden, (long long)oc->proj_k);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "\n}\n");
     return os_write_file_atomic(path, buf, (size_t)n);
 }
 
@@ -150,10 +160,24 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
         m->adapter_b = param1(r, "group_decode_adapter.linear.bias", m->oc.G * A, OS_INIT_LINEAR_B, 0);
         r->p[m->adapter_b].fan_in = A;
     }
+    m->b_proj = m->proj_w1 = m->proj_b1 = m->proj_w2 = m->proj_b2 = -1;
+    if (m->oc.speech_dim > 0) {   // speech projector (docs/speech.md)
+        if (m->oc.G < 1)
+            return os_errf("speech input (encoder_dim %lld) needs a SLAM-Omni model (code_layer >= 1)", (long long)m->oc.speech_dim);
+        int64_t I = m->oc.proj_k * m->oc.speech_dim, Hd = m->oc.proj_hidden;
+        m->b_proj = os_reg_bucket(r, "encoder_projector", 1);
+        m->proj_w1 = param2(r, "encoder_projector.linear1.weight", Hd, I, OS_INIT_LINEAR_W, 0);
+        m->proj_b1 = param1(r, "encoder_projector.linear1.bias", Hd, OS_INIT_LINEAR_B, 0);
+        r->p[m->proj_b1].fan_in = I;
+        m->proj_w2 = param2(r, "encoder_projector.linear2.weight", m->C, Hd, OS_INIT_LINEAR_W, 0);
+        m->proj_b2 = param1(r, "encoder_projector.linear2.bias", m->C, OS_INIT_LINEAR_B, 0);
+        r->p[m->proj_b2].fan_in = Hd;
+    }
     return 0;
 }
 
 void os_model_free(os_model *m) {
+    os_whisper_free(&m->enc);
     os_reg_free(&m->reg);
     os_free(m->layer);
     os_free(m->b_layer);

@@ -6,6 +6,7 @@
 #pragma once
 #include "io/hfconfig.h"
 #include "model/registry.h"
+#include "model/whisper.h"
 
 #define OS_MAX_G 8
 
@@ -15,6 +16,9 @@ typedef struct {
     int64_t audio_vocab;   // A (padded audio vocabulary)
     int adapter;           // group-decode adapter Linear(A, G*A) present (G > 1)
     float loss_w[OS_MAX_G + 1];   // weights: [0] text, [1+i] audio layer i
+    int64_t speech_dim;    // d_model of the speech encoder feeding the projector; 0: no projector (docs/speech.md)
+    int64_t proj_hidden;   // projector hidden size (default 2048)
+    int64_t proj_k;        // encoder frames concatenated per LLM position (default 5)
 } os_omni_config;
 
 typedef struct {
@@ -30,15 +34,19 @@ typedef struct {
     os_layer_ids *layer;
     int b_embed, b_head, b_norm, b_adapter, *b_layer;       // bucket ids (b_head == b_embed when tied)
     int64_t ckpt_vocab;   // vocabulary rows found in the checkpoint (rows beyond are initialised)
+    int b_proj, proj_w1, proj_b1, proj_w2, proj_b2;   // speech projector (-1 when oc.speech_dim is 0)
+    os_whisper enc;       // frozen speech encoder, declared after os_model_build (enc.nlayers 0: none)
 } os_model;
 
 // Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)
 void os_omni_config_default(os_omni_config *oc, int G);
 // Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
-// loss_weights); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
+// loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
 int os_omni_config_load(const char *path, os_omni_config *oc);
 int os_omni_config_write(const char *path, const os_omni_config *oc);
 
 // Declare every parameter and bucket. cfg comes from config.json; ckpt_vocab = the checkpoint's vocab rows.
+// With oc->speech_dim > 0 (G >= 1) the speech projector is declared too (bucket "encoder_projector", trained,
+// PyTorch Linear init when absent); the Whisper encoder is declared separately (os_whisper_declare on m->reg).
 int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc);
 void os_model_free(os_model *m);

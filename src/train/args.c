@@ -50,6 +50,7 @@ static const opt opts[] = {
     O(resume_from_checkpoint, T_STR, "checkpoint directory to continue from"),
     O(save_only_model, T_BOOL, "checkpoints without optimizer state (default false)"),
     O(speech_encoder, T_STR, "Hugging Face Whisper directory for speech questions"),
+    O(cache_speech_features, T_STR, "directory caching the frozen encoder's output per WAV (docs/speech.md)"),
     {"param_loss", T_TERM, 0, "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     O(dump_grads, T_STR, "write the first step's reduced gradients to this safetensors file"),
     O(dump_logits, T_STR, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file"),
@@ -189,6 +190,7 @@ int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*va
     FP("--save_steps", "%lld", (long long)a->save_steps);
     FP("--seed", "%lld", (long long)a->seed);
     FP("--gradient_checkpointing", "%d", a->gradient_checkpointing);
+    FP("--speech_encoder", "%s", a->speech_encoder ? a->speech_encoder : "");
     FP("--nterms", "%d", a->nterms);
     FP("--resume_from_checkpoint", "%s", a->resume_from_checkpoint ? a->resume_from_checkpoint : "");
 #undef FP

@@ -32,6 +32,11 @@ int os_copy_model_files(const char *src_dir, const char *dst_dir, int with_confi
     return 0;
 }
 
+// the frozen speech encoder is not part of the exported model (it stays in its own --speech_encoder directory)
+static int exported(const os_model *m, int b) {
+    return !(m->enc.nlayers > 0 && b >= m->enc.b_front && b <= m->enc.b_final);
+}
+
 // open a writer for the parameters p with (slam == os_is_slam_param(name)); NULL writer when there are none
 static int open_writer(const os_model *m, const char *path, int slam, os_st_writer **w) {
     const os_registry *r = &m->reg;
@@ -40,7 +45,7 @@ static int open_writer(const os_model *m, const char *path, int slam, os_st_writ
     int *nd = os_alloc(sizeof(int) * (size_t)r->np, "export ndims");
     int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)r->np, "export shapes");
     for (int i = 0; i < r->np; i++) {
-        if (os_is_slam_param(r->p[i].name) != slam) continue;
+        if (os_is_slam_param(r->p[i].name) != slam || !exported(m, r->p[i].bucket)) continue;
         names[n] = r->p[i].name, nd[n] = r->p[i].ndim;
         memcpy(sh[n], r->p[i].shape, sizeof(int64_t) * 4);
         n++;
@@ -66,6 +71,7 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
     }
     const os_registry *r = &m->reg;
     for (int b = 0; b < r->nb; b++) {   // every rank takes part in the gathers, whatever rank 0's state
+        if (!exported(m, b)) continue;
         float *full = zr_gather(rt, b);
         for (int i = r->b[b].first; root && rc == 0 && i < r->b[b].first + r->b[b].count; i++) {
             os_st_writer *w = os_is_slam_param(r->p[i].name) ? ws : wl;

@@ -20,6 +20,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
             os_omni_config tmp = *oc;
             os_omni_config_default(oc, a->code_layer);
             oc->text_vocab = tmp.text_vocab, oc->audio_vocab = tmp.audio_vocab;
+            oc->speech_dim = tmp.speech_dim, oc->proj_hidden = tmp.proj_hidden, oc->proj_k = tmp.proj_k;
         }
     }
     if (a->n_loss_weights) {
@@ -28,6 +29,24 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
         for (int i = 0; i <= oc->G; i++) oc->loss_w[i] = a->loss_weights[i];
     }
     return 0;
+}
+
+// Speech (docs/speech.md): the encoder's config from --speech_encoder DIR, and the projector's input size from it,
+// or from a projector already in the checkpoint when no encoder is given (it is then carried along, frozen).
+static int speech_config(os_session *s, const os_sft_args *a, os_omni_config *oc, os_whisper_config *wc) {
+    const os_st_tensor *pw = os_st_dir_find(s->ckpt, "encoder_projector.linear1.weight");
+    if (pw && pw->ndim == 2 && oc->speech_dim == 0) oc->speech_dim = pw->shape[1] / oc->proj_k, oc->proj_hidden = pw->shape[0];
+    if (!a->speech_encoder) return 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", a->speech_encoder);
+    if (os_whisper_config_load(path, wc) < 0) return -1;
+    if (oc->G < 1) return os_errf("--speech_encoder: speech input needs --model_type slam_omni (code_layer >= 1)");
+    if (oc->speech_dim && oc->speech_dim != wc->d_model)
+        return os_errf("%s: field 'd_model': %d, but the model's projector takes encoder_dim %lld (from slam_omni.json "
+                       "or encoder_projector.linear1.weight)", path, wc->d_model, (long long)oc->speech_dim);
+    oc->speech_dim = wc->d_model;
+    s->enc_ckpt = os_st_dir_open(a->speech_encoder);
+    return s->enc_ckpt ? 0 : -1;
 }
 
 int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
@@ -41,19 +60,35 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     char path[4200];
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
     if (oc.G > 0 && access(path, F_OK) == 0 && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
+    os_whisper_config wc;
+    if (speech_config(s, a, &oc, &wc) < 0) return -1;
     os_model *m = &s->model;
     if (os_model_build(m, &cfg, &oc) < 0) return -1;
-    if (os_params_check(&m->reg, s->ckpt, a->model) < 0) return -1;
+    if (a->speech_encoder && os_whisper_declare(&m->enc, &m->reg, &wc) < 0) return os_err_ctx("%s", a->speech_encoder);
+    int nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;   // the encoder's buckets come last
+    os_name_map map = {"", ""};
+    if (os_params_check_map(&m->reg, s->ckpt, a->model, 0, nb_llm, NULL) < 0) return -1;
+    if (m->enc.nlayers && (os_whisper_name_map(s->enc_ckpt, a->speech_encoder, &map) < 0 ||
+                           os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, &map) < 0))
+        return -1;
+    if (m->b_proj >= 0 && !m->enc.nlayers) {   // a projector without its encoder is carried along unchanged
+        m->reg.b[m->b_proj].trainable = 0;
+        for (int i = m->reg.b[m->b_proj].first; i < m->reg.b[m->b_proj].first + m->reg.b[m->b_proj].count; i++) m->reg.p[i].trainable = 0;
+    }
     zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     for (int b = 0; b < m->reg.nb; b++) {
         int64_t lo, hi;
+        int enc = b >= nb_llm;
         zr_fill_range(&s->rt, b, &lo, &hi);
-        if (os_params_fill(&m->reg, s->ckpt, b, lo, hi, zr_fill_dst(&s->rt, b), (uint64_t)a->seed) < 0)
-            return os_err_ctx("%s", a->model);
+        if (os_params_fill_map(&m->reg, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, b, lo, hi,
+                               zr_fill_dst(&s->rt, b), (uint64_t)a->seed) < 0)
+            return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
+    if (os_speech_init(&s->speech, m, a->speech_encoder, a->cache_speech_features) < 0) return -1;
     s->pad_id = 151643 < m->V ? 151643 : 0;
     os_trainer *t = &s->trainer;
     t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing;
+    t->speech = s->speech.on ? &s->speech : NULL;
     t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
     for (int k = 0; k < a->nterms; k++) {
         int hit = 0;
@@ -65,7 +100,9 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
 
 void os_session_close(os_session *s) {
     zr_free(&s->rt);
+    os_speech_free(&s->speech);
     os_model_free(&s->model);
     os_st_dir_close(s->ckpt);
+    os_st_dir_close(s->enc_ckpt);
     memset(s, 0, sizeof *s);
 }

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 #include "model/omni.h"
 #include "train/args.h"
+#include "train/speech.h"
 #include "zero/runtime.h"
 
 typedef struct {
@@ -11,6 +12,8 @@ typedef struct {
     zr_runtime rt;
     os_trainer trainer;
     os_st_dir *ckpt;
+    os_st_dir *enc_ckpt;   // --speech_encoder's checkpoint (NULL: none)
+    os_speech speech;      // the speech input path (speech.on 0: none)
     const char *model_dir;
     int32_t pad_id;
 } os_session;

@@ -4,6 +4,7 @@
 #include "kernels/kernels.h"
 #include "train/head.h"
 #include "train/layer.h"
+#include "train/speech.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -70,23 +71,54 @@ double os_apply_param_terms(os_trainer *t, int b) {
     return loss;
 }
 
-// x0[B*L, C] = mean over the R rows of embed[ids] (speech positions: audio rows replaced by proj, see omni)
+// x0[B*L, C] = mean over the R rows of embed[ids]. Speech splice (docs/speech.md): at the j-th speech position
+// of a sample every audio row's embedding is replaced by its projector output proj[j], so
+// x0 = (G * proj[j] + E[text id]) / (G+1).
 static void embed_fwd(os_trainer *t, const os_batch *b, float *x0) {
     os_model *m = t->m;
     int64_t L = b->L, C = m->C, R = b->R;
     const float *E = zr_param(t->rt, m->embed);
-    for (int64_t bi = 0; bi < b->B; bi++)
+    for (int64_t bi = 0; bi < b->B; bi++) {
         for (int64_t r = 0; r < R; r++)
             (r ? k_embedding_acc : k_embedding_fwd)(x0 + bi * L * C, b->ids + (bi * R + r) * L, E, L, C, 1.0f / (float)R);
+        const float *proj = os_speech_proj(t->speech, bi);
+        for (int64_t p = 0, j = 0; proj && p < L; p++) {
+            if (!b->speech[bi * L + p]) continue;
+            float *x = x0 + (bi * L + p) * C;
+            k_embedding_fwd(x, b->ids + (bi * R + R - 1) * L + p, E, 1, C, 1.0f / (float)R);
+            k_axpy(x, (float)(R - 1) / (float)R, proj + C * j++, C);
+        }
+    }
 }
 
+// embedding gradient of the R rows; at speech positions the audio rows get none and the projector output gets
+// dproj[j] = dx0 * G/(G+1)
 static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
     os_model *m = t->m;
     int64_t L = b->L, C = m->C, R = b->R;
     float *dE = zr_grad(t->rt, m->embed);
-    for (int64_t bi = 0; bi < b->B; bi++)
-        for (int64_t r = 0; r < R; r++)
-            k_embedding_bwd(dE, b->ids + (bi * R + r) * L, dx0 + bi * L * C, L, C, 1.0f / (float)R);
+    for (int64_t bi = 0; bi < b->B; bi++) {
+        const int32_t *ids = b->ids + bi * R * L;
+        const float *dx = dx0 + bi * L * C;
+        float *dproj = os_speech_dproj(t->speech, bi);
+        if (!dproj) {
+            for (int64_t r = 0; r < R; r++) k_embedding_bwd(dE, ids + r * L, dx, L, C, 1.0f / (float)R);
+            continue;
+        }
+        k_embedding_bwd(dE, ids + (R - 1) * L, dx, L, C, 1.0f / (float)R);
+        const uint8_t *sp = b->speech + bi * L;
+        for (int64_t p = 0, j = 0; p < L; p++) {   // runs of non-speech positions for the audio rows
+            if (sp[p]) {
+                memset(dproj + C * j, 0, sizeof(float) * (size_t)C);
+                k_axpy(dproj + C * j++, (float)(R - 1) / (float)R, dx + p * C, C);
+                continue;
+            }
+            int64_t e = p;
+            while (e < L && !sp[e]) e++;
+            for (int64_t r = 0; r < R - 1; r++) k_embedding_bwd(dE, ids + r * L + p, dx + p * C, e - p, C, 1.0f / (float)R);
+            p = e - 1;
+        }
+    }
 }
 
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st) {
@@ -105,6 +137,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_alloc(&acts[l], &lc);
 
     // ---- forward ----
+    if (t->speech) os_speech_fwd(t->speech, rt);   // encoder + projector, on every rank (fixed schedule)
     zr_gather(rt, m->b_embed);
     embed_fwd(t, b, xs[0]);
     zr_release(rt, m->b_embed);
@@ -144,6 +177,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     st->term_loss += os_apply_param_terms(t, m->b_embed);
     zr_grad_close(rt, m->b_embed);
     if (m->b_head == m->b_embed) zr_grad_close(rt, m->b_embed);   // the scope opened by the head
+    if (t->speech) st->term_loss += os_speech_bwd(t->speech, t);   // projector gradients from dproj
 
     os_free(dx);
     for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_free(&acts[l]);

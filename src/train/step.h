@@ -15,9 +15,12 @@ typedef struct {
     char prefix[96];
 } os_param_term;
 
+struct os_speech;   // train/speech.h
+
 typedef struct {
     os_model *m;
     zr_runtime *rt;
+    struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
     int grad_ckpt;        // recompute each layer in the backward
     os_param_term *terms;
     int nterms;

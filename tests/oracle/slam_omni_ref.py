@@ -34,6 +34,74 @@ def epoch_perm(n, seed, epoch):
     return perm
 
 
+class Projector(torch.nn.Module):
+    """SLAM-LLM's EncoderProjectorConcat: k consecutive encoder frames concatenated -> Linear -> ReLU -> Linear."""
+    def __init__(self, d_enc, hidden, D, k=5):
+        super().__init__()
+        self.k = k
+        self.linear1 = torch.nn.Linear(k * d_enc, hidden)
+        self.relu = torch.nn.ReLU()
+        self.linear2 = torch.nn.Linear(hidden, D)
+
+    def forward(self, x):                               # x [T_enc, d] -> [T_enc // k, D]
+        T = x.shape[0] // self.k * self.k
+        x = x[:T].reshape(T // self.k, -1)
+        return self.linear2(self.relu(self.linear1(x)))
+
+
+def add_projector(d, d_enc, hidden, D, k=5, seed=5):
+    """Random projector saved into d/slam_omni.safetensors (next to the adapter) and its sizes into slam_omni.json."""
+    from safetensors.torch import load_file
+    torch.manual_seed(seed)
+    proj = Projector(d_enc, hidden, D, k)
+    path = f"{d}/slam_omni.safetensors"
+    tensors = load_file(path) if os.path.exists(path) else {}
+    tensors.update({f"encoder_projector.{n}": v.detach().contiguous() for n, v in proj.named_parameters()})
+    save_file(tensors, path)
+    cfg = json.load(open(f"{d}/slam_omni.json"))
+    cfg.update({"projector_hidden": hidden, "encoder_dim": d_enc, "encoder_projector_ds_rate": k})
+    json.dump(cfg, open(f"{d}/slam_omni.json", "w"))
+    return proj
+
+
+def make_encoder(d, *, d_model=16, layers=2, heads=4, ffn=32, n_mels=80, max_pos=30, layout="model", seed=3):
+    """A tiny random Whisper encoder saved to d as a WhisperModel ("encoder.*"), a WhisperForConditionalGeneration
+    ("model.encoder.*") or a bare WhisperEncoder; norms and biases made non-trivial. Returns the eval-mode encoder."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration, WhisperModel
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+    torch.manual_seed(seed)
+    cfg = WhisperConfig(num_mel_bins=n_mels, d_model=d_model, encoder_layers=layers, encoder_attention_heads=heads,
+                        encoder_ffn_dim=ffn, max_source_positions=max_pos, decoder_layers=1, decoder_attention_heads=2,
+                        decoder_ffn_dim=16, max_target_positions=16, vocab_size=64, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2, decoder_start_token_id=1)
+    full = {"model": WhisperModel, "cond": WhisperForConditionalGeneration, "encoder": WhisperEncoder}[layout](cfg).float()
+    enc = full if layout == "encoder" else full.get_encoder()
+    with torch.no_grad():
+        for n, p in enc.named_parameters():
+            if p.ndim == 1:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p) if "norm" in n else 0.1 * torch.randn_like(p))
+    full.save_pretrained(d, safe_serialization=True)
+    return enc.eval()
+
+
+def read_wav16(path):
+    import wave
+    with wave.open(str(path), "rb") as w:
+        assert w.getsampwidth() == 2 and w.getnchannels() == 1 and w.getframerate() == 16000, path
+        return np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768.0
+
+
+def speech_features(encoder, wav):
+    """WAV -> padded/trimmed to 2*max_source_positions*160 samples -> openai-whisper log-mel -> frozen encoder."""
+    import whisper
+    n = 2 * encoder.config.max_source_positions * 160
+    x = torch.from_numpy(read_wav16(wav))
+    x = torch.nn.functional.pad(x, (0, max(0, n - x.shape[0])))[:n]
+    mel = whisper.log_mel_spectrogram(x, encoder.config.num_mel_bins)
+    with torch.no_grad():
+        return encoder(input_features=mel[None]).last_hidden_state[0]
+
+
 class Adapter(torch.nn.Module):
     def __init__(self, A, G):
         super().__init__()
@@ -95,6 +163,7 @@ def make_data(path, n, *, G=3, T=192, A=80, min_len=5, max_len=14, seed=1, ignor
 
 
 def load_data(path, max_length, truncation="right"):
+    """(ids, lab) per sample, or (ids, lab, (wav, speech_start)) for a sample with a speech input."""
     out = []
     for line in open(path):
         if not line.strip():
@@ -102,13 +171,18 @@ def load_data(path, max_length, truncation="right"):
         o = json.loads(line)
         ids, lab = o["input_ids"], o["labels"]
         L = len(ids[0])
+        s = 0
         if L > max_length:
             if truncation == "delete":
                 continue
             s = L - max_length if truncation == "left" else 0
             ids = [r[s:s + max_length] for r in ids]
             lab = [r[s:s + max_length] for r in lab]
-        out.append((ids, lab))
+        if "speech_wav" in o:
+            wav = os.path.join(os.path.dirname(path), o["speech_wav"])
+            out.append((ids, lab, (wav, o["speech_start"] - s)))
+        else:
+            out.append((ids, lab))
     return out
 
 
@@ -119,7 +193,8 @@ def collate(samples, pad_id):
     ids = torch.full((len(samples), R, L), pad_id, dtype=torch.long)
     lab = torch.full((len(samples), R, L), -100, dtype=torch.long)
     mask = torch.zeros((len(samples), L), dtype=torch.long)
-    for i, (a, b) in enumerate(samples):
+    for i, smp in enumerate(samples):
+        a, b = smp[0], smp[1]
         n = len(a[0])
         ids[i, :, :n] = torch.tensor(a)
         lab[i, :, :n] = torch.tensor(b)
@@ -127,9 +202,14 @@ def collate(samples, pad_id):
     return ids, lab, mask
 
 
-def forward_losses(model, adapter, ids, lab, mask, G, T, A):
-    """Per-term (sum, count, correct) and the logits path of slam-omni.md."""
+def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
+    """Per-term (sum, count, correct) and the logits path of slam-omni.md. speech: per batch row None or
+    (projector output [T_s, C], first speech position): every audio row's embedding there is replaced by it."""
     emb = model.get_input_embeddings()(ids)            # [B, R, L, C]
+    for b, sp in enumerate(speech or []):
+        if sp is not None:
+            proj, P = sp
+            emb[b, :G, P:P + proj.shape[0]] = proj
     x = emb.mean(dim=1)                                 # G+1-row mean
     B, R, L = ids.shape
     pos = torch.arange(L).unsqueeze(0).expand(B, L)
@@ -156,11 +236,15 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A):
 
 
 def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_norm=1.0, warmup=0, sched="linear",
-          batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None):
-    """Single-process reference of omnishard sft. Returns per-step logs, step-1 grads, final params."""
+          batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None, encoder=None, projector=None):
+    """Single-process reference of omnishard sft. Returns per-step logs, step-1 grads, final params.
+    encoder (frozen, eval) + projector (trained): the speech path for samples with a speech input."""
     params = dict(model.named_parameters())
     if adapter is not None:
         params.update({f"group_decode_adapter.{k}": v for k, v in adapter.named_parameters()})
+    if projector is not None:
+        params.update({f"encoder_projector.{k}": v for k, v in projector.named_parameters()})
+    feats = {}
     decay = [p for p in params.values() if p.ndim >= 2]
     no_decay = [p for p in params.values() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
@@ -184,7 +268,16 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
             if not idx:
                 continue
             ids, lab, mask = collate([data[i] for i in idx], pad_id)
-            terms = forward_losses(model, adapter, ids, lab, mask, G, T, A)
+            speech = []
+            for i in idx:
+                if len(data[i]) < 3:
+                    speech.append(None)
+                    continue
+                wav, P = data[i][2]
+                if wav not in feats:
+                    feats[wav] = speech_features(encoder, wav)
+                speech.append((projector(feats[wav]), P))
+            terms = forward_losses(model, adapter, ids, lab, mask, G, T, A, speech)
             loss = sum(wt * s / c for wt, (s, c, _) in zip(w, terms) if c > 0) / nonempty
             if k == 0:
                 for kind, coef, prefix in param_terms:
@@ -195,6 +288,10 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
             tot += sum(wt * float(s.detach()) / c for wt, (s, c, _) in zip(w, terms) if c > 0)
             for acc, (s, c, corr) in zip(sums, terms):
                 acc[0] += float(s); acc[1] += c; acc[2] += corr
+        if projector is not None:   # a step without speech: the projector's gradient is zero, not absent (as with
+            for q in projector.parameters():   # DDP's dummy term), so AdamW still applies momentum and decay
+                if q.grad is None:
+                    q.grad = torch.zeros_like(q)
         term_val = 0.0
         for kind, coef, prefix in param_terms:
             for name, p in params.items():

@@ -1,0 +1,155 @@
+#include "model/whisper.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "data/logmel.h"
+#include "kernels/kernels.h"
+#include <stdio.h>
+#include <string.h>
+
+#define F32(n, what) os_alloc(sizeof(float) * (size_t)((n) > 0 ? (n) : 1), what)
+
+static int par(os_registry *r, const char *name, int ndim, int64_t a, int64_t b, int64_t c) {
+    int64_t s[3] = {a, b, c};
+    return os_reg_param(r, name, ndim, s, OS_INIT_REQUIRED, 0);
+}
+
+int os_whisper_declare(os_whisper *w, os_registry *r, const os_whisper_config *c) {
+    memset(w, 0, sizeof *w);
+    if (c->d_model < 1 || c->encoder_layers < 1 || c->encoder_attention_heads < 1 || c->encoder_ffn_dim < 1 ||
+        c->num_mel_bins < 1 || c->max_source_positions < 1 || c->d_model % c->encoder_attention_heads)
+        return os_errf("Whisper encoder config: d_model %d, encoder_layers %d, heads %d, ffn %d, mel bins %d, "
+                       "max_source_positions %d: expected positive sizes with d_model a multiple of the heads",
+                       c->d_model, c->encoder_layers, c->encoder_attention_heads, c->encoder_ffn_dim, c->num_mel_bins,
+                       c->max_source_positions);
+    w->cfg = *c;
+    int64_t d = c->d_model, F = c->encoder_ffn_dim;
+    w->d = d, w->H = c->encoder_attention_heads, w->F = F, w->n_mels = c->num_mel_bins;
+    w->n_pos = c->max_source_positions, w->nlayers = c->encoder_layers;
+    w->b_front = os_reg_bucket(r, "encoder.front", 0);
+    w->conv1_w = par(r, "encoder.conv1.weight", 3, d, w->n_mels, 3);
+    w->conv1_b = par(r, "encoder.conv1.bias", 1, d, 0, 0);
+    w->conv2_w = par(r, "encoder.conv2.weight", 3, d, d, 3);
+    w->conv2_b = par(r, "encoder.conv2.bias", 1, d, 0, 0);
+    w->pos = par(r, "encoder.embed_positions.weight", 2, w->n_pos, d, 0);
+    w->layer = os_alloc(sizeof *w->layer * (size_t)w->nlayers, "encoder layer ids");
+    w->b_layer = os_alloc(sizeof(int) * (size_t)w->nlayers, "encoder layer buckets");
+    char nm[112];
+    for (int64_t l = 0; l < w->nlayers; l++) {
+        os_whisper_layer_ids *L = &w->layer[l];
+        snprintf(nm, sizeof nm, "encoder.layers.%lld", (long long)l);
+        w->b_layer[l] = os_reg_bucket(r, nm, 0);
+#define P(field, suffix, nd, a, b) \
+    snprintf(nm, sizeof nm, "encoder.layers.%lld.%s", (long long)l, suffix), L->field = par(r, nm, nd, a, b, 0)
+        P(ln1_w, "self_attn_layer_norm.weight", 1, d, 0);
+        P(ln1_b, "self_attn_layer_norm.bias", 1, d, 0);
+        P(q_w, "self_attn.q_proj.weight", 2, d, d);
+        P(q_b, "self_attn.q_proj.bias", 1, d, 0);
+        P(k_w, "self_attn.k_proj.weight", 2, d, d);
+        P(v_w, "self_attn.v_proj.weight", 2, d, d);
+        P(v_b, "self_attn.v_proj.bias", 1, d, 0);
+        P(o_w, "self_attn.out_proj.weight", 2, d, d);
+        P(o_b, "self_attn.out_proj.bias", 1, d, 0);
+        P(ln2_w, "final_layer_norm.weight", 1, d, 0);
+        P(ln2_b, "final_layer_norm.bias", 1, d, 0);
+        P(fc1_w, "fc1.weight", 2, F, d);
+        P(fc1_b, "fc1.bias", 1, F, 0);
+        P(fc2_w, "fc2.weight", 2, d, F);
+        P(fc2_b, "fc2.bias", 1, d, 0);
+#undef P
+    }
+    w->b_final = os_reg_bucket(r, "encoder.layer_norm", 0);
+    w->lnf_w = par(r, "encoder.layer_norm.weight", 1, d, 0, 0);
+    w->lnf_b = par(r, "encoder.layer_norm.bias", 1, d, 0, 0);
+    return 0;
+}
+
+void os_whisper_free(os_whisper *w) {
+    os_free(w->layer);
+    os_free(w->b_layer);
+    memset(w, 0, sizeof *w);
+}
+
+int64_t os_whisper_mel_frames(const os_whisper *w) { return 2 * w->n_pos; }
+int64_t os_whisper_wave_samples(const os_whisper *w) { return os_whisper_mel_frames(w) * OS_MEL_HOP; }
+int64_t os_whisper_out_frames(int64_t T_mel) { return T_mel >= 1 ? (T_mel - 1) / 2 + 1 : 0; }
+
+int os_whisper_name_map(const os_st_dir *d, const char *dir, os_name_map *map) {
+    static const char *const prefixes[] = {"encoder.", "model.encoder.", ""};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%sconv1.weight", prefixes[i]);
+        if (os_st_dir_find(d, name)) {
+            map->from = "encoder.", map->to = prefixes[i];
+            return 0;
+        }
+    }
+    return os_errf("%s: no Whisper encoder tensors (looked for 'encoder.conv1.weight' of a WhisperModel, "
+                   "'model.encoder.conv1.weight' of a WhisperForConditionalGeneration, 'conv1.weight' of a WhisperEncoder)",
+                   dir);
+}
+
+// scratch of one sample's block forward, T frames
+typedef struct {
+    float *ln, *q, *k, *v, *att, *ao, *tmp, *hid;
+} enc_scratch;
+
+// x[T, d] in place through block l (its bucket gathered)
+static void block_fwd(const os_whisper *w, int64_t l, zr_runtime *rt, float *x, int64_t T, enc_scratch *s) {
+    const os_whisper_layer_ids *P = &w->layer[l];
+    int64_t d = w->d, H = w->H, F = w->F;
+    k_layernorm_fwd(s->ln, NULL, NULL, x, zr_param(rt, P->ln1_w), zr_param(rt, P->ln1_b), T, d, 1e-5f);
+    k_linear_fwd(s->q, s->ln, zr_param(rt, P->q_w), zr_param(rt, P->q_b), T, d, d);
+    k_linear_fwd(s->k, s->ln, zr_param(rt, P->k_w), NULL, T, d, d);
+    k_linear_fwd(s->v, s->ln, zr_param(rt, P->v_w), zr_param(rt, P->v_b), T, d, d);
+    k_attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, 0, 1, T, H, H, d / H);
+    k_linear_fwd(s->tmp, s->ao, zr_param(rt, P->o_w), zr_param(rt, P->o_b), T, d, d);
+    k_add(x, x, s->tmp, T * d);
+    k_layernorm_fwd(s->ln, NULL, NULL, x, zr_param(rt, P->ln2_w), zr_param(rt, P->ln2_b), T, d, 1e-5f);
+    k_linear_fwd(s->hid, s->ln, zr_param(rt, P->fc1_w), zr_param(rt, P->fc1_b), T, d, F);
+    k_gelu_fwd(s->hid, s->hid, T * F);
+    k_linear_fwd(s->tmp, s->hid, zr_param(rt, P->fc2_w), zr_param(rt, P->fc2_b), T, F, d);
+    k_add(x, x, s->tmp, T * d);
+}
+
+void os_whisper_fwd(const os_whisper *w, zr_runtime *rt, int64_t n, const float *const *mel, int64_t T_mel,
+                    float *const *out) {
+    int64_t d = w->d, T = os_whisper_out_frames(T_mel);
+    OS_ASSERT(T <= w->n_pos);
+    // ---- front: convolutions, GELU, positions ----
+    zr_gather(rt, w->b_front);
+    if (w->nlayers > 0) zr_prefetch(rt, w->b_layer[0]);
+    float *c1 = n ? F32(d * T_mel, "encoder conv1 out[d, T_mel]") : NULL, *c2 = n ? F32(d * T, "encoder conv2 out[d, T]") : NULL;
+    const float *pos = zr_param(rt, w->pos);
+    for (int64_t i = 0; i < n; i++) {
+        k_conv1d_fwd(c1, mel[i], zr_param(rt, w->conv1_w), zr_param(rt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
+        k_gelu_fwd(c1, c1, d * T_mel);
+        k_conv1d_fwd(c2, c1, zr_param(rt, w->conv2_w), zr_param(rt, w->conv2_b), d, T_mel, d, 3, 2, 1);
+        k_gelu_fwd(c2, c2, d * T);
+        float *x = out[i];
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < d; c++) x[t * d + c] = c2[c * T + t] + pos[t * d + c];
+    }
+    os_free(c1), os_free(c2);
+    zr_release(rt, w->b_front);
+    // ---- blocks ----
+    enc_scratch s = {0};
+    if (n) {
+        s.ln = F32(T * d, "encoder ln"), s.q = F32(T * d, "encoder q"), s.k = F32(T * d, "encoder k");
+        s.v = F32(T * d, "encoder v"), s.att = F32(w->H * T * T, "encoder attention[H, T, T]");
+        s.ao = F32(T * d, "encoder attn out"), s.tmp = F32(T * d, "encoder tmp"), s.hid = F32(T * w->F, "encoder mlp");
+    }
+    for (int64_t l = 0; l < w->nlayers; l++) {
+        zr_prefetch(rt, l + 1 < w->nlayers ? w->b_layer[l + 1] : w->b_final);
+        zr_gather(rt, w->b_layer[l]);
+        for (int64_t i = 0; i < n; i++) block_fwd(w, l, rt, out[i], T, &s);
+        zr_release(rt, w->b_layer[l]);
+    }
+    float *bufs[] = {s.ln, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_free(bufs[k]);
+    // ---- final LayerNorm ----
+    zr_gather(rt, w->b_final);
+    for (int64_t i = 0; i < n; i++)
+        k_layernorm_fwd(out[i], NULL, NULL, out[i], zr_param(rt, w->lnf_w), zr_param(rt, w->lnf_b), T, d, 1e-5f);
+    zr_release(rt, w->b_final);
+}

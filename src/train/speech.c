@@ -1,0 +1,168 @@
+#include "train/speech.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "data/audio.h"
+#include "data/logmel.h"
+#include "io/atomic.h"
+#include "train/speech_cache.h"
+#include <string.h>
+
+int64_t os_speech_positions(const os_model *m) {
+    return m->enc.nlayers > 0 ? m->enc.n_pos / m->oc.proj_k : 0;
+}
+
+int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const char *cache_dir) {
+    memset(sp, 0, sizeof *sp);
+    sp->m = m;
+    sp->on = m->enc.nlayers > 0 && m->b_proj >= 0;
+    if (!sp->on) return 0;
+    const os_whisper *w = &m->enc;
+    sp->n_wave = os_whisper_wave_samples(w), sp->T_mel = os_whisper_mel_frames(w);
+    sp->T_enc = os_whisper_out_frames(sp->T_mel), sp->T_s = os_speech_positions(m);
+    sp->n_mels = w->n_mels, sp->d = w->d, sp->C = m->C;
+    sp->pd = (os_proj_dims){.k = m->oc.proj_k, .d = w->d, .hidden = m->oc.proj_hidden, .C = m->C};
+    if (sp->T_s < 1)
+        return os_errf("%s: max_source_positions %lld gives no LLM position with %lld frames per projector output",
+                       enc_dir, (long long)w->n_pos, (long long)m->oc.proj_k);
+    if (cache_dir) {
+        if (os_mkdir_p(cache_dir) < 0) return os_err_ctx("--cache_speech_features");
+        if (os_feat_cache_encoder_id(enc_dir, sp->enc_id, sizeof sp->enc_id) < 0) return -1;
+        sp->cache_dir = cache_dir;
+    }
+    sp->da = os_alloc(sizeof(float) * (size_t)(sp->T_s * sp->pd.hidden), "projector backward scratch");
+    return 0;
+}
+
+static void free_slots(os_speech *sp) {
+    for (int64_t i = 0; sp->key && i < sp->cap; i++) os_free(sp->key[i]);
+    os_free(sp->key), os_free(sp->state), os_free(sp->mel), os_free(sp->feat);
+    os_free(sp->act), os_free(sp->proj), os_free(sp->dproj);
+    sp->key = NULL, sp->state = NULL, sp->mel = sp->feat = sp->act = sp->proj = sp->dproj = NULL;
+    sp->cap = 0;
+}
+
+void os_speech_free(os_speech *sp) {
+    free_slots(sp);
+    os_free(sp->da);
+    memset(sp, 0, sizeof *sp);
+}
+
+static void ensure_slots(os_speech *sp, int64_t B) {
+    if (B <= sp->cap) {
+        for (int64_t i = 0; i < sp->cap; i++) os_free(sp->key[i]), sp->key[i] = NULL;
+        return;
+    }
+    free_slots(sp);
+    sp->cap = B;
+    sp->key = os_alloc(sizeof(char *) * (size_t)B, "speech cache keys");
+    sp->state = os_alloc(sizeof(int) * (size_t)B, "speech states");
+    sp->mel = os_alloc(sizeof(float) * (size_t)(B * sp->n_mels * sp->T_mel), "speech log-mel");
+    sp->feat = os_alloc(sizeof(float) * (size_t)(B * sp->T_enc * sp->d), "speech encoder output");
+    sp->act = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->pd.hidden), "projector activations");
+    sp->proj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output");
+    sp->dproj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output gradient");
+}
+
+// WAV -> 16 kHz -> padded or trimmed to n_wave samples -> log-mel into mel[n_mels, T_mel]
+static int wav_to_mel(const os_speech *sp, const char *wav, float *mel) {
+    float *x = NULL;
+    int64_t n = 0;
+    if (os_audio_load_16k(wav, &x, &n) < 0) return -1;
+    float *pad = os_alloc(sizeof(float) * (size_t)sp->n_wave, "padded speech input");
+    memcpy(pad, x, sizeof(float) * (size_t)(n < sp->n_wave ? n : sp->n_wave));   // the rest stays zero
+    os_free(x);
+    int rc = os_log_mel(pad, sp->n_wave, (int)sp->n_mels, mel);
+    os_free(pad);
+    return rc;
+}
+
+int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
+                      int64_t n) {
+    if (sp->on) ensure_slots(sp, b->B);
+    sp->B = b->B;
+    for (int64_t bi = 0; bi < b->B; bi++) {
+        int64_t npos = 0;
+        for (int64_t p = 0; b->speech && p < b->L; p++) npos += b->speech[bi * b->L + p];
+        const char *wav = bi < n && smp[bi].wav_index >= 0 && ds->wav_path ? ds->wav_path(ds, smp[bi].wav_index) : NULL;
+        long long who = bi < n && index ? (long long)index[bi] : (long long)bi;
+        if (sp->on) sp->state[bi] = 0;
+        if (!npos && !wav) continue;
+        if (!sp->on)
+            return os_errf("%s: sample %lld: has a speech input%s%s but the model has no speech encoder (--speech_encoder DIR)",
+                           ds->path, who, wav ? " " : "", wav ? wav : "");
+        if (!wav) return os_errf("%s: sample %lld: %lld speech positions but no speech input (WAV)", ds->path, who, (long long)npos);
+        if (npos != sp->T_s)
+            return os_errf("%s: sample %lld: speech input '%s' fills %lld positions, the encoder gives %lld "
+                           "(max_source_positions / %lld)", ds->path, who, wav, (long long)npos, (long long)sp->T_s,
+                           (long long)sp->pd.k);
+        float *feat = sp->feat + bi * sp->T_enc * sp->d;
+        if (sp->cache_dir) {
+            sp->key[bi] = os_feat_cache_key(wav, sp->enc_id, sp->n_wave, sp->T_enc, sp->d);
+            if (!sp->key[bi]) return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
+            if (os_feat_cache_read(sp->cache_dir, sp->key[bi], feat, sp->T_enc, sp->d)) {
+                sp->state[bi] = 2, sp->cache_hits++;
+                continue;
+            }
+        }
+        if (wav_to_mel(sp, wav, sp->mel + bi * sp->n_mels * sp->T_mel) < 0)
+            return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
+        sp->state[bi] = 1;
+    }
+    return 0;
+}
+
+void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
+    const os_model *m = sp->m;
+    OS_ASSERT(sp->on);
+    // encoder for the samples without cached features (every bucket gathered even when there are none)
+    const float **mel = os_alloc(sizeof(float *) * (size_t)(sp->B + 1), "encoder inputs");
+    float **out = os_alloc(sizeof(float *) * (size_t)(sp->B + 1), "encoder outputs");
+    int64_t k = 0;
+    for (int64_t bi = 0; bi < sp->B; bi++)
+        if (sp->state[bi] == 1) {
+            mel[k] = sp->mel + bi * sp->n_mels * sp->T_mel;
+            out[k++] = sp->feat + bi * sp->T_enc * sp->d;
+        }
+    os_whisper_fwd(&m->enc, rt, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
+    os_free(mel), os_free(out);
+    for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {
+        if (sp->state[bi] != 1) continue;
+        if (os_feat_cache_write(sp->cache_dir, sp->key[bi], sp->feat + bi * sp->T_enc * sp->d, sp->T_enc, sp->d) < 0) {
+            if (!sp->cache_warned++) os_info("warning: speech feature cache not written (training goes on): %s", os_errmsg());
+        } else
+            sp->cache_writes++;
+    }
+    // projector
+    zr_gather(rt, m->b_proj);
+    for (int64_t bi = 0; bi < sp->B; bi++)
+        if (sp->state[bi])
+            os_projector_fwd(&sp->pd, zr_param(rt, m->proj_w1), zr_param(rt, m->proj_b1), zr_param(rt, m->proj_w2),
+                             zr_param(rt, m->proj_b2), sp->feat + bi * sp->T_enc * sp->d, sp->T_s,
+                             sp->act + bi * sp->T_s * sp->pd.hidden, sp->proj + bi * sp->T_s * sp->C);
+    zr_release(rt, m->b_proj);
+}
+
+const float *os_speech_proj(const os_speech *sp, int64_t bi) {
+    return sp && sp->on && bi < sp->B && sp->state[bi] ? sp->proj + bi * sp->T_s * sp->C : NULL;
+}
+
+float *os_speech_dproj(os_speech *sp, int64_t bi) {
+    return sp && sp->on && bi < sp->B && sp->state[bi] ? sp->dproj + bi * sp->T_s * sp->C : NULL;
+}
+
+double os_speech_bwd(os_speech *sp, os_trainer *t) {
+    const os_model *m = sp->m;
+    zr_runtime *rt = t->rt;
+    zr_gather(rt, m->b_proj);
+    zr_grad_open(rt, m->b_proj);
+    for (int64_t bi = 0; bi < sp->B; bi++)
+        if (sp->state[bi])
+            os_projector_bwd(&sp->pd, zr_param(rt, m->proj_w2), sp->feat + bi * sp->T_enc * sp->d,
+                             sp->act + bi * sp->T_s * sp->pd.hidden, sp->dproj + bi * sp->T_s * sp->C, sp->T_s, sp->da,
+                             zr_grad(rt, m->proj_w1), zr_grad(rt, m->proj_b1), zr_grad(rt, m->proj_w2),
+                             zr_grad(rt, m->proj_b2));
+    double loss = os_apply_param_terms(t, m->b_proj);
+    zr_grad_close(rt, m->b_proj);
+    zr_release(rt, m->b_proj);
+    return loss;
+}

@@ -1,0 +1,56 @@
+// The speech input path of a training micro-step (docs/speech.md):
+//   WAV -> 16 kHz mono (os_audio_load_16k) -> padded/trimmed to 2 * max_source_positions * 160 samples -> log-mel
+//   [n_mels, T_mel] -> frozen Whisper encoder [T_enc, d] (or its cached copy, --cache_speech_features) ->
+//   projector [T_s, C], T_s = T_enc / k, which step.c splices into the input embedding of the sample's speech
+//   positions; the backward gives the projector its gradients (the encoder gets none).
+// Collective schedule: os_speech_fwd gathers every encoder bucket and the projector bucket, and os_speech_bwd
+// gathers the projector and opens/closes its gradient scope, in the same order whether or not this rank's
+// micro-batch holds speech (design invariant 2).
+#pragma once
+#include "data/dataset.h"
+#include "model/omni.h"
+#include "model/projector.h"
+#include "train/batch.h"
+#include "train/step.h"
+#include "zero/runtime.h"
+
+typedef struct os_speech {
+    const os_model *m;
+    int on;                 // the model has a speech encoder (else every speech input is an error)
+    const char *cache_dir;  // NULL: no feature cache
+    char enc_id[4400];      // the encoder's identity in cache keys (its directory and weight files)
+    int64_t n_wave, T_mel, T_enc, T_s, n_mels, d, C;
+    os_proj_dims pd;
+    int64_t B, cap;         // samples of the prepared micro-batch, allocated slots
+    int *state;             // [B] 0 no speech, 1 log-mel ready (the encoder runs), 2 encoder output from the cache
+    char **key;             // [B] cache key of a state-1 sample (NULL without a cache)
+    float *mel;             // [B, n_mels, T_mel]
+    float *feat;            // [B, T_enc, d] encoder output
+    float *act;             // [B, T_s, hidden] projector ReLU output (for the backward)
+    float *proj, *dproj;    // [B, T_s, C] projector output and its gradient
+    float *da;              // [T_s, hidden] backward scratch
+    int64_t cache_hits, cache_writes;
+    int cache_warned;
+} os_speech;
+
+// LLM positions per speech input: T_s = max_source_positions / proj_k (0 when the model has no encoder).
+int64_t os_speech_positions(const os_model *m);
+// enc_dir: the --speech_encoder directory (NULL when the model has none); cache_dir: --cache_speech_features
+// (NULL: off; created when missing). 0, or -1 + message.
+int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const char *cache_dir);
+void os_speech_free(os_speech *sp);
+
+// Per micro-batch, before os_train_micro: b collated from smp[0..n) (n = 0: an empty micro-batch), index[i] the
+// dataset index of smp[i] (for messages). Checks that each sample's speech positions and speech input agree
+// (T_s positions per input), reads cached encoder outputs, and loads + log-mels the other WAVs. Not collective;
+// -1 + message naming the dataset, the sample and the WAV.
+int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
+                      int64_t n);
+// Encoder (for state-1 samples; writes their cache files) and projector forward. Collective schedule fixed.
+void os_speech_fwd(os_speech *sp, zr_runtime *rt);
+// The projector output [T_s, C] of sample bi and its gradient buffer (filled by the embedding backward); NULL when
+// the sample has no speech.
+const float *os_speech_proj(const os_speech *sp, int64_t bi);
+float *os_speech_dproj(os_speech *sp, int64_t bi);
+// Projector backward into its gradient bucket, plus the parameter loss terms over it; returns their value.
+double os_speech_bwd(os_speech *sp, os_trainer *t);
