@@ -113,8 +113,8 @@ static int build_item(slam_ds *d, slam_item *it, const os_slam_record *r) {
         int64_t kh = room - La < 0 ? 0 : room - La < nh ? room - La : nh;
         os_free(pr);
         pr = os_alloc(sizeof(int32_t) * (size_t)(ns + kh + 1), "prompt ids");
-        memcpy(pr, sys, sizeof(int32_t) * (size_t)ns);
-        memcpy(pr + ns, hist + nh - kh, sizeof(int32_t) * (size_t)kh);
+        if (ns) memcpy(pr, sys, sizeof(int32_t) * (size_t)ns);
+        if (kh) memcpy(pr + ns, hist + nh - kh, sizeof(int32_t) * (size_t)kh);
         np = ns + kh;
         os_free(sys), os_free(hist);
         if (room < 1) {
@@ -127,7 +127,7 @@ static int build_item(slam_ds *d, slam_item *it, const os_slam_record *r) {
     }
     it->np = np, it->nq = nq, it->na = na;
     it->ids = os_alloc(sizeof(int32_t) * (size_t)(np + nq + na + 1), "sample text ids");
-    memcpy(it->ids, pr, sizeof(int32_t) * (size_t)np);
+    if (np) memcpy(it->ids, pr, sizeof(int32_t) * (size_t)np);
     if (nq) memcpy(it->ids + np, q, sizeof(int32_t) * (size_t)nq);
     if (na) memcpy(it->ids + np + nq, an, sizeof(int32_t) * (size_t)na);
     os_free(pr), os_free(q), os_free(an);

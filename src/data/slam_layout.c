@@ -35,7 +35,7 @@ void os_slam_build(const os_slam_config *c, const os_slam_parts *p, int64_t keep
         a[P + S - 1] = (int32_t)T + (p->task == OS_TASK_ASR ? os_pad_a(A) : os_answer_a(A));
     }
     tx[0] = os_input_t(T);
-    memcpy(tx + 1, p->prompt, sizeof(int32_t) * (size_t)p->np);
+    if (p->np) memcpy(tx + 1, p->prompt, sizeof(int32_t) * (size_t)p->np);
     tx[P - 1] = os_eot(T);
     tx[P] = os_input_t(T);
     for (int64_t q = 0; q < Q; q++) tx[P + 1 + q] = p->speech ? os_pad_t(T) : p->question[q];
