@@ -134,3 +134,31 @@ def test_plot_errors_name_the_line(tmp_path):
     log.write_text('{"step": 1, "lr": 0.1}\n')
     p = run(["plot", log], check=False)
     assert p.returncode == 1 and "no loss values" in p.stderr, p.stderr
+
+
+def test_spoken_questions(tmp_path):
+    """Half of the questions are WAVs (the tiny Whisper encoder of tests/test_speech_train.py: T_s = 6 positions,
+    2 ranks at ZeRO-3): the speech spans come from the records, the loss falls, the evaluation runs on them too."""
+    import wave
+    import numpy as np
+    ref.make_model_dir(str(tmp_path / "model"), T=T, A=A, G=G, hidden=32, layers=2, heads=4, kv_heads=2, inter=64)
+    oref.add_projector(str(tmp_path / "model"), 16, 24, 32)
+    oref.make_encoder(str(tmp_path / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
+    wavs = []
+    for i, f in enumerate((300, 500, 700)):
+        t = np.arange(int(16000 * 0.4)) / 16000
+        with wave.open(str(tmp_path / f"q{i}.wav"), "wb") as w:
+            w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+            w.writeframes((0.5 * np.sin(2 * np.pi * f * t) * 32767).astype("<i2").tobytes())
+        wavs.append(f"q{i}.wav")
+    recs = ref.make_records(16, A=A, seed=4, learnable=True, speech_wavs=wavs)
+    assert sum("source_wav" in r for r in recs) == 8
+    ref.write_jsonl(tmp_path / "train.jsonl", recs)
+    out = tmp_path / "out"
+    p = run(["sft", "--model", tmp_path / "model", "--dataset", tmp_path / "train.jsonl", "--output_dir", out, *TRAIN,
+             "--speech_encoder", tmp_path / "enc", "--deepspeed", "zero3", "--per_device_train_batch_size", 2,
+             "--split_dataset_ratio", 0.25, "--eval_steps", 3, "--save_steps", 0], np_=2)
+    st, ev = steps(out), evals(out)
+    assert len(st) == 12 and len(ev) == 4, p.stderr
+    assert sum(l["loss"] for l in st[-3:]) < 0.9 * sum(l["loss"] for l in st[:3])
+    assert ev[-1]["eval_loss"] < ev[0]["eval_loss"]
