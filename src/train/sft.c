@@ -95,6 +95,7 @@ int os_sft_run(const os_sft_args *a) {
     os_dataset *ds = NULL, *ev = NULL;   // training and evaluation data (docs/dataset.md)
     agree_or_die(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
     agree_or_die(os_pretok_speech_len(ds, os_speech_positions(m)));
+    if (ev) agree_or_die(os_pretok_speech_len(ev, os_speech_positions(m)));
     agree_or_die(os_sft_split(a, &ds, &ev));
     int64_t nsamp = ds->n, Bm = a->per_device_train_batch_size, K = a->gradient_accumulation_steps;
     int64_t GB = (int64_t)N * K * Bm, steps_per_epoch = (nsamp + GB - 1) / GB;
