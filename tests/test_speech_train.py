@@ -198,3 +198,27 @@ def test_projector_initialised_when_absent(setup, tmp_path):
     assert w["encoder_projector.linear1.weight"].shape == (HID, 80) and w["encoder_projector.linear2.weight"].shape == (32, HID)
     g = load_file(str(tmp_path / "g.safetensors"))
     assert np.abs(g["encoder_projector.linear1.weight"]).max() > 0 and not [k for k in g if k.startswith("encoder.")]
+
+
+def test_checkpoint_resume_and_export_with_speech(setup):
+    """Checkpoints hold the model's own buckets (projector included), not the frozen encoder: resuming (the encoder is
+    read again from --speech_encoder) is bitwise, and `omnishard export` of a checkpoint equals the final model."""
+    from omni_run import run
+    d = setup[0]
+    args = [*COMMON, "--deepspeed", "zero3", "--speech_encoder", d / "enc", "--save_steps", "2"]
+    sft(d / "model", d / "data.jsonl", d / "ck_full", 4, args, np_=2)
+    man = json.load(open(d / "ck_full" / "checkpoint-2" / "manifest.json"))
+    assert "encoder_projector" in [b["name"] for b in man["buckets"]]
+    assert not [p for p in man["parameters"] if p["name"].startswith("encoder.")]
+    sft(d / "model", d / "data.jsonl", d / "ck_res", 4,
+        [*args, "--resume_from_checkpoint", d / "ck_full" / "checkpoint-2"], np_=2)
+    a, b = logs(d / "ck_full"), logs(d / "ck_res")
+    assert [x["loss"] for x in a[2:]] == [x["loss"] for x in b]
+    wa, wb = weights(d / "ck_full" / "final_model"), weights(d / "ck_res" / "final_model")
+    for k in wa:
+        assert np.array_equal(wa[k], wb[k]), k
+    run(["export", "--checkpoint", d / "ck_full" / "checkpoint-4", "--output_dir", d / "ck_exp"])
+    we = weights(d / "ck_exp")
+    assert set(we) == set(wa)
+    for k in wa:
+        assert np.array_equal(wa[k], we[k]), k

@@ -176,6 +176,8 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
     return 0;
 }
 
+int os_model_own_buckets(const os_model *m) { return m->enc.nlayers > 0 ? m->enc.b_front : m->reg.nb; }
+
 void os_model_free(os_model *m) {
     os_whisper_free(&m->enc);
     os_reg_free(&m->reg);

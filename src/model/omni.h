@@ -50,3 +50,6 @@ int os_omni_config_write(const char *path, const os_omni_config *oc);
 // PyTorch Linear init when absent); the Whisper encoder is declared separately (os_whisper_declare on m->reg).
 int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc);
 void os_model_free(os_model *m);
+// Buckets [0, n) hold the model's own parameters (exported and checkpointed); the frozen speech encoder's, declared
+// last, are read from --speech_encoder and written nowhere.
+int os_model_own_buckets(const os_model *m);

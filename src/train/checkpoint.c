@@ -51,7 +51,7 @@ static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *
     int *nd = os_alloc(sizeof(int) * (size_t)cap, "checkpoint");
     int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)cap, "checkpoint");
     const float **src = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
-    for (int b = 0; b < r->nb; b++)
+    for (int b = 0; b < os_model_own_buckets(m); b++)   // not the frozen speech encoder (docs/speech.md)
         for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
             snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
             np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
@@ -84,7 +84,8 @@ static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_arg
     cJSON_AddStringToObject(o, "model", a->model);
     cJSON_AddStringToObject(o, "dataset", a->dataset);
     cJSON *bk = cJSON_AddArrayToObject(o, "buckets");
-    for (int b = 0; b < m->reg.nb; b++) {
+    int nb = os_model_own_buckets(m), np = nb < m->reg.nb ? m->reg.b[nb].first : m->reg.np;
+    for (int b = 0; b < nb; b++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", m->reg.b[b].name);
         cJSON_AddNumberToObject(e, "numel", (double)m->reg.b[b].numel);
@@ -92,7 +93,7 @@ static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_arg
         cJSON_AddItemToArray(bk, e);
     }
     cJSON *ps = cJSON_AddArrayToObject(o, "parameters");
-    for (int i = 0; i < m->reg.np; i++) {
+    for (int i = 0; i < np; i++) {
         const os_param *p = &m->reg.p[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", p->name);
@@ -142,6 +143,8 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, 
         cJSON_Delete(o);
         os_free(bytes), os_free(sums);
         if (rc == 0) rc = os_copy_model_files(a->model, tmp, 1);
+        snprintf(path, sizeof path, "%s/slam_omni.json", tmp);   // the sizes in use (speech projector included)
+        if (rc == 0 && m->oc.G > 0) rc = os_omni_config_write(path, &m->oc);
         if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
     }
     os_free(all);
@@ -222,7 +225,7 @@ static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t 
     return 0;
 }
 
-static int parse_manifest(ckpt_in *c, const os_registry *reg, int64_t *step, int *optim) {
+static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *step, int *optim) {
     char path[4400];
     snprintf(path, sizeof path, "%s/manifest.json", c->dir);
     char *text = os_read_file(path, NULL);
@@ -240,11 +243,11 @@ static int parse_manifest(ckpt_in *c, const os_registry *reg, int64_t *step, int
     *step = (int64_t)st->valuedouble;
     c->world = (int)ws->valuedouble;
     *optim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->man, "optimizer_state"));
-    if (cJSON_GetArraySize(bk) != reg->nb)
-        return os_errf("%s: %d buckets, the model has %d (a checkpoint of another model?)", path, cJSON_GetArraySize(bk), reg->nb);
+    if (cJSON_GetArraySize(bk) != nb)
+        return os_errf("%s: %d buckets, the model has %d (a checkpoint of another model?)", path, cJSON_GetArraySize(bk), nb);
     c->slice = os_alloc(sizeof(int64_t) * (size_t)reg->nb, "checkpoint slices");
     c->files = os_alloc(sizeof(os_st_file *) * (size_t)c->world, "checkpoint files");
-    for (int b = 0; b < reg->nb; b++) {
+    for (int b = 0; b < nb; b++) {
         const cJSON *e = cJSON_GetArrayItem(bk, b);
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *ne = cJSON_GetObjectItemCaseSensitive(e, "numel"),
                     *sl = cJSON_GetObjectItemCaseSensitive(e, "slice");
@@ -261,8 +264,8 @@ static int parse_manifest(ckpt_in *c, const os_registry *reg, int64_t *step, int
 int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) {
     ckpt_in c = {.dir = dir};
     const os_registry *reg = &m->reg;
-    int optim = 0, rc = parse_manifest(&c, reg, step, &optim);
-    for (int b = 0; rc == 0 && b < reg->nb; b++) {
+    int nb = os_model_own_buckets(m), optim = 0, rc = parse_manifest(&c, reg, nb, step, &optim);
+    for (int b = 0; rc == 0 && b < nb; b++) {   // the speech encoder's buckets come from --speech_encoder
         int64_t lo, hi;
         zr_fill_range(rt, b, &lo, &hi);
         rc = read_range(&c, reg, b, 0, lo, hi, zr_fill_dst(rt, b));

@@ -33,9 +33,7 @@ int os_copy_model_files(const char *src_dir, const char *dst_dir, int with_confi
 }
 
 // the frozen speech encoder is not part of the exported model (it stays in its own --speech_encoder directory)
-static int exported(const os_model *m, int b) {
-    return !(m->enc.nlayers > 0 && b >= m->enc.b_front && b <= m->enc.b_final);
-}
+static int exported(const os_model *m, int b) { return b < os_model_own_buckets(m); }
 
 // open a writer for the parameters p with (slam == os_is_slam_param(name)); NULL writer when there are none
 static int open_writer(const os_model *m, const char *path, int slam, os_st_writer **w) {
