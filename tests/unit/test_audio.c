@@ -4,6 +4,7 @@
 //  - resampling: length ceil(n * 16000 / rate), a 1 kHz sine from 44.1 kHz against the analytic sine,
 //    a 9 kHz tone (would alias to 7 kHz) removed;
 //  - pad_or_trim; errors (missing, directory, empty, text, 0 frames, absurd rate) name the file.
+#include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "data/audio.h"
@@ -13,17 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int g_fail = 0;
-#define CHECK(cond, ...)                                                                                        \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            g_fail++;                                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                \
-            fprintf(stderr, __VA_ARGS__);                                                                       \
-            fputc('\n', stderr);                                                                                \
-        }                                                                                                       \
-    } while (0)
 
 static char g_dir[64];
 
@@ -222,10 +212,5 @@ int main(void) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_dir);
-    if (g_fail) {
-        fprintf(stderr, "test_audio: %d check(s) failed\n", g_fail);
-        return 1;
-    }
-    printf("test_audio: all checks passed\n");
-    return 0;
+    return check_report("test_audio");
 }

@@ -3,6 +3,7 @@
 //  - 30 s of silence gives -1.5 everywhere;
 //  - a short random signal matches a direct double-precision evaluation of the formulas (no FFT, no BLAS);
 //  - bad sizes are refused with a message. Prints the 30 s throughput.
+#include "check.h"
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
@@ -13,17 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-static int g_fail = 0;
-#define CHECK(cond, ...)                                                                                        \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            g_fail++;                                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                \
-            fprintf(stderr, __VA_ARGS__);                                                                       \
-            fputc('\n', stderr);                                                                                \
-        }                                                                                                       \
-    } while (0)
 
 // ---- SHA-256 (FIPS 180-4), enough for hashing a buffer in one call ----
 static const uint32_t K256[64] = {
@@ -189,10 +179,5 @@ int main(int argc, char **argv) {
     test_against_direct(128);
     test_silence_and_speed();
     test_errors();
-    if (g_fail) {
-        fprintf(stderr, "test_logmel: %d check(s) failed\n", g_fail);
-        return 1;
-    }
-    printf("test_logmel: all checks passed\n");
-    return 0;
+    return check_report("test_logmel");
 }

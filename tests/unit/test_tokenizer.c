@@ -6,6 +6,7 @@
 //  - decode(encode(x)) == x for NFC text; "e" + U+0301 decodes to U+00E9 (NFC); invalid UTF-8 -> error with
 //    the byte; out-of-range ids -> error; partial characters decode to U+FFFD;
 //  - encoding from 4 threads at once (the shared cache) gives the single-thread ids.
+#include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "data/tok_internal.h"
@@ -16,18 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int g_fail = 0, g_checks = 0;
-#define CHECK(cond, ...)                                                                                        \
-    do {                                                                                                        \
-        g_checks++;                                                                                             \
-        if (!(cond)) {                                                                                          \
-            g_fail++;                                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                \
-            fprintf(stderr, __VA_ARGS__);                                                                       \
-            fputc('\n', stderr);                                                                                \
-        }                                                                                                       \
-    } while (0)
 
 // byte-level text of raw bytes s (static buffer)
 static const char *bl(const char *s) {
@@ -179,6 +168,5 @@ int main(void) {
     os_tok_free(t);
     remove(path);
     CHECK(!os_tok_load("/nonexistent/tokenizer.json") && strstr(os_errmsg(), "cannot open"), "missing file");
-    printf("test_tokenizer: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail != 0;
+    return check_report("test_tokenizer");
 }
