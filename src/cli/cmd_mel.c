@@ -30,13 +30,7 @@ static int write_f32(const char *path, const char *name, const float *x, int64_t
     if (ends_with(path, ".safetensors")) {
         int64_t shape[1][8] = {{rows, cols}};
         int ndim = cols < 0 ? 1 : 2;
-        os_st_writer *w = os_st_writer_begin(path, 1, &name, &ndim, (const int64_t(*)[8])shape, NULL);
-        if (!w) return -1;
-        if (os_st_writer_put(w, x, count)) {
-            os_st_writer_abort(w);
-            return -1;
-        }
-        return os_st_writer_finish(w);
+        return os_st_write_f32(path, 1, &name, &ndim, (const int64_t(*)[8])shape, &x, NULL);
     }
     FILE *f = fopen(path, "wb");
     if (!f) return os_errf("%s: cannot open for writing", path);

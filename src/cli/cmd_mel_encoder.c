@@ -90,13 +90,8 @@ static int write_out(const char *path, const float *mel, int64_t n_mels, int64_t
     const char *names[2] = {"mel", "encoder_output"};
     int nd[2] = {2, 2};
     int64_t shapes[2][8] = {{n_mels, T_mel}, {T, d}};
-    os_st_writer *w = os_st_writer_begin(path, 2, names, nd, (const int64_t(*)[8])shapes, NULL);
-    if (!w) return -1;
-    if (os_st_writer_put(w, mel, n_mels * T_mel) < 0 || os_st_writer_put(w, enc, T * d) < 0) {
-        os_st_writer_abort(w);
-        return -1;
-    }
-    return os_st_writer_finish(w);
+    const float *data[2] = {mel, enc};
+    return os_st_write_f32(path, 2, names, nd, (const int64_t(*)[8])shapes, data, NULL);
 }
 
 int cmd_mel_encoder(int argc, char **argv) {

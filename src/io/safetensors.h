@@ -60,3 +60,7 @@ int os_st_writer_put(os_st_writer *w, const float *data, int64_t n);
 // w is freed, and -1 is returned.
 int os_st_writer_finish(os_st_writer *w);
 void os_st_writer_abort(os_st_writer *w);   // remove the temp file and free w; NULL is fine
+// The whole file at once: begin, put data[i] (the numel of shapes[i] floats) for each tensor, finish; on error
+// nothing is left at path (temp file removed). 0, or -1 + message.
+int os_st_write_f32(const char *path, int ntensors, const char *const *names, const int *ndims,
+                    const int64_t (*shapes)[8], const float *const *data, const char *const *meta_kv);

@@ -251,3 +251,18 @@ int os_st_writer_finish(os_st_writer *w) {
     else free_writer(w);
     return rc;
 }
+
+int os_st_write_f32(const char *path, int ntensors, const char *const *names, const int *ndims,
+                    const int64_t (*shapes)[8], const float *const *data, const char *const *meta_kv) {
+    os_st_writer *w = os_st_writer_begin(path, ntensors, names, ndims, shapes, meta_kv);
+    if (!w) return -1;
+    for (int i = 0; i < ntensors; i++) {
+        int64_t numel = 1;   // the header check in begin has refused negative sizes and overflow
+        for (int k = 0; k < ndims[i]; k++) numel *= shapes[i][k];
+        if (os_st_writer_put(w, data[i], numel) < 0) {
+            os_st_writer_abort(w);
+            return -1;
+        }
+    }
+    return os_st_writer_finish(w);
+}

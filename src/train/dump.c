@@ -40,11 +40,5 @@ int os_dump_logits(const char *path, const float *logits, int64_t rows, int64_t 
     const char *name = "logits";
     int nd = 2;
     int64_t sh[1][8] = {{rows, V}};
-    os_st_writer *w = os_st_writer_begin(path, 1, &name, &nd, (const int64_t(*)[8])sh, NULL);
-    if (!w) return -1;
-    if (os_st_writer_put(w, logits, rows * V) < 0) {
-        os_st_writer_abort(w);
-        return -1;
-    }
-    return os_st_writer_finish(w);
+    return os_st_write_f32(path, 1, &name, &nd, (const int64_t(*)[8])sh, &logits, NULL);
 }

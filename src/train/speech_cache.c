@@ -76,11 +76,5 @@ int os_feat_cache_write(const char *dir, const char *key, const float *x, int64_
     int64_t shape[1][8] = {{T, d}};
     int ndim = 2;
     const char *meta[] = {META, key, NULL};
-    os_st_writer *w = os_st_writer_begin(path, 1, &TENSOR, &ndim, (const int64_t(*)[8])shape, meta);
-    if (!w) return -1;
-    if (os_st_writer_put(w, x, T * d) < 0) {
-        os_st_writer_abort(w);
-        return -1;
-    }
-    return os_st_writer_finish(w);
+    return os_st_write_f32(path, 1, &TENSOR, &ndim, (const int64_t(*)[8])shape, &x, meta);
 }
