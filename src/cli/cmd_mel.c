@@ -1,4 +1,5 @@
 // omnishard mel: Whisper log-mel spectrogram of an audio file, written as safetensors or raw float32.
+#include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -46,24 +47,12 @@ int cmd_mel(int argc, char **argv) {
         if (!strcmp(argv[i], "--encoder")) return cmd_mel_encoder(argc, argv);
     const char *wav = NULL, *out = NULL, *dump = NULL;
     int n_mels = 80, filters = 0, no_pad = 0, bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "--wav") && has) wav = argv[++i];
-        else if (!strcmp(a, "--out") && has) out = argv[++i];
-        else if (!strcmp(a, "--dump-audio") && has) dump = argv[++i];
-        else if (!strcmp(a, "--n_mels") && has) n_mels = atoi(argv[++i]);
-        else if (!strcmp(a, "--bench") && has) bench = atoi(argv[++i]);
-        else if (!strcmp(a, "--filters")) filters = 1;
-        else if (!strcmp(a, "--no-pad")) no_pad = 1;
-        else {
-            fprintf(stderr, "omnishard mel: unknown or incomplete option '%s'\n%s", a, USAGE);
-            return 2;
-        }
-    }
+    const os_opt opts[] = {{"--wav", OS_OPT_STR, &wav},        {"--out", OS_OPT_STR, &out},
+                           {"--dump-audio", OS_OPT_STR, &dump}, {"--n_mels", OS_OPT_INT, &n_mels},
+                           {"--bench", OS_OPT_INT, &bench},     {"--filters", OS_OPT_FLAG, &filters},
+                           {"--no-pad", OS_OPT_FLAG, &no_pad}};
+    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
+    if (parsed >= 0) return parsed;
     if (n_mels < 1 || n_mels > 1024) os_die("mel: --n_mels: expected 1..1024, got %d", n_mels);
     if (filters) {
         if (!out) os_die("mel: --filters needs --out FILE");

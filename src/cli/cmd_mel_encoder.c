@@ -1,6 +1,7 @@
 // omnishard mel --encoder DIR: the frozen Whisper encoder's output for one input, for tests and benchmarks.
 //   (--wav FILE: padded/trimmed to 2 * max_source_positions * 160 samples, then log-mel; or --mel-in FILE with a
 //   tensor "mel" [n_mels, T_mel]) -> OUT.safetensors with "mel" [n_mels, T_mel] and "encoder_output" [T, d].
+#include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -97,22 +98,11 @@ static int write_out(const char *path, const float *mel, int64_t n_mels, int64_t
 int cmd_mel_encoder(int argc, char **argv) {
     const char *dir = NULL, *wav = NULL, *mel_in = NULL, *out = NULL;
     int bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "--encoder") && has) dir = argv[++i];
-        else if (!strcmp(a, "--wav") && has) wav = argv[++i];
-        else if (!strcmp(a, "--mel-in") && has) mel_in = argv[++i];
-        else if (!strcmp(a, "--out") && has) out = argv[++i];
-        else if (!strcmp(a, "--bench") && has) bench = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "omnishard mel: unknown or incomplete option '%s'\n%s", a, USAGE);
-            return 2;
-        }
-    }
+    const os_opt opts[] = {{"--encoder", OS_OPT_STR, &dir}, {"--wav", OS_OPT_STR, &wav},
+                           {"--mel-in", OS_OPT_STR, &mel_in}, {"--out", OS_OPT_STR, &out},
+                           {"--bench", OS_OPT_INT, &bench}};
+    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
+    if (parsed >= 0) return parsed;
     if (!dir || !out || !wav == !mel_in) {
         fprintf(stderr, "omnishard mel --encoder: needs DIR, --out and one of --wav / --mel-in\n%s", USAGE);
         return 2;

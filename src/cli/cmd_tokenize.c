@@ -1,4 +1,5 @@
 // omnishard tokenize: the Qwen2 tokenizer on the command line, one text per line (see usage below).
+#include "cli/cli_options.h"
 #include "cli/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -61,19 +62,10 @@ static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
     int decode = 0, json = 0, stats = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--decode")) decode = 1;
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--stats")) stats = 1;
-        else {
-            fprintf(stderr, "omnishard tokenize: unknown or incomplete option '%s'\n%s", argv[i], USAGE);
-            return 2;
-        }
-    }
+    const os_opt opts[] = {{"--tokenizer", OS_OPT_STR, &path}, {"--decode", OS_OPT_FLAG, &decode},
+                           {"--json", OS_OPT_FLAG, &json},     {"--stats", OS_OPT_FLAG, &stats}};
+    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
+    if (parsed >= 0) return parsed;
     if (!path) {
         fprintf(stderr, "omnishard tokenize: --tokenizer FILE is required\n%s", USAGE);
         return 2;
