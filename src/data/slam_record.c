@@ -1,6 +1,7 @@
 #include "data/slam_record.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "data/json_kind.h"
 #include "data/slam_dataset.h"
 #include <string.h>
 
@@ -11,15 +12,6 @@ static const char *const DEFAULT_PROMPT[] = {
     "Transcribe the provided audio into accurate text. ",
     "Generate a natural and expressive spoken version of the given text. ",
 };
-
-static const char *type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    if (cJSON_IsBool(v)) return "a boolean";
-    return "null";
-}
 
 // the field `name` (or its alias, the Parquet manifest's name) of o; *used = the name found
 static const cJSON *field(const cJSON *o, const char *name, const char *alias, const char **used) {
@@ -39,7 +31,7 @@ static int str_field(const cJSON *o, const char *path, int64_t line, const char 
     // the Parquet manifest's audio column is {"path": ...}
     if (cJSON_IsObject(v) && alias && !strcmp(used, alias)) v = cJSON_GetObjectItemCaseSensitive(v, "path");
     if (!cJSON_IsString(v))
-        return os_errf("%s:%lld: field '%s': expected a string, got %s", path, (long long)line, used, type_name(v));
+        return os_errf("%s:%lld: field '%s': expected a string, got %s", path, (long long)line, used, os_json_kind(v));
     *out = v->valuestring;
     return 0;
 }
@@ -52,7 +44,7 @@ static int blank(const char *s) {
 
 int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, os_slam_record *r) {
     memset(r, 0, sizeof *r);
-    if (!cJSON_IsObject(o)) return os_errf("%s:%lld: expected a JSON object (one record), got %s", path, (long long)line, type_name(o));
+    if (!cJSON_IsObject(o)) return os_errf("%s:%lld: expected a JSON object (one record), got %s", path, (long long)line, os_json_kind(o));
     const char *task = NULL, *target_text, *used;
     if (str_field(o, path, line, "task_type", NULL, &task) < 0) return -1;
     r->task = OS_TASK_S2S;
@@ -64,7 +56,7 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
     }
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(o, "key");
     if (key && !cJSON_IsString(key) && !cJSON_IsNumber(key) && !cJSON_IsNull(key))
-        return os_errf("%s:%lld: field 'key': expected a string or a number, got %s", path, (long long)line, type_name(key));
+        return os_errf("%s:%lld: field 'key': expected a string or a number, got %s", path, (long long)line, os_json_kind(key));
     if (str_field(o, path, line, "source_wav", "question_audio", &r->wav) < 0 ||
         str_field(o, path, line, "source_text", "question", &r->source_text) < 0 ||
         str_field(o, path, line, "target_text", "answer", &target_text) < 0 ||
@@ -97,12 +89,12 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
     const cJSON *t = field(o, "target_token", "answer_cosyvoice_speech_token", &used);
     if (!t) return os_errf("%s:%lld: field 'target_token': required by task_type %s (the answer's codec tokens)", path, (long long)line, TASKS[r->task]);
     if (!cJSON_IsArray(t))
-        return os_errf("%s:%lld: field '%s': expected an array of integers, got %s", path, (long long)line, used, type_name(t));
+        return os_errf("%s:%lld: field '%s': expected an array of integers, got %s", path, (long long)line, used, os_json_kind(t));
     int64_t k = 0, lim = A - 64;
     for (const cJSON *x = t->child; x; x = x->next, k++) {
         double v = cJSON_IsNumber(x) ? x->valuedouble : -1.0;
         if (!cJSON_IsNumber(x) || v != (double)(int64_t)v)
-            return os_errf("%s:%lld: field '%s': item %lld: expected an integer, got %s", path, (long long)line, used, (long long)k, type_name(x));
+            return os_errf("%s:%lld: field '%s': item %lld: expected an integer, got %s", path, (long long)line, used, (long long)k, os_json_kind(x));
         if (v < 0 || v >= (double)lim)
             return os_errf("%s:%lld: field '%s': item %lld: token %.0f outside [0, %lld) (audio vocabulary %lld minus 64 specials)",
                            path, (long long)line, used, (long long)k, v, (long long)lim, (long long)A);

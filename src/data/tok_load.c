@@ -2,6 +2,7 @@
 // Everything this tokenizer does not implement is rejected with a message naming the field.
 #include "core/alloc.h"
 #include "core/err.h"
+#include "data/json_kind.h"
 #include "data/tok_internal.h"
 #include "data/utf8.h"
 #include <cjson/cJSON.h>
@@ -20,19 +21,8 @@ typedef struct {
     int64_t text_used, text_cap;
 } loader;
 
-static const char *kind(const cJSON *j) {
-    if (!j) return "nothing (missing)";
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "an invalid value";
-}
-
 static int bad(const loader *L, const char *field, const char *expected, const cJSON *got) {
-    return os_errf("%s: %s: expected %s, got %s", L->path, field, expected, kind(got));
+    return os_errf("%s: %s: expected %s, got %s", L->path, field, expected, os_json_kind(got));
 }
 
 // the string value of obj[name] in *out; 0 ok, -1 error (absent allowed when dflt is given)
@@ -122,7 +112,7 @@ static int load_model(loader *L, const cJSON *model, const cJSON *added, const i
     for (int k = 0; k < 2; k++) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(model, affix[k]);
         if (j && !cJSON_IsNull(j) && !(cJSON_IsString(j) && !j->valuestring[0]))
-            return os_errf("%s: model.%s: only an empty one is supported (got %s)", L->path, affix[k], kind(j));
+            return os_errf("%s: model.%s: only an empty one is supported (got %s)", L->path, affix[k], os_json_kind(j));
     }
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (dropout && !cJSON_IsNull(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0))
