@@ -287,7 +287,7 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
             loss.backward()
             tot += sum(wt * float(s.detach()) / c for wt, (s, c, _) in zip(w, terms) if c > 0)
             for acc, (s, c, corr) in zip(sums, terms):
-                acc[0] += float(s); acc[1] += c; acc[2] += corr
+                acc[0] += float(s.detach()); acc[1] += c; acc[2] += corr
         if projector is not None:   # a step without speech: the projector's gradient is zero, not absent (as with
             for q in projector.parameters():   # DDP's dummy term), so AdamW still applies momentum and decay
                 if q.grad is None:
