@@ -24,8 +24,7 @@ int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os
     int32_t eids[2 * (OS_MAX_G + 1)], elab[2 * (OS_MAX_G + 1)];
     for (int i = 0; i < 2 * (OS_MAX_G + 1); i++) eids[i] = pad_id, elab[i] = -100;
     os_sample empty = {.R = R, .L = 2, .ids = eids, .labels = elab, .wav_index = -1};
-    float term_scale = t->term_scale;
-    t->term_scale = 0.0f;   // parameter loss terms: no gradient either
+    t->forward_only = 1;   // losses only, on every rank alike (no gradient scope, no backward)
     int rc = 0;
     for (int64_t j = 0; j < rounds && rc == 0; j++) {
         int64_t first = (j * N + rank) * batch, k = 0;
@@ -44,13 +43,13 @@ int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os
             break;
         }
         os_step_stats st;
-        os_train_micro(t, &b, 0.0f, &st);   // gradient contributions * 0: the buffers are unchanged
+        os_train_micro(t, &b, 0.0f, &st);   // forward only: the gradient buffers are not touched
         os_batch_free(&b);
         if (!k) continue;
         for (int64_t q = 0; q <= G; q++) res->sum[q] += st.sum[q], res->count[q] += st.count[q], res->correct[q] += st.correct[q];
         res->samples += k, res->tokens += st.tokens;
     }
-    t->term_scale = term_scale;
+    t->forward_only = 0;
     os_free(smp), os_free(index);
     if (rc < 0) return -1;
     double v[2 + 3 * (OS_MAX_G + 1)];

@@ -1,8 +1,8 @@
 // Evaluation during sft: the held-out data (--val_dataset, or --split_dataset_ratio of the training data), its
 // loss every --eval_steps optimizer steps (and after the last), logged as eval_* lines in logging.jsonl.
-// The forward runs through os_train_micro with a data-gradient scale of 0 and parameter-term scale of 0: every
-// gradient contribution is multiplied by 0, so the gradient buffers keep their values exactly (finite
-// activations), at the cost of a backward pass; every rank takes part (the collectives of a micro-step).
+// The forward runs through os_train_micro in forward-only mode (os_trainer.forward_only): the losses without any
+// backward, gradient scope or parameter term, so the gradient buffers are not touched. Every rank takes part in
+// the same mode (the gathers of a forward; no rank opens a gradient scope, so the collective schedule agrees).
 #pragma once
 #include "data/dataset.h"
 #include "train/args.h"

@@ -28,7 +28,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     const os_model *m = t->m;
     zr_runtime *rt = t->rt;
     int64_t N = b->B * b->L, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
-    int nterms = (int)G + 1;
+    int nterms = (int)G + 1, fo = t->forward_only;   // fo: losses only (no gradient scope, no backward)
 
     // final norm forward
     float *hn = os_alloc(sizeof(float) * (size_t)(N * C), "final norm out");
@@ -40,27 +40,27 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     float scale[OS_MAX_G + 1];
     for (int k = 0; k < nterms; k++) {
         y[k] = targets(m, b, k, &st->count[k]);
-        scale[k] = st->count[k] ? dscale * m->oc.loss_w[k] / (float)st->count[k] : 0.0f;
+        scale[k] = st->count[k] && !fo ? dscale * m->oc.loss_w[k] / (float)st->count[k] : 0.0f;
     }
 
     zr_gather(rt, m->b_head);
-    zr_grad_open(rt, m->b_head);
+    if (!fo) zr_grad_open(rt, m->b_head);
     const float *W = zr_param(rt, m->lm_head);
-    float *dW = zr_grad(rt, m->lm_head);
+    float *dW = fo ? NULL : zr_grad(rt, m->lm_head);
     int ad = m->b_adapter >= 0;
     const float *Wa = NULL, *ba = NULL;
     float *dWa = NULL, *dba = NULL;
     if (ad) {
         zr_gather(rt, m->b_adapter);
-        zr_grad_open(rt, m->b_adapter);
+        if (!fo) zr_grad_open(rt, m->b_adapter);
         Wa = zr_param(rt, m->adapter_w), ba = zr_param(rt, m->adapter_b);
-        dWa = zr_grad(rt, m->adapter_w), dba = zr_grad(rt, m->adapter_b);
+        if (!fo) dWa = zr_grad(rt, m->adapter_w), dba = zr_grad(rt, m->adapter_b);
     }
     int64_t rows = os_head_chunk_rows(V, N);
     float *logits = os_alloc(sizeof(float) * (size_t)(rows * V), "logits chunk");
     float *al = ad ? os_alloc(sizeof(float) * (size_t)(rows * G * A), "adapter logits") : NULL;
-    float *dA = ad ? os_alloc(sizeof(float) * (size_t)(rows * A), "adapter input grad") : NULL;
-    float *dhn = os_alloc(sizeof(float) * (size_t)(N * C), "final norm grad");
+    float *dA = ad && !fo ? os_alloc(sizeof(float) * (size_t)(rows * A), "adapter input grad") : NULL;
+    float *dhn = fo ? NULL : os_alloc(sizeof(float) * (size_t)(N * C), "final norm grad");
 
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
         int64_t n = N - r0 < rows ? N - r0 : rows;
@@ -77,6 +77,9 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
             for (int64_t i = 0; i < n; i++) k_add(al + i * G * A, al + i * G * A, ba, G * A);
             for (int64_t g = 0; g < G; g++)
                 st->sum[1 + g] += k_xent_fwd_bwd(al + g * A, G * A, y[1 + g] + r0, n, A, scale[1 + g], &st->correct[1 + g]);
+        }
+        if (fo) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
+        if (G > 1) {
             // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
             k_gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
             for (int64_t i = 0; i < n; i++) k_add(dba, dba, al + i * G * A, G * A);
@@ -93,22 +96,26 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     for (int k = 0; k < nterms; k++) os_free(y[k]);
 
     if (ad) {
-        st->term_loss += os_apply_param_terms(t, m->b_adapter);
-        zr_grad_close(rt, m->b_adapter);
+        if (!fo) {
+            st->term_loss += os_apply_param_terms(t, m->b_adapter);
+            zr_grad_close(rt, m->b_adapter);
+        }
         zr_release(rt, m->b_adapter);
     }
-    if (m->b_head != m->b_embed) {   // untied: done; tied: the embedding backward closes it
+    if (!fo && m->b_head != m->b_embed) {   // untied: done; tied: the embedding backward closes it
         st->term_loss += os_apply_param_terms(t, m->b_head);
         zr_grad_close(rt, m->b_head);
     }
     zr_release(rt, m->b_head);
 
     // final norm backward
-    zr_grad_open(rt, m->b_norm);
-    memset(dx, 0, sizeof(float) * (size_t)(N * C));
-    k_rmsnorm_bwd(dx, zr_grad(rt, m->final_norm), dhn, x, zr_param(rt, m->final_norm), rstd, N, C);
-    st->term_loss += os_apply_param_terms(t, m->b_norm);
-    zr_grad_close(rt, m->b_norm);
+    if (!fo) {
+        zr_grad_open(rt, m->b_norm);
+        memset(dx, 0, sizeof(float) * (size_t)(N * C));
+        k_rmsnorm_bwd(dx, zr_grad(rt, m->final_norm), dhn, x, zr_param(rt, m->final_norm), rstd, N, C);
+        st->term_loss += os_apply_param_terms(t, m->b_norm);
+        zr_grad_close(rt, m->b_norm);
+    }
     zr_release(rt, m->b_norm);
     os_free(hn), os_free(rstd), os_free(dhn);
 }

@@ -133,8 +133,9 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     // residual stream: xs[l] is the input of layer l, xs[nl] the last layer's output
     float **xs = os_alloc(sizeof(float *) * (size_t)(nl + 1), "layer inputs");
     for (int64_t l = 0; l <= nl; l++) xs[l] = os_alloc(sizeof(float) * (size_t)(N * C), "layer input");
-    os_layer_act *acts = os_alloc(sizeof(os_layer_act) * (size_t)(t->grad_ckpt ? 1 : nl), "activations");
-    for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_alloc(&acts[l], &lc);
+    int64_t nacts = t->grad_ckpt || t->forward_only ? 1 : nl;   // activations kept for the backward
+    os_layer_act *acts = os_alloc(sizeof(os_layer_act) * (size_t)nacts, "activations");
+    for (int64_t l = 0; l < nacts; l++) os_layer_act_alloc(&acts[l], &lc);
 
     // ---- forward ----
     if (t->speech) os_speech_fwd(t->speech, rt);   // encoder + projector, on every rank (fixed schedule)
@@ -146,15 +147,16 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
         if (l + 1 < nl) zr_prefetch(rt, m->b_layer[l + 1]);
         else zr_prefetch(rt, m->b_norm);
         zr_gather(rt, m->b_layer[l]);
-        os_layer_fwd(&lc, (int)l, rt, xs[l], &acts[t->grad_ckpt ? 0 : l], xs[l + 1]);
+        os_layer_fwd(&lc, (int)l, rt, xs[l], &acts[nacts == 1 ? 0 : l], xs[l + 1]);
         zr_release(rt, m->b_layer[l]);
     }
 
     // ---- head: final norm, fused lm_head + losses (forward and backward), norm backward ----
-    float *dx = os_alloc(sizeof(float) * (size_t)(N * C), "residual gradient");
+    float *dx = t->forward_only ? NULL : os_alloc(sizeof(float) * (size_t)(N * C), "residual gradient");
     os_head_fwd_bwd(t, b, xs[nl], dx, dscale, st);
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
+    if (t->forward_only) goto done;   // evaluation: no backward (no bucket is gathered for it on any rank)
 
     // ---- layers backward ----
     if (nl > 0) zr_prefetch(rt, m->b_layer[nl - 1]);
@@ -162,7 +164,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
         if (l > 0) zr_prefetch(rt, m->b_layer[l - 1]);
         int bk = m->b_layer[l];
         zr_gather(rt, bk);
-        os_layer_act *a = &acts[t->grad_ckpt ? 0 : l];
+        os_layer_act *a = &acts[nacts == 1 ? 0 : l];
         if (t->grad_ckpt) os_layer_fwd(&lc, (int)l, rt, xs[l], a, NULL);
         zr_grad_open(rt, bk);
         os_layer_bwd(&lc, (int)l, rt, xs[l], a, dx);
@@ -179,8 +181,9 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     if (m->b_head == m->b_embed) zr_grad_close(rt, m->b_embed);   // the scope opened by the head
     if (t->speech) st->term_loss += os_speech_bwd(t->speech, t);   // projector gradients from dproj
 
+done:
     os_free(dx);
-    for (int64_t l = 0; l < (t->grad_ckpt ? 1 : nl); l++) os_layer_act_free(&acts[l]);
+    for (int64_t l = 0; l < nacts; l++) os_layer_act_free(&acts[l]);
     os_free(acts);
     for (int64_t l = 0; l <= nl; l++) os_free(xs[l]);
     os_free(xs);

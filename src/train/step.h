@@ -1,6 +1,7 @@
 // One micro-batch forward + backward of the SLAM-Omni model through the sharding runtime:
 //   embed (G+1-row mean) -> decoder layers -> final norm -> chunked lm_head + text CE + adapter + audio CEs
 //   (fused forward/backward) -> norm backward -> layers backward (recomputed when checkpointing) -> embedding
+//   (forward_only: stops after the head's losses)
 // Gradients accumulate in the runtime, scaled by dscale (1 / (ranks * accumulation steps)).
 #pragma once
 #include "model/omni.h"
@@ -25,6 +26,8 @@ typedef struct {
     os_param_term *terms;
     int nterms;
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
+    int forward_only;     // evaluation: losses only, no backward, no gradient scope, no parameter terms (every
+                          // rank must be in the same mode: the gradient scopes' collectives are skipped)
     float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
 } os_trainer;
 
@@ -38,7 +41,8 @@ typedef struct {
 
 // Validates the batch against the model (ids/labels in range); -1 + message when not.
 int os_batch_check(const os_model *m, const os_batch *b);
-// Forward + backward of one micro-batch; adds grads * dscale (and the param terms' grads * dscale).
+// Forward + backward of one micro-batch; adds grads * dscale (and the param terms' grads * term_scale).
+// With t->forward_only: the forward and the losses (st) only; gradients untouched, dscale unused.
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st);
 // Parse "l2:COEF:PREFIX" or "dummy:PREFIX"; -1 + message on bad syntax.
 int os_param_term_parse(const char *s, os_param_term *out);
