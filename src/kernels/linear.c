@@ -1,9 +1,33 @@
 // Linear layers and general matrix products on OpenBLAS sgemm (row-major, weights w[O,I] as in PyTorch).
 #include "kernels/kernels.h"
 #include <cblas.h>
+#include <omp.h>
+#include <stdatomic.h>
 #undef I   // the imaginary unit of <complex.h>, which cblas.h pulls in; I is a size here
 
+// Threading: OpenBLAS runs single-threaded and k_gemm splits a product over the OpenMP threads itself, so one
+// thread pool (OpenMP's) serves every kernel. With OpenBLAS's own pthread pool next to it, each idle pool keeps
+// spinning on the cores the other computes on (OpenBLAS's workers yield in a loop for a while after each call,
+// libgomp's after each parallel region); on 2 cores that took about half of a training step (docs/performance.md).
+static void blas_single_thread(void) {
+    static atomic_int done;
+    if (atomic_load_explicit(&done, memory_order_acquire)) return;
+    openblas_set_num_threads(1);
+    atomic_store_explicit(&done, 1, memory_order_release);
+}
+
+static void sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
 // c[M,N] = alpha * op(a) @ op(b) + beta * c. Sizes of 0 are allowed (BLAS would reject lda = 0).
+// Products of at least SPLIT_FLOPS are cut along the longer of M and N into up to 2 blocks per OpenMP thread
+// (multiples of 16 rows or columns, at least SPLIT_MIN wide), taken by the threads as they come free (a core
+// shared with other work does not hold the others up); each block is an independent single-threaded sgemm, so
+// every element of c is summed in the same order however the product is cut.
+enum { SPLIT_FLOPS = 1 << 22, SPLIT_ALIGN = 16, SPLIT_MIN = 128, SPLIT_PER_THREAD = 2 };
 void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
@@ -12,8 +36,24 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
             for (int64_t j = 0; j < N; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    blas_single_thread();
+    int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads(), D = M > N ? M : N;
+    int64_t nblk = 2 * M * N * K < SPLIT_FLOPS ? 1 : nt * SPLIT_PER_THREAD;
+    if (nblk > D / SPLIT_MIN) nblk = D / SPLIT_MIN / nt * nt;   // a multiple of the threads
+    if (nt < 2 || nblk < 2) {
+        sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    int64_t blk = ((D + nblk - 1) / nblk + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    int rows = M > N;   // split the rows of c (and of op(a)) or its columns (and those of op(b))
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)nt)
+    for (int64_t lo = 0; lo < D; lo += blk) {
+        int64_t n = D - lo < blk ? D - lo : blk;
+        if (rows)
+            sgemm(ta, tb, n, N, K, alpha, a + (ta ? lo : lo * lda), lda, b, ldb, beta, c + lo * ldc, ldc);
+        else
+            sgemm(ta, tb, M, n, K, alpha, a, lda, b + (tb ? lo * ldb : lo), ldb, beta, c + lo, ldc);
+    }
 }
 
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O]
