@@ -161,15 +161,21 @@ def test_rope(tmp_path):
     close("dx", res["dx"], g, BWD)
 
 
-@pytest.mark.parametrize("causal,masked,H,KH", [(1, 1, 4, 2), (0, 0, 2, 2), (1, 0, 6, 1), (0, 1, 4, 1)])
-def test_attention(tmp_path, causal, masked, H, KH):
+# T=300 spans three blocks of query rows (the kernel skips keys a block cannot see); 3 threads with B*KH=2 kv groups
+# take the path where the products, not the groups, are split over threads
+@pytest.mark.parametrize("causal,masked,H,KH,T,threads", [(1, 1, 4, 2, 7, None), (0, 0, 2, 2, 7, None),
+                         (1, 0, 6, 1, 7, None), (0, 1, 4, 1, 7, None), (1, 1, 4, 2, 300, None),
+                         (0, 1, 4, 1, 300, None), (1, 0, 6, 1, 300, "3"), (1, 1, 4, 1, 300, "3")])
+def test_attention(tmp_path, monkeypatch, causal, masked, H, KH, T, threads):
     torch.manual_seed(7)
-    B, T, D = 2, 7, 8
+    B, D = 2, 8
+    if threads:
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
     q, k, v = rand(B, T, H, D, lo=-2, hi=2), rand(B, T, KH, D, lo=-2, hi=2), rand(B, T, KH, D)
     for t in (q, k, v):
         t.requires_grad_()
     dout = rand(B, T, H, D)
-    lengths = [T, 4]   # right padding: key 0 is real, so no query row is fully masked
+    lengths = [T, 4 if T < 10 else 170]   # right padding: key 0 is real, so no query row is fully masked
     keymask = torch.tensor([[1 if s < n else 0 for s in range(T)] for n in lengths], dtype=torch.uint8)
     allow = torch.ones(B, 1, T, T, dtype=torch.bool)
     if masked:

@@ -1,16 +1,24 @@
-// Scaled dot-product attention with grouped KV heads, per (batch, head) on sgemm:
-//   S = scale * Q K^T [T,T], P = masked softmax(S) (saved in att), O = P V.
+// Scaled dot-product attention with grouped KV heads on sgemm, by blocks of BQ query rows:
+//   S = scale * Q K^T, P = masked softmax(S) (saved in att[B,H,T,T]), O = P V.
 // Q, K, V and O are read in place from the [B,T,heads,D] layouts through sgemm row strides.
+// Keys that no query row of a block may see (causal: keys after the block's last row; padding after the last real
+// key) are left out of the block's products: their probabilities are 0 and their gradient terms exactly 0.
+// Threads: the forward runs heads in parallel and the backward kv-head groups (each group owns its dk/dv rows, so
+// every sum keeps one fixed order); with fewer heads or groups than threads, the products are split instead.
 #include "kernels/kernels.h"
 #include "core/alloc.h"
 #include <math.h>
+#include <omp.h>
 
-// row t of S[T,T] -> masked softmax in place; masked entries and rows with no allowed key become 0
-static void softmax_rows(float *S, const uint8_t *km, int causal, int64_t T) {
+enum { BQ = 128 };   // query rows per block
+
+// rows t in [t0, t0+n) of att (row stride T), scores valid in columns [0, kend) -> masked softmax in place;
+// every other entry of the rows, and every entry of a row with no allowed key, becomes 0
+static void softmax_rows(float *S, const uint8_t *km, int causal, int64_t t0, int64_t n, int64_t kend, int64_t T) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; t++) {
-        float *row = S + t * T;
-        int64_t end = causal ? t + 1 : T;   // keys s >= end are masked
+    for (int64_t t = t0; t < t0 + n; t++) {
+        float *row = S + (t - t0) * T;
+        int64_t end = causal && t + 1 < kend ? t + 1 : kend;   // keys s >= end are masked
         float mx = -INFINITY;
         for (int64_t s = 0; s < end; s++)
             if ((!km || km[s]) && row[s] > mx) mx = row[s];
@@ -35,42 +43,68 @@ void k_attention_fwd(float *out, float *att, const float *q, const float *k, con
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
     int64_t R = H / KH;   // query heads per kv head
     float scale = D > 0 ? 1.0f / sqrtf((float)D) : 1.0f;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            float *P = att + (b * H + h) * T * T;
-            const float *qb = q + (b * T * H + h) * D;
-            const float *kb = k + (b * T * KH + h / R) * D, *vb = v + (b * T * KH + h / R) * D;
-            k_gemm(0, 1, T, T, D, scale, qb, H * D, kb, KH * D, 0.0f, P, T);
-            softmax_rows(P, keymask ? keymask + b * T : NULL, causal, T);
-            k_gemm(0, 0, T, D, T, 1.0f, P, T, vb, KH * D, 0.0f, out + (b * T * H + h) * D, H * D);
+#pragma omp parallel for schedule(dynamic, 1) if (B * H >= omp_get_max_threads())
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        const uint8_t *km = keymask ? keymask + b * T : NULL;
+        int64_t klen = T;   // keys after the last real one are padding
+        while (km && klen > 0 && !km[klen - 1]) klen--;
+        float *P = att + (b * H + h) * T * T;
+        const float *kb = k + (b * T * KH + h / R) * D, *vb = v + (b * T * KH + h / R) * D;
+        for (int64_t r0 = 0; r0 < T; r0 += BQ) {
+            int64_t n = T - r0 < BQ ? T - r0 : BQ, kend = causal && r0 + n < klen ? r0 + n : klen;
+            const float *qb = q + ((b * T + r0) * H + h) * D;
+            k_gemm(0, 1, n, kend, D, scale, qb, H * D, kb, KH * D, 0.0f, P + r0 * T, T);
+            softmax_rows(P + r0 * T, km, causal, r0, n, kend, T);
+            k_gemm(0, 0, n, D, kend, 1.0f, P + r0 * T, T, vb, KH * D, 0.0f, out + ((b * T + r0) * H + h) * D, H * D);
         }
+    }
 }
 
+// 1 + the last column of rows P[n, T] holding a nonzero probability (0 if none)
+static int64_t used_keys(const float *P, int64_t n, int64_t T) {
+    int64_t kend = 0;
+    for (int64_t i = n - 1; i >= 0; i--)
+        for (int64_t s = T - 1; s >= kend; s--)
+            if (P[i * T + s] != 0.0f) {
+                kend = s + 1;
+                break;
+            }
+    return kend;
+}
+
+// per block of query rows, over its used keys [0, kend):
 // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ += scale dS K;  dK += scale dS^T Q
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0 || D <= 0) return;
     int64_t R = H / KH;
     float scale = 1.0f / sqrtf((float)D);
-    float *dS = (dq || dk) ? os_alloc((size_t)(T * T) * sizeof(float), "attention backward dS[T,T]") : NULL;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *P = att + (b * H + h) * T * T;
-            int64_t qo = (b * T * H + h) * D, ko = (b * T * KH + h / R) * D;
-            if (dv) k_gemm(1, 0, T, D, T, 1.0f, P, T, dout + qo, H * D, 1.0f, dv + ko, KH * D);
-            if (!dS) continue;
-            k_gemm(0, 1, T, T, D, 1.0f, dout + qo, H * D, v + ko, KH * D, 0.0f, dS, T);
+#pragma omp parallel for schedule(dynamic, 1) if (B * KH >= omp_get_max_threads())
+    for (int64_t bg = 0; bg < B * KH; bg++) {
+        int64_t b = bg / KH, g = bg % KH, ko = (b * T * KH + g) * D;
+        float *dS = (dq || dk) ? os_alloc((size_t)(BQ * T) * sizeof(float), "attention backward dS[BQ,T]") : NULL;
+        for (int64_t h = g * R; h < (g + 1) * R; h++)
+            for (int64_t r0 = 0; r0 < T; r0 += BQ) {
+                int64_t n = T - r0 < BQ ? T - r0 : BQ, qo = ((b * T + r0) * H + h) * D;
+                const float *P = att + ((b * H + h) * T + r0) * T;
+                int64_t kend = used_keys(P, n, T);
+                if (kend == 0) continue;
+                if (dv) k_gemm(1, 0, kend, D, n, 1.0f, P, T, dout + qo, H * D, 1.0f, dv + ko, KH * D);
+                if (!dS) continue;
+                k_gemm(0, 1, n, kend, D, 1.0f, dout + qo, H * D, v + ko, KH * D, 0.0f, dS, kend);
 #pragma omp parallel for schedule(static)
-            for (int64_t t = 0; t < T; t++) {
-                const float *p = P + t * T;
-                float *d = dS + t * T;
-                double dot = 0.0;
-                for (int64_t s = 0; s < T; s++) dot += (double)p[s] * d[s];
-                float df = (float)dot;
-                for (int64_t s = 0; s < T; s++) d[s] = p[s] * (d[s] - df);
+                for (int64_t t = 0; t < n; t++) {
+                    const float *p = P + t * T;
+                    float *d = dS + t * kend;
+                    double dot = 0.0;
+                    for (int64_t s = 0; s < kend; s++) dot += (double)p[s] * d[s];
+                    float df = (float)dot;
+                    for (int64_t s = 0; s < kend; s++) d[s] = p[s] * (d[s] - df);
+                }
+                if (dq) k_gemm(0, 0, n, D, kend, scale, dS, kend, k + ko, KH * D, 1.0f, dq + qo, H * D);
+                if (dk) k_gemm(1, 0, kend, D, n, scale, dS, kend, q + qo, H * D, 1.0f, dk + ko, KH * D);
             }
-            if (dq) k_gemm(0, 0, T, D, T, scale, dS, T, k + ko, KH * D, 1.0f, dq + qo, H * D);
-            if (dk) k_gemm(1, 0, T, D, T, scale, dS, T, q + qo, H * D, 1.0f, dk + ko, KH * D);
-        }
-    os_free(dS);
+        os_free(dS);
+    }
 }
