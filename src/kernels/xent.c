@@ -17,15 +17,19 @@ double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t 
         int64_t arg = 0;
         for (int64_t i = 1; i < V; i++)
             if (x[i] > x[arg]) arg = i;
-        float mx = x[arg];
+        float mx = x[arg], xy = x[y];
         double sum = 0.0;
-        for (int64_t i = 0; i < V; i++) sum += expf(x[i] - mx);
+        for (int64_t i = 0; i < V; i++) {   // x becomes exp(x - mx), each exponential computed once
+            float e = expf(x[i] - mx);
+            x[i] = e;
+            sum += e;
+        }
         double lse = log(sum);   // log-sum-exp minus mx
-        loss += lse - ((double)x[y] - mx);
+        loss += lse - ((double)xy - mx);
         correct += arg == y;
         // dscale * (softmax - onehot); softmax = exp(x - mx) / sum
         float k = (float)((double)dscale / sum);
-        for (int64_t i = 0; i < V; i++) x[i] = k * expf(x[i] - mx);
+        for (int64_t i = 0; i < V; i++) x[i] *= k;
         x[y] -= dscale;
     }
     if (ncorrect) *ncorrect += correct;
