@@ -1,0 +1,92 @@
+"""PyTorch reference of SLAM-Omni generation (written from ../shared/docs/slam-omni.md "Inference", with the step
+rules of the reference implementation's `generate`): omnishard infer must print the same tokens.
+
+The prompt is the part of a training sample before its answer (slam_samples_ref.build, cut at `lead`). At each
+step the model (transformers Qwen2ForCausalLM on the G+1-row mean of the embeddings, no KV cache) predicts the next
+text token (argmax over logits[:T]) and G audio tokens (argmax per layer over the adapter's output on
+logits[T:T+A], or logits[T:T+A] for G = 1); after eot the text row is fed back as pad_t, after any layer emitted eoa
+the audio rows are fed back as pad_a; stop after max_new_tokens steps or when both streams ended.
+"""
+import torch
+
+from oracle import slam_samples_ref as sref
+
+
+def prompt(rec, tokenizer, T, A, G, T_s=sref.T_S):
+    """Input ids [G+1][P] (audio rows +T), the speech mask [P] or None, and whether the task is asr, of a record
+    (a question-only record gets placeholder answer fields: only the part before the answer is used)."""
+    rec = dict(rec)
+    rec.setdefault("target_text", ".")
+    rec.setdefault("target_token", [0])
+    f = sref.fields(rec)
+    enc = lambda s: tokenizer.encode(s).ids
+    s = sref.build(f, sref.Vocab(T, A, G), enc, 1 << 40, "right", T_s)
+    lead = s["lead"]
+    return [row[:lead] for row in s["ids"]], (s["speech"][:lead] if s["speech"] else None), f["task"] == "asr"
+
+
+def _embed(model, ids, speech, proj, G):
+    emb = model.get_input_embeddings()(torch.tensor(ids)[None])   # [1, R, L, C]
+    if proj is not None:
+        P = speech.index(1)
+        emb[0, :G, P:P + proj.shape[0]] = proj
+    return emb.mean(dim=1)
+
+
+@torch.no_grad()
+def step_logits(model, adapter, ids, G, T, A, speech=None, proj=None):
+    """The last position's final hidden state h [C], lm_head logits z [V], text logits z[:T] and the audio logits
+    [G, A] (the adapter on z[T:T+A], or z[T:T+A] for G = 1) for input ids [G+1][L]."""
+    x = _embed(model, ids, speech, proj, G)
+    L = x.shape[1]
+    h = model.model(inputs_embeds=x, position_ids=torch.arange(L)[None]).last_hidden_state[0, -1]
+    z = model.lm_head(h)
+    al = z[T:T + A] if G == 1 else adapter.linear(z[T:T + A])
+    return h, z, z[:T], al.reshape(G, A)
+
+
+@torch.no_grad()
+def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=None, text_only=False, trace=None):
+    """Greedy generation from input ids [G+1][P]; proj: the projector output [T_s, C] for the speech positions.
+    trace (a list): gets (h, z) of every step."""
+    V = sref.Vocab(T, A, G)
+    ids = [list(r) for r in ids]
+    text, audio = [], []
+    text_end, audio_end = False, text_only
+    steps = 0
+    for step in range(max_new_tokens):
+        h, z, xt, xa = step_logits(model, adapter, ids, G, T, A, speech, proj)
+        if trace is not None:
+            trace.append((h, z))
+        steps = step + 1
+        t = V.pad_t if text_end else int(torch.argmax(xt))
+        if audio_end:
+            a = [V.pad_a] * G
+        else:
+            a = [int(torch.argmax(xa[g])) for g in range(G)]
+            audio.append(a)
+            audio_end = V.eoa in a
+        if not text_end:
+            if t == V.eot:
+                text_end = True
+            else:
+                text.append(t)
+        if text_end and audio_end:
+            break
+        for g in range(G):
+            ids[g].append(T + a[g])
+        ids[G].append(t)
+    codec = []
+    for a in audio:
+        if V.eoa in a:
+            codec += [x for x in a[:a.index(V.eoa)] if x < V.eoa]
+            break
+        codec += [x for x in a if x < V.eoa]
+    return dict(text_ids=text, audio=[[a[g] for a in audio] for g in range(G)], codec=codec, steps=steps,
+                text_end=text_end, audio_end=V.eoa in sum(audio, []))
+
+
+def decode(tokenizer, ids):
+    """The text of the ids the tokenizer knows (special SLAM-Omni ids and ids past its vocabulary left out)."""
+    n = tokenizer.get_vocab_size()
+    return tokenizer.decode([i for i in ids if i < n], skip_special_tokens=False)

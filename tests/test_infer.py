@@ -1,0 +1,297 @@
+"""omnishard infer (src/train/infer*.c, src/cli/cmd_infer.c) against the PyTorch generation reference
+(tests/oracle/slam_infer_ref.py, written from slam-omni.md "Inference"): the prompt (text question, dataset record,
+spoken question) and the greedy tokens for G = 3 with the adapter and G = 1; the stop rules (eot then pad_t, eoa in any
+layer then pad_a, both ended, max_new_tokens); the same output on 2 ranks at ZeRO-3; sampling invariants; errors.
+
+The tiny random models are made to stop: the lm_head row of eot (and, for the audio, the adapter row of eoa in one
+layer, or the lm_head row of eoa for G = 1) is solved from the oracle's hidden states so that its logit stays below
+the others before a chosen step and wins at it (the models are untied, so no input embedding changes)."""
+import json, os
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+
+from oracle import slam_infer_ref as iref
+from oracle import slam_omni_ref as ref
+from oracle import slam_samples_ref as sref
+from omni_run import run
+
+T, A = 512, 80
+QUESTION = "<USER>: What is the weather like in the city?"
+MAX_NEW = 12
+
+
+def infer(model, *args, np_=None, check=True):
+    p = run(["infer", "--model", model, *args], np_=np_, check=check, timeout=120)
+    return p if not check else json.loads(p.stdout)
+
+
+def force_row(X, other_max, k, margin=1.0):
+    """w (float64) with w . X[s] = other_max[s] - margin for s < k and other_max[k] + margin at s = k (min-norm)."""
+    t = torch.tensor([m - margin for m in other_max[:k]] + [other_max[k] + margin], dtype=torch.float64)
+    return torch.linalg.pinv(X[:k + 1].double()) @ t
+
+
+def trace(model, adapter, ids, G, n):
+    tr = []
+    out = iref.generate(model, adapter, ids, G, T, A, n, trace=tr)
+    return out, tr
+
+
+def stop_text_at(model, adapter, ids, G, k):
+    """lm_head row eot: below the other text logits before step k, above them at step k."""
+    eot = sref.Vocab(T, A, G).eot
+    _, tr = trace(model, adapter, ids, G, k + 1)
+    H = torch.stack([h for h, _ in tr])
+    others = [float(torch.cat([z[:eot], z[eot + 1:T]]).max()) for _, z in tr]
+    with torch.no_grad():
+        model.lm_head.weight[eot] = force_row(H, others, k).float()
+
+
+def stop_audio_at(model, adapter, ids, G, k, layer):
+    """eoa wins in `layer` at step k: the adapter's row (weights over z[T:T+A] and bias) for G > 1, the lm_head
+    row T+eoa for G = 1."""
+    eoa = sref.Vocab(T, A, G).eoa
+    _, tr = trace(model, adapter, ids, G, k + 1)
+    if G == 1:
+        X = torch.stack([h for h, _ in tr])
+        others = [float(torch.cat([z[T:T + eoa], z[T + eoa + 1:T + A]]).max()) for _, z in tr]
+        with torch.no_grad():
+            model.lm_head.weight[T + eoa] = force_row(X, others, k).float()
+        return
+    X = torch.stack([torch.cat([z[T:T + A], torch.ones(1)]) for _, z in tr])
+    others = []
+    for _, z in tr:
+        al = adapter.linear(z[T:T + A]).detach()[layer * A:(layer + 1) * A]
+        others.append(float(torch.cat([al[:eoa], al[eoa + 1:]]).max()))
+    w = force_row(X, others, k).float()
+    with torch.no_grad():
+        adapter.linear.weight[layer * A + eoa] = w[:A]
+        adapter.linear.bias[layer * A + eoa] = w[A]
+
+
+def save(d, model, adapter):
+    model.save_pretrained(d, safe_serialization=True)
+    if adapter is not None:
+        save_file({f"group_decode_adapter.{k}": v.detach().contiguous() for k, v in adapter.state_dict().items()},
+                  os.path.join(d, "slam_omni.safetensors"))
+
+
+def make(d, G, tied=False, stops=None, seed=0):
+    """A tiny random model with a tokenizer; stops: (text step, audio step, audio layer) to force, or None."""
+    model, adapter = sref.make_model_dir(str(d), T=T, A=A, G=G, hidden=32, layers=2, heads=4, kv_heads=2, inter=64,
+                                         tied=tied, seed=seed)
+    with torch.no_grad():   # larger logits (wider margins between the top tokens than the tiny init gives)
+        model.lm_head.weight.mul_(10.0)
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    if stops:
+        kt, ka, layer = stops
+        if ka < kt:   # the earlier stop first: the later one is solved on the trajectory that follows it
+            stop_audio_at(model, adapter, ids, G, ka, layer)
+            stop_text_at(model, adapter, ids, G, kt)
+        else:
+            stop_text_at(model, adapter, ids, G, kt)
+            stop_audio_at(model, adapter, ids, G, ka, layer)
+    save(str(d), model, adapter)
+    model.eval()
+    return model, adapter, tok
+
+
+CASES = {   # name: (G, tied, (text stop step, audio stop step, layer) or None)
+    "G3-adapter-audio-first": (3, False, (6, 3, 1)),
+    "G1-text-first": (1, False, (3, 5, 0)),
+    "G3-tied-no-stop": (3, True, None),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES), ids=list(CASES))
+def case(request, tmp_path_factory):
+    G, tied, stops = CASES[request.param]
+    d = tmp_path_factory.mktemp(request.param)
+    model, adapter, tok = make(d, G, tied, stops)
+    return d, G, model, adapter, tok, stops
+
+
+def check_same(got, want, tok):
+    for k in ("text_ids", "audio", "codec", "steps", "text_end", "audio_end"):
+        assert got[k] == want[k], (k, got[k], want[k])
+    assert got["text"] == iref.decode(tok, want["text_ids"])
+
+
+def test_greedy_matches_pytorch(case):
+    d, G, model, adapter, tok, stops = case
+    got = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--show_prompt")
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    assert got["prompt_input_ids"] == ids
+    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW)
+    check_same(got, want, tok)
+    assert got["code_layer"] == G and len(got["audio"]) == G
+    if stops:   # the stop rules really ran: both streams ended at the forced steps, then generation stopped
+        kt, ka, layer = stops
+        assert got["text_end"] and got["audio_end"] and got["steps"] == max(kt, ka) + 1
+        assert len(got["text_ids"]) == kt and len(got["audio"][0]) == ka + 1
+        assert got["audio"][layer][ka] == A - 64                     # eoa, in that layer
+        assert len(got["codec"]) <= G * ka + layer
+    else:
+        assert got["steps"] == MAX_NEW and not got["text_end"] and not got["audio_end"]
+        assert len(got["text_ids"]) == MAX_NEW and all(len(a) == MAX_NEW for a in got["audio"])
+
+
+def test_zero3_two_ranks_same_output(case):
+    d, G, *_ = case
+    one = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW)
+    two = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--deepspeed", "zero3", np_=2)
+    assert two == one
+
+
+@pytest.mark.parametrize("case", ["G1-text-first"], indirect=True)
+def test_text_only(case):
+    d, G, model, adapter, tok, _ = case
+    got = infer(d, "--question", QUESTION, "--max_new_tokens", 5, "--text_only")
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    want = iref.generate(model, adapter, ids, G, T, A, 5, text_only=True)
+    check_same(got, want, tok)
+    assert got["text_only"] and got["audio"] == [[]] * G
+
+
+def test_dataset_record_prompt_and_tokens(tmp_path, case):
+    d, G, model, adapter, tok, _ = case
+    recs = sref.make_records(4, A=A, seed=3)
+    recs[2]["source_text"] = "USER: Hello there. ASSISTANT: Hi! <USER>: " + recs[2]["source_text"][len("<USER>: "):]
+    recs[2]["system_prompt"] = "You are a tiny test model."
+    data = tmp_path / "data.jsonl"
+    sref.write_jsonl(data, recs)
+    got = infer(d, "--dataset", data, "--index", 2, "--max_new_tokens", 6, "--show_prompt")
+    ids, _, _ = iref.prompt(recs[2], tok, T, A, G)
+    full = sref.build(sref.fields(recs[2]), sref.Vocab(T, A, G), lambda s: tok.encode(s).ids, 1 << 40, "right")
+    assert got["prompt_input_ids"] == ids == [r[:full["lead"]] for r in full["ids"]]
+    check_same(got, iref.generate(model, adapter, ids, G, T, A, 6), tok)
+
+
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
+def test_sampling(case):
+    d, G, model, adapter, tok, _ = case
+    q = ["--question", QUESTION, "--max_new_tokens", 8]
+    greedy = infer(d, *q)
+    assert infer(d, *q, "--temperature", "1.5", "--top_k", 1, "--seed", 5) == greedy   # top-1 is the argmax
+    s1 = infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", 1)
+    assert infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", 1) == s1          # the seed fixes the draws
+    others = [infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", s) for s in (2, 3)]
+    assert any(o["text_ids"] != s1["text_ids"] or o["audio"] != s1["audio"] for o in others)
+    # every drawn token is among the 4 largest logits of the oracle, given the tokens drawn before it
+    V = sref.Vocab(T, A, G)
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    ids = [list(r) for r in ids]
+    text = s1["text_ids"] + ([V.eot] if s1["text_end"] else [])
+    for step in range(min(len(text), len(s1["audio"][0]))):
+        _, _, xt, xa = iref.step_logits(model, adapter, ids, G, T, A)
+        assert text[step] in torch.topk(xt, 4).indices.tolist()
+        for g in range(G):
+            assert s1["audio"][g][step] in torch.topk(xa[g], 4).indices.tolist()
+        for g in range(G):
+            ids[g].append(T + s1["audio"][g][step])
+        ids[G].append(text[step])
+
+
+def test_spoken_question_matches_pytorch(tmp_path):
+    """A record with source_wav through the speech path (tiny Whisper encoder: T_s = 6), as in training."""
+    import wave
+    import numpy as np
+    G = 3
+    d = tmp_path / "m"
+    model, adapter = sref.make_model_dir(str(d), T=T, A=A, G=G, hidden=32, layers=2, heads=4, kv_heads=2, inter=64,
+                                         tied=True, seed=1)
+    proj = ref.add_projector(str(d), 16, 24, 32)
+    enc = ref.make_encoder(str(tmp_path / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
+    x = 0.5 * np.sin(2 * np.pi * 440 * np.arange(8000) / 16000)
+    with wave.open(str(tmp_path / "q.wav"), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes((x * 32767).astype("<i2").tobytes())
+    rec = {"source_wav": "q.wav", "source_text": QUESTION, "target_text": "Fine.", "target_token": [1, 2, 3]}
+    sref.write_jsonl(tmp_path / "data.jsonl", [rec])
+    got = infer(d, "--dataset", tmp_path / "data.jsonl", "--speech_encoder", tmp_path / "enc", "--max_new_tokens", 5,
+                "--show_prompt")
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids, speech, _ = iref.prompt(rec, tok, T, A, G, T_s=6)
+    assert got["prompt_input_ids"] == ids and sum(speech) == 6
+    with torch.no_grad():
+        p = proj(ref.speech_features(enc, tmp_path / "q.wav"))
+        want = iref.generate(model.eval(), adapter, ids, G, T, A, 5, speech=speech, proj=p)
+    check_same(got, want, tok)
+    # --wav builds the same prompt from the command line; 2 ranks at ZeRO-3 give the same
+    two = infer(d, "--wav", tmp_path / "q.wav", "--question", QUESTION, "--speech_encoder", tmp_path / "enc",
+                "--max_new_tokens", 5, "--show_prompt", "--deepspeed", "zero3", np_=2)
+    assert two == got
+    # asr: the transcript only (no audio is predicted)
+    asr = infer(d, "--wav", tmp_path / "q.wav", "--task", "asr", "--speech_encoder", tmp_path / "enc",
+                "--max_new_tokens", 4, "--show_prompt")
+    ids, speech, is_asr = iref.prompt({"task_type": "asr", "source_wav": "q.wav"}, tok, T, A, G, T_s=6)
+    assert is_asr and asr["prompt_input_ids"] == ids and asr["text_only"]
+    with torch.no_grad():
+        check_same(asr, iref.generate(model, adapter, ids, G, T, A, 4, speech=speech, proj=p, text_only=True), tok)
+
+
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
+def test_tts_and_system_prompt(case):
+    d, G, model, adapter, tok, _ = case
+    text, system = "Read this aloud, please.", "Speak slowly."
+    got = infer(d, "--question", text, "--task", "tts", "--system_prompt", system, "--max_new_tokens", 3, "--show_prompt")
+    ids, _, _ = iref.prompt({"task_type": "tts", "target_text": text, "system_prompt": system}, tok, T, A, G)
+    assert got["prompt_input_ids"] == ids
+    check_same(got, iref.generate(model, adapter, ids, G, T, A, 3), tok)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("small")
+    sref.make_model_dir(str(d / "m"), T=T, A=A, G=3, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
+    sref.write_jsonl(d / "data.jsonl", sref.make_records(2, A=A))
+    ref.make_data(str(d / "pretok.jsonl"), 2, G=3, T=T, A=A)
+    return d
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "{d}/nope", "--question", "hi"], "nope/config.json"),
+    (["--model", "{d}/m", "--question", "  "], "--question: empty question"),
+    (["--model", "{d}/m"], "--question TEXT, --wav FILE or --dataset FILE"),
+    (["--question", "hi"], "--model DIR is required"),
+    (["--model", "{d}/m", "--dataset", "{d}/data.jsonl", "--index", "5"], "--index 5: {d}/data.jsonl has 2 usable record(s)"),
+    (["--model", "{d}/m", "--dataset", "{d}/pretok.jsonl"], "pretokenized samples have no prompt/answer split"),
+    (["--model", "{d}/m", "--dataset", "{d}/missing.jsonl"], "missing.jsonl"),
+    (["--model", "{d}/m", "--wav", "{d}/missing.wav"], "--wav: cannot read"),
+    (["--model", "{d}/m", "--wav", "{d}/data.jsonl"], "no speech encoder"),
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "-1"], "--temperature: expected a number >= 0"),
+    (["--model", "{d}/m", "--question", "hi", "--max_new_tokens", "0"], "--max_new_tokens: expected an integer >= 1"),
+    (["--model", "{d}/m", "--question", "hi", "--top_k", "3"], "--top_k: only with --temperature > 0"),
+    (["--model", "{d}/m", "--question", "hi", "--task", "asr"], "--task asr: needs --wav FILE"),
+    (["--model", "{d}/m", "--question", "hi", "--bogus", "1"], "unknown or incomplete option '--bogus'"),
+])
+def test_errors(small, args, message):
+    p = infer_fail(small, [a.format(d=small) for a in args], None)
+    assert message.format(d=small) in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "{d}/nope", "--question", "hi"], "nope/config.json"),
+    (["--model", "{d}/m", "--question", ""], "--question: empty question"),
+    (["--model", "{d}/m", "--dataset", "{d}/data.jsonl", "--index", "5"], "has 2 usable record(s)"),
+])
+def test_errors_two_ranks(small, args, message):
+    """every rank stops with the message (no rank waits for the others)"""
+    p = infer_fail(small, [a.format(d=small) for a in args], 2)
+    assert p.stderr.count(message.format(d=small)) == 2, p.stderr
+
+
+def infer_fail(d, args, np_):
+    p = run(["infer", *args], np_=np_, check=False, timeout=60)
+    assert p.returncode > 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert "Segmentation" not in p.stderr and "internal error" not in p.stderr, p.stderr
+    return p
+
+
+def test_help():
+    p = run(["infer", "--help"])
+    assert "No KV cache" in p.stdout and "--max_new_tokens" in p.stdout
