@@ -60,6 +60,10 @@ const char *os_st_metadata(const os_st_file *f, const char *key) {
     return NULL;
 }
 
+void os_st_release_pages(os_st_file *f) {
+    if (f && f->map) madvise(f->map, f->map_len, MADV_DONTNEED);
+}
+
 void os_st_close(os_st_file *f) {
     if (!f) return;
     if (f->map) munmap(f->map, f->map_len);

@@ -28,6 +28,9 @@ int os_st_count(const os_st_file *f);
 const os_st_tensor *os_st_at(const os_st_file *f, int i);   // 0 <= i < count, in file (data offset) order
 const os_st_tensor *os_st_find(const os_st_file *f, const char *name);   // NULL if absent (no error set)
 const char *os_st_metadata(const os_st_file *f, const char *key);     // __metadata__[key] or NULL
+// Drop the file's pages from this process's resident set (a mapped page read once stays counted in its RSS).
+// Tensors stay readable: a later read faults the pages in again from the page cache.
+void os_st_release_pages(os_st_file *f);
 
 // Convert elements [start, start+n) (flat row-major index) to fp32. F32/F16/BF16/F64 only.
 // Returns 0, or -1 + message for other dtypes or an out-of-range request.
@@ -45,6 +48,7 @@ int os_st_dir_add_file(os_st_dir *d, const char *path);
 const os_st_tensor *os_st_dir_find(const os_st_dir *d, const char *name);   // NULL if absent, no error
 int os_st_dir_count(const os_st_dir *d);
 const os_st_tensor *os_st_dir_at(const os_st_dir *d, int i);   // files in open order, tensors in file order
+void os_st_dir_release_pages(os_st_dir *d);   // os_st_release_pages on every file; NULL is fine
 void os_st_dir_close(os_st_dir *d);   // NULL is fine
 
 // ---- streaming F32 writer: writes path.tmp.<pid>, renamed to path by finish ----

@@ -37,6 +37,10 @@ const os_st_tensor *os_st_dir_find(const os_st_dir *d, const char *name) {
 int os_st_dir_count(const os_st_dir *d) { return d->n; }
 const os_st_tensor *os_st_dir_at(const os_st_dir *d, int i) { return i >= 0 && i < d->n ? d->order[i] : NULL; }
 
+void os_st_dir_release_pages(os_st_dir *d) {
+    for (int i = 0; d && i < d->nfiles; i++) os_st_release_pages(d->files[i]);
+}
+
 void os_st_dir_close(os_st_dir *d) {
     if (!d) return;
     for (int i = 0; i < d->nfiles; i++) os_st_close(d->files[i]);

@@ -84,6 +84,10 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
                                zr_fill_dst(&s->rt, b), (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
+    // the checkpoint pages just read would stay in this process's RSS for the whole run (4 bytes per F32
+    // parameter of this rank's slices) although nothing reads them again during training
+    os_st_dir_release_pages(s->ckpt);
+    os_st_dir_release_pages(s->enc_ckpt);
     if (os_speech_init(&s->speech, m, a->speech_encoder, a->cache_speech_features) < 0) return -1;
     s->pad_id = 151643 < m->V ? 151643 : 0;
     os_trainer *t = &s->trainer;
