@@ -80,13 +80,31 @@ void comm_allgather_f32(float *full, int64_t shard_n) {
     free_type(t);
 }
 
-void comm_reduce_scatter_sum_f32(const float *full, float *shard, int64_t shard_n) {
+// A ring over point-to-point messages: at step k (0 .. size-2) rank r sends its partial sum of slice (r-k-1) mod size
+// to rank r+1, receives the partial of slice (r-k-2) mod size from rank r-1 into shard and adds it to its own; after
+// size-1 steps slice r of full holds the sum over all ranks (each slice is summed in one fixed order). It needs no
+// memory beyond full and shard: Open MPI 4.1's MPI_Reduce_scatter_block allocated 1.5x (2 ranks) to 2x (4 ranks)
+// the whole buffer as hidden temporaries (bench/plan_vs_rss.py, docs/performance.md), a whole gradient bucket that
+// neither the runtime's accounting nor omnishard plan could see.
+void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
     if (g_size == 1) {
         if (shard != full) memcpy(shard, full, (size_t)shard_n * 4);
         return;
     }
-    OS_ASSERT(shard_n <= INT_MAX);
-    MPI_Reduce_scatter_block(full, shard, (int)shard_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    enum { TAG = 7301 };
+    int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+    for (int k = 0; k < g_size - 1; k++) {
+        float *snd = full + (int64_t)((g_rank - k - 1 + 2 * g_size) % g_size) * shard_n;
+        float *acc = full + (int64_t)((g_rank - k - 2 + 2 * g_size) % g_size) * shard_n;
+        for (int64_t o = 0; o < shard_n; o += CHUNK) {
+            int n = (int)(shard_n - o < CHUNK ? shard_n - o : CHUNK);
+            MPI_Sendrecv(snd + o, n, MPI_FLOAT, next, TAG, shard + o, n, MPI_FLOAT, prev, TAG, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+        }
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < shard_n; i++) acc[i] += shard[i];
+    }
+    memcpy(shard, full + (int64_t)g_rank * shard_n, (size_t)shard_n * 4);
 }
 
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes) {

@@ -18,8 +18,9 @@ void comm_allreduce_max_i64(int64_t *buf, int64_t n);
 void comm_allreduce_min_i64(int64_t *buf, int64_t n);
 // in place: rank r's slice is full[r*shard_n, (r+1)*shard_n); afterwards full holds every slice
 void comm_allgather_f32(float *full, int64_t shard_n);
-// shard[shard_n] = sum over ranks of full[rank*shard_n ...] (full is [size*shard_n])
-void comm_reduce_scatter_sum_f32(const float *full, float *shard, int64_t shard_n);
+// shard[shard_n] = sum over ranks of full[rank*shard_n ...] (full is [size*shard_n] and is used as scratch: its
+// contents are destroyed); no memory is allocated
+void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n);
 // gather bytes from every rank to all: out[size * bytes]
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes);
 
