@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 
 #define GB 1e9
-// resident memory of the process before any model buffer (code, OpenBLAS, Open MPI), measured on Debian 12
-#define BASELINE_BYTES (int64_t)60000000
+// resident memory beyond omnishard's own buffers (code, libraries, Open MPI's shared memory, blocks under 32 MB
+// that glibc keeps after they are freed), measured on Debian 12 / Open MPI 4.1 with bench/plan_vs_rss.py:
+// 19 MB for a tiny model on 1-4 ranks, 19-85 MB over the allocation peak on the bench configs
+#define BASELINE_BYTES (int64_t)40000000
 
 static int parse_bytes(const char *s, double *out) {
     char *e;
@@ -93,7 +95,7 @@ int cmd_plan(int argc, char **argv) {
             os_plan p;
             os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, &p);
             double tot = (double)(p.total + BASELINE_BYTES);
-            printf("%-5c %-9s %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,
+            printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,
                    p.optim / GB, p.gather / GB, p.activations / GB, tot / GB);
             if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO");
             printf("\n");

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <omp.h>
 
-enum { BQ = 128 };   // query rows per block
+enum { BQ = K_ATTN_BQ };   // query rows per block
 
 // rows t in [t0, t0+n) of att (row stride T), scores valid in columns [0, kend) -> masked softmax in place;
 // every other entry of the rows, and every entry of a row with no allowed key, becomes 0

@@ -55,7 +55,8 @@ void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, in
 // a query row with no allowed key gets all-zero probabilities and a zero output). scale = 1/sqrt(D).
 void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
                      int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
-// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate
+// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate. Scratch: K_ATTN_BQ * T floats per thread in use.
+enum { K_ATTN_BQ = 128 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 

@@ -1,4 +1,5 @@
 #include "zero/plan.h"
+#include "kernels/kernels.h"
 #include "train/head.h"
 #include <string.h>
 
@@ -43,11 +44,16 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t rows = os_head_chunk_rows(V, n);
     int64_t head = 2 * n * C + n + rows * V + (m->b_adapter >= 0 ? rows * (G * A + A) : 0) + (G + 1) * n;
     int64_t at_head = resid + acts + scratch + batch + head + n * C;            // + dx
-    int64_t at_bwd = resid + acts + scratch + batch + n * C + L * L;            // + dx + attention dS
+    int64_t at_bwd = resid + acts + scratch + batch + n * C + K_ATTN_BQ * L;    // + dx + attention dS (1 thread)
     int64_t a_head = 4 * at_head + 4 * g_head, a_bwd = 4 * at_bwd + 4 * g_bwd;
     if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head;
     else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd;
-    (void)max_b, (void)max_tb;
+    // stages 0-1, N > 1: after the backward (activations freed) each full gradient bucket is all-reduced in place;
+    // Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries meanwhile (measured with 25-400 MB buckets
+    // on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's own ring, which allocates nothing.
+    int64_t a_reduce = stage < 2 && N > 1 ? 4 * (max_tb / 2) : 0;
+    if (a_reduce > p->activations + p->gather) p->activations = 0, p->gather = a_reduce;
+    (void)max_b;
     p->total = p->params + p->grads + p->optim + p->gather + p->activations;
 }
 
