@@ -20,6 +20,8 @@ import argparse, json, os, resource, shutil, statistics, subprocess, sys, tempfi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sftrun import run_sft  # noqa: E402
 
 SHAPE = dict(hidden=896, inter=4864, layers=24, heads=14, kv_heads=2, T=152000, A=4160, G=3, tied=True)
 
@@ -97,22 +99,16 @@ def gemm_omni(build, mode, threads):
 
 
 def run_omni(build, mdir, data, steps, threads, seq, mode):
-    out = tempfile.mkdtemp(prefix="bench_step_omni_", dir="/tmp")
     env = blas_env(mode)
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = str(threads)
-    cmd = [os.path.join(ROOT, build, "omnishard"), "sft", "--model", mdir, "--dataset", data, "--output_dir", out,
+    cmd = [os.path.join(ROOT, build, "omnishard"), "sft", "--model", mdir, "--dataset", data,
            "--max_steps", str(steps), "--gradient_checkpointing", "false", "--max_length", str(seq),
            "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--save_only_model", "true"]
     print("$ " + " ".join(f"{k}={env[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
                           if k in env) + " " + " ".join(cmd), flush=True)
-    t0 = time.time()
-    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"omnishard failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    log = [json.loads(x) for x in open(os.path.join(out, "logging.jsonl"))]
-    shutil.rmtree(out, ignore_errors=True)
+    log, wall = run_sft(cmd, env, ROOT, "bench_step_omni_")
     return dict(times=[r["step_time_s"] for r in log], losses=[r["loss"] for r in log],
-                peak_rss_gb=log[-1]["peak_rss_gb"], wall_s=time.time() - t0)
+                peak_rss_gb=log[-1]["peak_rss_gb"], wall_s=wall)
 
 
 def torch_worker(a):

@@ -14,6 +14,8 @@ import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sftrun import run_sft  # noqa: E402
 
 CONFIGS = {
     "A": dict(model=dict(hidden=512, layers=4, heads=8, kv_heads=2, inter=1536, T=16384, A=1024, G=3, tied=True),
@@ -50,20 +52,14 @@ def plan(build, mdir, N, L, B, ckpt):
 
 
 def measure(build, mdir, data, N, L, B, ckpt, steps):
-    out = tempfile.mkdtemp(prefix="plan_rss_", dir="/tmp")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(N), "-x", "OMP_NUM_THREADS=1",
-           os.path.join(ROOT, build, "omnishard"), "sft", "--model", mdir, "--dataset", data, "--output_dir", out,
+           os.path.join(ROOT, build, "omnishard"), "sft", "--model", mdir, "--dataset", data,
            "--zero_stage", "3", "--max_steps", str(steps), "--max_length", str(L),
            "--per_device_train_batch_size", str(B), "--gradient_checkpointing", "true" if ckpt else "false",
            "--save_only_model", "true"]
-    t0 = time.time()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if p.returncode:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
-    log = [json.loads(x) for x in open(os.path.join(out, "logging.jsonl"))]
-    shutil.rmtree(out, ignore_errors=True)
-    return log[-1]["peak_rss_gb"], log[-1]["model_state_bytes"] / 1e9, time.time() - t0, " ".join(cmd)
+    log, wall = run_sft(cmd, env, ROOT, "plan_rss_")
+    return log[-1]["peak_rss_gb"], log[-1]["model_state_bytes"] / 1e9, wall, " ".join(cmd)
 
 
 def main():
