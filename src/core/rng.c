@@ -1,5 +1,6 @@
 #include "core/rng.h"
 #include <math.h>
+#include <string.h>
 
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -7,11 +8,13 @@ static uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-uint64_t os_hash_str(const char *s, uint64_t seed) {
-    uint64_t h = 1469598103934665603ULL ^ seed;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return mix64(h);
+uint64_t os_fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
 }
+
+uint64_t os_hash_str(const char *s, uint64_t seed) { return mix64(os_fnv1a(OS_FNV_BASIS ^ seed, s, strlen(s))); }
 
 uint64_t os_rng_u64(uint64_t key, uint64_t i) { return mix64(mix64(key) + (i + 1) * 0x9e3779b97f4a7c15ULL); }
 

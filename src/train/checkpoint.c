@@ -2,6 +2,7 @@
 #include "train/export.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "io/atomic.h"
 #include "io/safetensors.h"
 #include "zero/comm.h"
@@ -14,17 +15,11 @@
 #define FORMAT "omnishard-checkpoint-1"
 static const char *KINDS[3] = {"param", "exp_avg", "exp_avg_sq"};
 
-static uint64_t fnv64(const unsigned char *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
 static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
     size_t n;
     char *d = os_read_file(path, &n);
     if (!d) return -1;
-    *bytes = (int64_t)n, *sum = fnv64((unsigned char *)d, n);
+    *bytes = (int64_t)n, *sum = os_fnv1a(OS_FNV_BASIS, d, n);
     os_free(d);
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "train/sft.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "core/timer.h"
 #include "data/dataset.h"
 #include "data/pretok.h"
@@ -37,15 +38,14 @@ static void file_digest(const char *path, char *out, size_t n) {
         return;
     }
     static unsigned char buf[1 << 20];
-    uint64_t h = 1469598103934665603ULL;
     size_t got = fread(buf, 1, sizeof buf, f);
-    for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+    uint64_t h = os_fnv1a(OS_FNV_BASIS, buf, got);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     if (size > (long)sizeof buf) {
         fseek(f, size - (long)sizeof buf, SEEK_SET);
         got = fread(buf, 1, sizeof buf, f);
-        for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+        h = os_fnv1a(h, buf, got);
     }
     fclose(f);
     snprintf(out, n, "%ld bytes, digest %016llx", size, (unsigned long long)h);
@@ -180,11 +180,12 @@ int os_sft_run(const os_sft_args *a) {
         double lr = os_lr_at(a->lr_scheduler_type, a->learning_rate, gstep, warmup, total);
         zr_adamw_step(&s.rt, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
                       (float)a->weight_decay, clip, step);
-        os_steplog_step(&log, m, step, (double)gstep / (double)steps_per_epoch + 1.0 / (double)steps_per_epoch,
+        double epoch_done = (double)step / (double)steps_per_epoch;   // epochs completed after this step
+        os_steplog_step(&log, m, step, epoch_done,
                         loss_sum, nonempty, term_loss, &acc, lr, gnorm, bucket_norms, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
         if (ev && os_sft_eval_due(a, step, total))
-            agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, (double)step / (double)steps_per_epoch));
+            agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             agree_or_die(os_checkpoint_save(m, &s.rt, a, step));
             saved = step;

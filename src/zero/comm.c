@@ -1,6 +1,7 @@
 #include "zero/comm.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -136,17 +137,11 @@ void comm_wait(comm_req *q) {
     os_free(q);
 }
 
-static uint64_t fnv(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 int comm_check_same(const char *const *fields, const char *const *values, int n) {
     if (g_size == 1) return 0;
     uint64_t *mine = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1), "fingerprint");
     uint64_t *all = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1) * (size_t)g_size, "fingerprint");
-    for (int i = 0; i < n; i++) mine[i] = fnv(values[i]);
+    for (int i = 0; i < n; i++) mine[i] = os_fnv1a(OS_FNV_BASIS, values[i], strlen(values[i]));
     comm_allgather_bytes(mine, all, (int64_t)sizeof(uint64_t) * n);
     int bad_field = -1, bad_rank = -1;
     for (int i = 0; i < n && bad_field < 0; i++)
