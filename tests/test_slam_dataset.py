@@ -9,6 +9,7 @@ from conftest import BUILD
 from oracle import slam_samples_ref as ref
 
 TOOL = BUILD / "tests" / "test_samples_tool"
+SPACES = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())   # what Python's str.strip() removes
 
 
 def tool(data, model, max_length=4096, trunc="right", extra=(), check=True):
@@ -56,9 +57,18 @@ def records(d):
          "target_text": "A wave.", "target_token": list(range(15, 0, -1))},      # inline history
         {"key": "t-hist-field", "history": "USER: first turn ASSISTANT: reply ", "source_text": "second turn",
          "system_prompt": "You are a tiny test model.", "target_text": "Ok then.", "target_token": [9, 8, 7, 6, 5, 4, 3]},
-        {"key": "asr", "task_type": "asr", "source_wav": "q1.wav", "target_text": "the spoken words"},
-        {"key": "asr-from-source", "task_type": "asr", "source_wav": "q1.wav", "source_text": "<USER>: transcript here"},
+        # asr: the transcript is source_text after its last <USER>: (Python-stripped), target_text is ignored
+        {"key": "asr", "task_type": "asr", "source_wav": "q1.wav", "source_text": "<USER>:  the spoken words \n",
+         "target_text": "an answer asr does not use"},
+        {"key": "asr-no-user", "task_type": "asr", "source_wav": "q1.wav", "source_text": " transcript here "},
+        {"key": "asr-tokens-history", "task_type": "asr", "source_wav": "q1.wav", "target_token": [1, 2, 3, 4, 5, 6, 7],
+         "source_text": "USER: hi ASSISTANT: hello <USER>:" + SPACES + "\u200bnow\u200b" + SPACES},
         {"key": "tts", "task_type": "tts", "target_text": "Read this aloud please.", "target_token": list(range(11))},
+        {"key": "tts-history-ignored", "task_type": "tts", "source_text": "USER: a ASSISTANT: b <USER>: c",
+         "target_text": "Say it.", "target_token": [2] * 9},
+        {"key": "s-hist-spaces", "source_text": SPACES + "USER: one\u3000ASSISTANT: two" + SPACES + "<USER>: three",
+         "history": "\u00a0 USER: zero ASSISTANT: nil ", "target_text": "Four.", "target_token": [7] * 4},
+        {"key": "s-empty-hist", "source_text": " \n <USER>: alone", "target_text": "Yes.", "target_token": [7] * 4},
         {"key": "unicode", "source_text": "<USER>: 你好吗? café", "target_text": "Très bien — 很好!",
          "target_token": [0, 15]},
         {"key": 17, "question": "Parquet names work too?", "answer": "They do.",
@@ -133,7 +143,7 @@ def test_truncation_trims_history_before_the_answer(tmp_path, model):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(mdir / "tokenizer.json"))
     ns = len(tok.encode("<SYSTEM>: " + ref.DEFAULT_PROMPT["s2s"] + "\n ").ids)
-    nh = len(tok.encode("USER: What is water? ASSISTANT: A liquid. ").ids)
+    nh = len(tok.encode("USER: What is water? ASSISTANT: A liquid.\n ").ids)   # stripped + "\n " (the reference)
     base = 2 + ns + ref.T_S + 3
     # room for half of the history: the answer is whole, the history keeps its last nh//2 tokens
     got = tool(data, mdir, base + La + nh // 2)[0][0]
@@ -202,6 +212,10 @@ BAD = {
     "task": ('{"task_type": "s2t", "source_text": "q", "target_text": "x", "target_token": [1]}',
              ["data.jsonl:2: field 'task_type': expected s2s, asr or tts, got 's2t'"]),
     "not_object": ('[1, 2]', ["data.jsonl:2: expected a JSON object"]),
+    "asr_no_transcript": ('{"task_type": "asr", "source_wav": "w.wav", "target_text": "x"}',
+                          ["data.jsonl:2: field 'source_text': required by task_type asr"]),
+    "history_not_s2s": ('{"task_type": "tts", "history": "USER: a", "target_text": "x", "target_token": [1]}',
+                        ["data.jsonl:2: field 'history': only task_type s2s takes history, got task_type tts"]),
 }
 
 

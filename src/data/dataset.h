@@ -11,6 +11,7 @@ typedef struct {
     uint8_t *speech;         // [L] or NULL: positions filled by the speech projector
     int64_t lead;            // positions before the answer (left-padded); 0 = right-pad everything
     int64_t wav_index;       // which speech input (-1 none); used by the speech front end
+    int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
 } os_sample;
 
 typedef struct os_dataset os_dataset;

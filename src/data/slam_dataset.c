@@ -81,14 +81,15 @@ static int build_item(slam_ds *d, slam_item *it, const os_slam_record *r) {
     int rc = encode(d, it, "system_prompt/history/source_text", text, len, &pr, &np);
     os_free(text);
     const char *qtext = r->task == OS_TASK_TTS ? r->answer : (!r->wav ? r->question : NULL);
-    if (rc == 0 && qtext) rc = encode(d, it, r->task == OS_TASK_TTS ? "target_text" : "source_text", qtext, strlen(qtext), &q, &nq);
-    if (rc == 0) rc = encode(d, it, "target_text", r->answer, strlen(r->answer), &an, &na);
+    size_t qlen = r->task == OS_TASK_TTS ? (size_t)r->answer_len : qtext ? strlen(qtext) : 0;
+    if (rc == 0 && qtext) rc = encode(d, it, r->task == OS_TASK_TTS ? "target_text" : "source_text", qtext, qlen, &q, &nq);
+    if (rc == 0) rc = encode(d, it, r->task == OS_TASK_ASR ? "source_text" : "target_text", r->answer, (size_t)r->answer_len, &an, &na);
     if (rc < 0) {
         os_free(pr), os_free(q), os_free(an);
         return -1;
     }
     os_slam_parts p = {.task = r->task, .speech = r->wav != NULL, .prompt = pr, .np = np, .question = q, .nq = nq,
-                       .answer = an, .na = na, .naudio = r->ntokens};
+                       .answer = an, .na = na, .naudio = r->ntokens, .has_audio = r->tokens != NULL};
     int64_t P, S, La, max = d->c.max_length;
     os_slam_lengths(&d->c, &p, &P, &S, &La);
     it->keep = La;
@@ -178,7 +179,8 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
     int64_t k = 0;
     for (const cJSON *x = r.tokens ? r.tokens->child : NULL; x; x = x->next) d->audio[k++] = (int32_t)x->valuedouble;
     os_slam_parts p = {.task = r.task, .speech = r.wav != NULL, .prompt = it->ids, .np = it->np, .question = it->ids + it->np,
-                       .nq = it->nq, .answer = it->ids + it->np + it->nq, .na = it->na, .audio = d->audio, .naudio = k};
+                       .nq = it->nq, .answer = it->ids + it->np + it->nq, .na = it->na, .audio = d->audio, .naudio = k,
+                       .has_audio = r.tokens != NULL};
     cJSON_Delete(o);
     int64_t P, S, La;
     os_slam_lengths(&d->c, &p, &P, &S, &La);
@@ -188,6 +190,7 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
     os_slam_build(&d->c, &p, it->keep, &tmp);
     out->R = tmp.R, out->L = tmp.L, out->lead = tmp.lead;
     out->wav_index = p.speech ? i : -1;
+    out->task = r.task;
     return 0;
 }
 

@@ -1,11 +1,13 @@
 // SLAM-Omni spoken-dialogue records -> training samples [G+1, L] by the rules of ../shared/docs/slam-omni.md
 // ("One training sample"); the record schema, the truncation policy and the errors are in docs/dataset.md.
 //   prompt  [P = 2 + np]   text: input_t, tokens("<SYSTEM>: {system_prompt}\n " + history), eot; audio: pad_a
-//   input   [S = Q + 3]    text: input_t, Q x (pad_t | question/tts text ids), eot, answer_t (asr: asr)
-//                          audio: input_a, Q x pad_a, eoa, answer_a (asr: pad_a); Q = T_s (300) when spoken
+//   input   [S = Q + 3]    text: input_t, Q x (pad_t | question/tts text ids), eot, answer_t (every task: the
+//                          reference never uses the asr id); audio: input_a, Q x pad_a, eoa, answer_a; Q = T_s (300)
+//                          when spoken
 //   answer  [La]           text: answer ids, eot, pad_t..; audio: group layout of tokens + [eoa], then pad_a..
+//                          (asr: the record's target_token if any, else pad_a)
 // Audio ids are shifted by +T in input_ids; labels hold raw ids and -100 (prompt, input, and past the end of the
-// shorter of text / audio in the answer; asr: every audio label).
+// shorter of text / audio in the answer; asr: every audio label, as the reference skips the audio loss for asr).
 #pragma once
 #include "data/dataset.h"
 
@@ -40,7 +42,8 @@ typedef struct {
     const int32_t *prompt; int64_t np;     // ids of "<SYSTEM>: {system_prompt}\n " + history
     const int32_t *question; int64_t nq;   // ids in the input span when not speech (text question, tts text)
     const int32_t *answer; int64_t na;     // answer text ids (eot is added)
-    const int32_t *audio; int64_t naudio;  // answer codec tokens, raw 0..A-65 (none for asr)
+    const int32_t *audio; int64_t naudio;  // answer codec tokens, raw 0..A-65
+    int has_audio;                         // the record has target_token (asr may not: no answer audio then)
 } os_slam_parts;
 
 // lengths of the prompt, the input span and the answer of the untruncated sample (L = P + S + La)

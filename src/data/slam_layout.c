@@ -2,9 +2,9 @@
 #include "data/slam_dataset.h"
 #include <string.h>
 
-// answer audio positions: ceil((N + 1) / G) (tokens + eoa, filled to a multiple of G); 0 for asr
+// answer audio positions: ceil((N + 1) / G) (tokens + eoa, filled to a multiple of G); 0 without target_token
 static int64_t audio_positions(const os_slam_config *c, const os_slam_parts *p) {
-    if (p->task == OS_TASK_ASR) return 0;
+    if (!p->has_audio) return 0;
     return (p->naudio + 1 + c->G - 1) / c->G;
 }
 
@@ -32,7 +32,7 @@ void os_slam_build(const os_slam_config *c, const os_slam_parts *p, int64_t keep
         for (int64_t q = 0; q < P + S; q++) a[q] = (int32_t)T + os_pad_a(A);
         a[P] = (int32_t)T + os_input_a(A);
         a[P + S - 2] = (int32_t)T + os_eoa(A);
-        a[P + S - 1] = (int32_t)T + (p->task == OS_TASK_ASR ? os_pad_a(A) : os_answer_a(A));
+        a[P + S - 1] = (int32_t)T + os_answer_a(A);
     }
     tx[0] = os_input_t(T);
     if (p->np) memcpy(tx + 1, p->prompt, sizeof(int32_t) * (size_t)p->np);
@@ -41,7 +41,7 @@ void os_slam_build(const os_slam_config *c, const os_slam_parts *p, int64_t keep
     for (int64_t q = 0; q < Q; q++) tx[P + 1 + q] = p->speech ? os_pad_t(T) : p->question[q];
     if (p->speech) memset(s->speech + P + 1, 1, (size_t)Q);
     tx[P + S - 2] = os_eot(T);
-    tx[P + S - 1] = p->task == OS_TASK_ASR ? os_asr_t(T) : os_answer_t(T);
+    tx[P + S - 1] = os_answer_t(T);
 
     // answer: text ids, eot, pad_t; labels end with eot
     for (int64_t q = 0; q < keep; q++) {
@@ -56,7 +56,7 @@ void os_slam_build(const os_slam_config *c, const os_slam_parts *p, int64_t keep
             int64_t k = q * G + g;
             int32_t raw = q >= Ta ? os_pad_a(A) : k < p->naudio ? p->audio[k] : k == p->naudio ? os_eoa(A) : os_pad_a(A);
             a[q] = (int32_t)T + raw;
-            al[q] = q < Ta ? raw : -100;
+            al[q] = q < Ta && p->task != OS_TASK_ASR ? raw : -100;
         }
     }
 }

@@ -3,6 +3,7 @@
 #include "core/err.h"
 #include "data/json_kind.h"
 #include "data/slam_dataset.h"
+#include "data/utf8.h"
 #include <string.h>
 
 static const char *const TASKS[] = {"s2s", "asr", "tts"};
@@ -36,9 +37,9 @@ static int str_field(const cJSON *o, const char *path, int64_t line, const char 
     return 0;
 }
 
-static int blank(const char *s) {
-    for (; s && *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r') return 0;
+static int blank(const char *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return 0;
     return 1;
 }
 
@@ -66,27 +67,38 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
     if (r->wav && !r->wav[0]) return os_errf("%s:%lld: field 'source_wav': empty path", path, (long long)line);
     if (!r->system_prompt) r->system_prompt = DEFAULT_PROMPT[r->task];
     if (!r->history_text) r->history_text = "";
+    if (r->history_text[0] && r->task != OS_TASK_S2S)   // the reference adds history for s2s only (:269)
+        return os_errf("%s:%lld: field 'history': only task_type s2s takes history, got task_type %s", path, (long long)line, TASKS[r->task]);
+    int inline_user = 0;
     if (r->source_text) {   // "USER: .. ASSISTANT: .. <USER>: question": the turns before the last <USER>: are history
         const char *q = r->source_text, *hit;
         while ((hit = strstr(q, "<USER>:"))) q = hit + 7;
-        if (q != r->source_text) r->nhist_src = (int64_t)(q - 7 - r->source_text);
-        while (*q == ' ') q++;
+        inline_user = q != r->source_text;
+        if (inline_user && r->task == OS_TASK_S2S) r->nhist_src = (int64_t)(q - 7 - r->source_text);
         r->question = q;
+        while (*r->question == ' ') r->question++;
+        if (r->task == OS_TASK_ASR) {   // the transcript: source_text after its last <USER>:, stripped (:298-301)
+            r->answer = inline_user ? q : r->source_text, r->answer_len = (int64_t)strlen(r->answer);
+            size_t b, e;
+            if (inline_user) os_utf8_py_strip(q, (size_t)r->answer_len, &b, &e), r->answer += b, r->answer_len = (int64_t)(e - b);
+        }
     }
     if (r->task == OS_TASK_TTS) r->wav = NULL;   // tts speaks the answer text: no question
     if (r->task == OS_TASK_ASR && !r->wav)
         return os_errf("%s:%lld: field 'source_wav': required by task_type asr (the speech to transcribe)", path, (long long)line);
+    if (r->task == OS_TASK_ASR && !r->source_text)
+        return os_errf("%s:%lld: field 'source_text': required by task_type asr (the transcript, after its last '<USER>:'; "
+                       "'target_text' is not used by asr)", path, (long long)line);
     if (r->task == OS_TASK_S2S && !r->wav && !r->source_text)
         return os_errf("%s:%lld: field 'source_wav' or 'source_text': a question is required (a WAV path or text)", path, (long long)line);
-    r->answer = target_text;
-    if (r->task == OS_TASK_ASR && !r->answer) r->answer = r->question;
-    if (!r->answer)
-        return os_errf("%s:%lld: field 'target_text': required (the answer text%s)", path, (long long)line,
-                       r->task == OS_TASK_ASR ? "; asr may give the transcript as source_text instead" : "");
-    if (blank(r->answer)) r->empty = r->task == OS_TASK_ASR && !target_text ? "empty 'source_text' (the transcript)" : "empty 'target_text'";
+    if (r->task != OS_TASK_ASR) {
+        if (!target_text) return os_errf("%s:%lld: field 'target_text': required (the answer text)", path, (long long)line);
+        r->answer = target_text, r->answer_len = (int64_t)strlen(target_text);
+    }
+    if (blank(r->answer, r->answer_len)) r->empty = r->task == OS_TASK_ASR ? "empty 'source_text' (the transcript)" : "empty 'target_text'";
 
-    if (r->task == OS_TASK_ASR) return 0;   // no answer audio
     const cJSON *t = field(o, "target_token", "answer_cosyvoice_speech_token", &used);
+    if (!t && r->task == OS_TASK_ASR) return 0;   // asr: answer audio optional (laid out, never a target)
     if (!t) return os_errf("%s:%lld: field 'target_token': required by task_type %s (the answer's codec tokens)", path, (long long)line, TASKS[r->task]);
     if (!cJSON_IsArray(t))
         return os_errf("%s:%lld: field '%s': expected an array of integers, got %s", path, (long long)line, used, os_json_kind(t));
@@ -100,7 +112,7 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
                            path, (long long)line, used, (long long)k, v, (long long)lim, (long long)A);
     }
     r->tokens = t, r->ntokens = k;
-    if (k == 0 && !r->empty) r->empty = "empty 'target_token' (no answer audio)";
+    if (k == 0 && !r->empty && r->task != OS_TASK_ASR) r->empty = "empty 'target_token' (no answer audio)";
     return 0;
 }
 
@@ -121,9 +133,16 @@ char *os_slam_system_text(const os_slam_record *r, size_t *len) {
 }
 
 char *os_slam_history_text(const os_slam_record *r, size_t *len) {
-    const char *p[2] = {r->history_text, r->source_text ? r->source_text : ""};
-    size_t l[2] = {strlen(r->history_text), (size_t)r->nhist_src};
-    return concat(p, l, 2, len);
+    size_t lh = strlen(r->history_text), n = lh + (size_t)r->nhist_src, b, e;
+    char *h = os_alloc(n + 3, "history text");
+    memcpy(h, r->history_text, lh);
+    if (r->nhist_src) memcpy(h + lh, r->source_text, (size_t)r->nhist_src);
+    os_utf8_py_strip(h, n, &b, &e);
+    memmove(h, h + b, e - b);
+    *len = e - b;
+    if (e > b) memcpy(h + *len, "\n ", 2), *len += 2;
+    h[*len] = 0;
+    return h;
 }
 
 char *os_slam_prompt_text(const os_slam_record *r, size_t *len) {

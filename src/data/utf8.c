@@ -64,3 +64,28 @@ char *os_utf8_lossy(const char *str, size_t n, size_t *len) {
     *len = (size_t)(o - out);
     return (char *)out;
 }
+
+int os_py_isspace(uint32_t c) {
+    if (c <= 0x20) return (c >= 0x09 && c <= 0x0D) || c >= 0x1C;
+    if (c < 0x85) return 0;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+void os_utf8_py_strip(const char *str, size_t n, size_t *b, size_t *e) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, at = 0, end = 0;
+    int lead = 1;
+    while (i < n) {
+        size_t start = i;
+        uint32_t c = os_utf8_next(s, &i);
+        if (os_py_isspace(c)) {
+            if (lead) at = i;
+        } else {
+            if (lead) at = start;
+            lead = 0, end = i;
+        }
+    }
+    if (lead) at = end = n;
+    *b = at, *e = end;
+}

@@ -33,3 +33,9 @@ static inline int os_utf8_put(unsigned char *out, uint32_t c) {
 // NUL-terminated copy of s[0..n) in which every maximal invalid subpart is replaced by U+FFFD (os_alloc'd);
 // its length in *len
 char *os_utf8_lossy(const char *s, size_t n, size_t *len);
+// Python's str.isspace() of code point c (the characters str.strip() removes: bidirectional class WS, B or S, or
+// Unicode White_Space; U+0009-000D, U+001C-0020, U+0085, U+00A0, U+1680, U+2000-200A, U+2028/9, U+202F, U+205F, U+3000)
+int os_py_isspace(uint32_t c);
+// Python's s.strip() of VALID UTF-8 s[0..n): the byte range [*b, *e) left after dropping leading and trailing
+// os_py_isspace code points
+void os_utf8_py_strip(const char *s, size_t n, size_t *b, size_t *e);

@@ -43,6 +43,7 @@ static cJSON *question_record(const char *question, const char *wav, const char 
     cJSON *o = cJSON_CreateObject();
     int tts = task && !strcmp(task, "tts");
     if (question && !tts) cJSON_AddStringToObject(o, "source_text", question);
+    else if (task && !strcmp(task, "asr")) cJSON_AddStringToObject(o, "source_text", ".");   // the transcript to predict
     if (wav) cJSON_AddStringToObject(o, "source_wav", wav);
     if (system) cJSON_AddStringToObject(o, "system_prompt", system);
     if (task) cJSON_AddStringToObject(o, "task_type", task);
@@ -84,7 +85,7 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
         os_free(text);
     }
     const char *qtext = r.task == OS_TASK_TTS ? r.answer : (!r.wav ? r.question : NULL);
-    if (rc == 0 && qtext) rc = encode(tok, "--question", qtext, strlen(qtext), &q, &nq);
+    if (rc == 0 && qtext) rc = encode(tok, "--question", qtext, r.task == OS_TASK_TTS ? (size_t)r.answer_len : strlen(qtext), &q, &nq);
     if (rc == 0) {
         os_slam_config c = {.G = m->oc.G, .T = m->oc.text_vocab, .A = m->oc.audio_vocab, .max_length = NO_LIMIT,
                             .truncation = "right", .tokenizer_json = tokpath,
@@ -128,7 +129,7 @@ int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *m
         take(p, s.R, s.lead, s.L, s.ids, s.speech);
         const char *wav = s.wav_index >= 0 && ds->wav_path ? ds->wav_path(ds, s.wav_index) : NULL;
         if (wav) p->wav = dup_str(wav);
-        p->asr = s.ids[(s.R - 1) * s.L + s.lead - 1] == os_asr_t(m->oc.text_vocab);
+        p->asr = s.task == OS_TASK_ASR;
     }
     ds->free(ds);
     return rc;

@@ -18,6 +18,8 @@ def prompt(rec, tokenizer, T, A, G, T_s=sref.T_S):
     rec = dict(rec)
     rec.setdefault("target_text", ".")
     rec.setdefault("target_token", [0])
+    if rec.get("task_type") == "asr":
+        rec.setdefault("source_text", ".")   # the transcript (to be predicted)
     f = sref.fields(rec)
     enc = lambda s: tokenizer.encode(s).ids
     s = sref.build(f, sref.Vocab(T, A, G), enc, 1 << 40, "right", T_s)
