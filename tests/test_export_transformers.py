@@ -32,14 +32,15 @@ def test_export_loads_in_transformers_with_same_logits(tmp_path):
 
 
 def test_vocabulary_resize_is_deterministic_and_sharding_independent(tmp_path):
-    """New embedding rows and a missing adapter are initialised from the counter RNG: the same values on 1 rank
-    and on 3 ranks at ZeRO-3 (each rank initialises only its own slice); the checkpoint's rows are kept."""
+    """New embedding rows (--new_rows_init normal; the default is tests/test_mean_resizing.py) and a missing adapter
+    are initialised from the counter RNG: the same values on 1 rank and on 3 ranks at ZeRO-3 (each rank initialises
+    only its own slice); the checkpoint's rows are kept."""
     import os
     mdir, data = str(tmp_path / "model"), str(tmp_path / "data.jsonl")
     ref.make_model(mdir, hidden=32, layers=2, heads=4, kv_heads=2, inter=64, T=192, A=80, G=3, tied=True, ckpt_vocab=150)
     os.remove(mdir + "/slam_omni.safetensors")     # the adapter is initialised as nn.Linear's default
     ref.make_data(data, 3, G=3, T=192, A=80)
-    args = ["--learning_rate", "0", "--max_length", "64"]
+    args = ["--learning_rate", "0", "--max_length", "64", "--new_rows_init", "normal"]
     sft(mdir, data, tmp_path / "a", 1, args)
     sft(mdir, data, tmp_path / "b", 1, [*args, "--deepspeed", "zero3"], np_=3)
     wa, wb = weights(tmp_path / "a" / "final_model"), weights(tmp_path / "b" / "final_model")

@@ -1,6 +1,7 @@
 #include "model/load.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "model/mean_rows.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,7 +91,15 @@ int os_params_fill_map(const os_registry *r, const os_st_dir *d, const os_name_m
             if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", name);
             out += k, ps += k, pn -= k;
         }
-        if (pn > 0) init_range(p, ps, pn, out, seed);
+        if (pn > 0 && p->init == OS_INIT_MEAN_ROWS) {
+            os_mean_rows st;
+            if (!t) return os_errf("tensor '%s': its new rows are initialised from the checkpoint's rows, which are missing", name);
+            if (os_mean_rows_init(&st, t, name) < 0) return -1;
+            os_mean_rows_fill(&st, os_hash_str(p->name, seed), ps, pn, out);
+            os_mean_rows_free(&st);
+        } else if (pn > 0) {
+            init_range(p, ps, pn, out, seed);
+        }
     }
     return 0;
 }

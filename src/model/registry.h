@@ -7,6 +7,7 @@
 typedef enum {
     OS_INIT_REQUIRED,   // must come from the checkpoint
     OS_INIT_NORMAL,     // normal(0, arg)
+    OS_INIT_MEAN_ROWS,  // rows past the checkpoint's: N(mean, 1e-9 cov) of its rows (model/mean_rows.h)
     OS_INIT_LINEAR_W,   // PyTorch nn.Linear default: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
     OS_INIT_LINEAR_B,   // same bound for the bias
     OS_INIT_ONES,

@@ -43,6 +43,8 @@ static const opt opts[] = {
     O(eval_steps, T_I64, "evaluate every N steps (needs val_dataset or split_dataset_ratio)"),
     O(val_dataset, T_STR, "evaluation data"),
     O(split_dataset_ratio, T_F64, "fraction of dataset held out for evaluation (default 0)"),
+    O(new_rows_init, T_STR, "embedding/lm_head rows the checkpoint lacks (vocabulary resize): mean_resizing (default, "
+                            "transformers >= 4.46: N(mean, 1e-9 cov) of its rows) | normal (N(0, 0.02))"),
     O(seed, T_I64, "data order and new-parameter initialisation (default 42)"),
     O(zero_stage, T_INT, "ZeRO stage 0-3 (default 0 single rank; --deepspeed zero3 also works)"),
     {"deepspeed", T_STAGE, 0, "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
@@ -76,7 +78,7 @@ static void defaults(os_sft_args *a) {
     a->num_train_epochs = 1, a->learning_rate = 1e-4, a->max_grad_norm = 1.0;
     a->adam_beta1 = 0.9, a->adam_beta2 = 0.999, a->adam_epsilon = 1e-8;
     a->per_device_train_batch_size = 1, a->gradient_accumulation_steps = 1;
-    a->lr_scheduler_type = "linear", a->truncation_strategy = "right";
+    a->lr_scheduler_type = "linear", a->truncation_strategy = "right", a->new_rows_init = "mean_resizing";
     a->max_length = 2048, a->logging_steps = 1, a->save_steps = 500, a->seed = 42;
     a->gradient_checkpointing = 1;
 }
@@ -162,6 +164,8 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     if (!ok) return os_errf("--lr_scheduler_type: expected constant, constant_with_warmup, linear or cosine, got '%s'", a->lr_scheduler_type);
     if (strcmp(a->truncation_strategy, "right") && strcmp(a->truncation_strategy, "left") && strcmp(a->truncation_strategy, "delete"))
         return os_errf("--truncation_strategy: expected right, left or delete, got '%s'", a->truncation_strategy);
+    if (strcmp(a->new_rows_init, "mean_resizing") && strcmp(a->new_rows_init, "normal"))
+        return os_errf("--new_rows_init: expected mean_resizing or normal, got '%s'", a->new_rows_init);
     if (a->per_device_train_batch_size < 1 || a->gradient_accumulation_steps < 1 || a->max_length < 2)
         return os_errf("--per_device_train_batch_size and --gradient_accumulation_steps must be >= 1, --max_length >= 2");
     return 0;
@@ -189,6 +193,7 @@ int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*va
     FP("--max_length", "%lld", (long long)a->max_length);
     FP("--save_steps", "%lld", (long long)a->save_steps);
     FP("--seed", "%lld", (long long)a->seed);
+    FP("--new_rows_init", "%s", a->new_rows_init);
     FP("--gradient_checkpointing", "%d", a->gradient_checkpointing);
     FP("--speech_encoder", "%s", a->speech_encoder ? a->speech_encoder : "");
     FP("--nterms", "%d", a->nterms);

@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
-        *cache_speech_features;
+        *cache_speech_features, *new_rows_init;
     const char *lr_scheduler_type, *truncation_strategy, *val_dataset;
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
         adam_epsilon, split_dataset_ratio;

@@ -75,6 +75,9 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
         m->reg.b[m->b_proj].trainable = 0;
         for (int i = m->reg.b[m->b_proj].first; i < m->reg.b[m->b_proj].first + m->reg.b[m->b_proj].count; i++) m->reg.p[i].trainable = 0;
     }
+    if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
+        for (int i = 0; i < m->reg.np; i++)
+            if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
     zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     for (int b = 0; b < m->reg.nb; b++) {
         int64_t lo, hi;
