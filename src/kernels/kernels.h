@@ -90,3 +90,4 @@ void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a
 void k_axpy(float *y, float a, const float *x, int64_t N);            // y += a*x
 void k_scale(float *x, float a, int64_t N);                           // x *= a
 double k_sumsq(const float *x, int64_t N);                            // sum x^2 in double
+int64_t k_first_nonfinite(const float *x, int64_t N);                // index of the first NaN/Inf in x[N], -1 if none

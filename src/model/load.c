@@ -1,6 +1,7 @@
 #include "model/load.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "kernels/kernels.h"
 #include "model/mean_rows.h"
 #include <math.h>
 #include <stdio.h>
@@ -89,6 +90,10 @@ int os_params_fill_map(const os_registry *r, const os_st_dir *d, const os_name_m
         if (ps < have) {
             int64_t k = pn < have - ps ? pn : have - ps;
             if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", name);
+            int64_t bad = k_first_nonfinite(out, k);
+            if (bad >= 0)
+                return os_errf("tensor '%s': element %lld is %s (an input model must hold finite values only)", name,
+                               (long long)(ps + bad), isnan(out[bad]) ? "NaN" : "infinite");
             out += k, ps += k, pn -= k;
         }
         if (pn > 0 && p->init == OS_INIT_MEAN_ROWS) {

@@ -4,10 +4,12 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "io/atomic.h"
+#include "kernels/kernels.h"
 #include "io/safetensors.h"
 #include "zero/comm.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -215,6 +217,12 @@ static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t 
         if (!t || t->numel != rhi - rlo)
             return os_errf("%s: rank %d file: tensor '%s' missing or of the wrong size", c->dir, r, name);
         if (os_st_read_f32(t, p - rlo, e - p, dst + (p - lo)) < 0) return -1;
+        int64_t bad = k_first_nonfinite(dst + (p - lo), e - p);
+        for (int i = reg->b[b].first; bad >= 0 && i < reg->b[b].first + reg->b[b].count; i++)
+            if (p + bad >= reg->p[i].offset && p + bad < reg->p[i].offset + reg->p[i].numel)
+                return os_errf("%s: rank %d file: tensor '%s' (parameter '%s'): element %lld is %s (a checkpoint must "
+                               "hold finite values only)", c->dir, r, name, reg->p[i].name,
+                               (long long)(p + bad - reg->p[i].offset), isnan(dst[p - lo + bad]) ? "NaN" : "infinite");
         p = e;
     }
     return 0;

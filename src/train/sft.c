@@ -69,6 +69,33 @@ static int eval_speech(void *sp, const os_batch *b, os_dataset *ds, const os_sam
     return os_speech_prepare(sp, b, ds, smp, index, n);
 }
 
+// A non-finite loss, gradient norm or (before a save) parameter stops the run: every rank comes here with the
+// same verdict (the loss flag and the norm are reduced values, the parameter is the first over all ranks).
+// Rank 0 names the step, the first non-finite parameter and the last checkpoint written; nothing is saved.
+static int stop_nonfinite(const os_model *m, zr_runtime *rt, const os_sft_args *a, int64_t step, const char *what,
+                          int64_t saved, int64_t resumed_at) {
+    int bad = zr_first_nonfinite(rt, 1), grads = bad >= 0;
+    if (!grads) bad = zr_first_nonfinite(rt, 0);
+    char last[4400];
+    if (saved > resumed_at)
+        snprintf(last, sizeof last, "the last checkpoint written is %s/checkpoint-%lld", a->output_dir, (long long)saved);
+    else if (a->resume_from_checkpoint) snprintf(last, sizeof last, "no checkpoint written since %s", a->resume_from_checkpoint);
+    else snprintf(last, sizeof last, "no checkpoint was written");
+    if (comm_rank() == 0)
+        os_info("omnishard: step %lld: %s; first parameter with a non-finite %s: %s%s%s; stopping without saving "
+                "(%s; try a smaller --learning_rate or --max_grad_norm)",
+                (long long)step, what, grads ? "gradient" : "value", bad >= 0 ? "'" : "",
+                bad >= 0 ? m->reg.p[bad].name : "none (only the loss is)", bad >= 0 ? "'" : "", last);
+    return 1;
+}
+
+// the parameters about to be saved are finite (collective); else the stop message and 1
+static int weights_finite(const os_model *m, zr_runtime *rt, const os_sft_args *a, int64_t step, int64_t saved,
+                          int64_t resumed_at) {
+    if (zr_first_nonfinite(rt, 0) < 0) return 0;
+    return stop_nonfinite(m, rt, a, step, "non-finite parameters after the optimizer step", saved, resumed_at);
+}
+
 static void check_fingerprint(const os_sft_args *a) {
     const char *fields[48];
     char values[48][256];
@@ -129,6 +156,7 @@ int os_sft_run(const os_sft_args *a) {
     empty.ids = empty_ids, empty.labels = empty_lab;
 
     int64_t saved = start - 1;
+    int exit_code = 0;
     double *bucket_norms = os_alloc(sizeof(double) * (size_t)m->reg.nb, "bucket grad norms");
     for (int64_t step = start; step <= total; step++) {
         double t0 = os_now();
@@ -172,6 +200,12 @@ int os_sft_run(const os_sft_args *a) {
         zr_reduce_grads(&s.rt);
         if (a->dump_grads && step == 1) agree_or_die(os_dump_grads(m, &s.rt, a->dump_grads));
         double gnorm = zr_grad_norm(&s.rt, bucket_norms);
+        if (comm_any_failed(!isfinite(loss_sum) || !isfinite(term_loss)) || !isfinite(gnorm)) {
+            char what[128];
+            snprintf(what, sizeof what, "non-finite %s (grad_norm %g)", isfinite(gnorm) ? "loss" : "gradient norm", gnorm);
+            exit_code = stop_nonfinite(m, &s.rt, a, step, what, saved, start - 1);
+            break;
+        }
         float clip = 1.0f;
         if (a->max_grad_norm > 0) {
             double c = a->max_grad_norm / (gnorm + 1e-6);
@@ -187,20 +221,24 @@ int os_sft_run(const os_sft_args *a) {
         if (ev && os_sft_eval_due(a, step, total))
             agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
+            if ((exit_code = weights_finite(m, &s.rt, a, step, saved, start - 1))) break;
             agree_or_die(os_checkpoint_save(m, &s.rt, a, step));
             saved = step;
         }
     }
-    if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total));
-    char out[4200];
-    snprintf(out, sizeof out, "%s/final_model", a->output_dir);
-    agree_or_die(os_export(m, &s.rt, a->model, out));
-    if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
-    os_sft_report_skips(ds, ev, a);
+    if (!exit_code && saved < total) exit_code = weights_finite(m, &s.rt, a, total, saved, start - 1);
+    if (!exit_code) {
+        if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total));
+        char out[4200];
+        snprintf(out, sizeof out, "%s/final_model", a->output_dir);
+        agree_or_die(os_export(m, &s.rt, a->model, out));
+        if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
+        os_sft_report_skips(ds, ev, a);
+    }
     os_steplog_close(&log);
     os_free(perm), os_free(smp), os_free(bucket_norms);
     ds->free(ds);
     if (ev) ev->free(ev);
     os_session_close(&s);
-    return 0;
+    return exit_code;
 }

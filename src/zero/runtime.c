@@ -1,4 +1,5 @@
 #include "zero/runtime.h"
+#include "kernels/kernels.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "optim/adamw.h"
@@ -187,6 +188,23 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
         if (rt->stage == 1 || rt->stage == 2) comm_allgather_f32(rt->full[b], rt->slice[b]);
     }
+}
+
+int zr_first_nonfinite(zr_runtime *rt, int grads) {
+    const os_registry *r = rt->reg;
+    int64_t first = r->np;
+    for (int b = 0; b < rt->nb && first == r->np; b++) {
+        if (!r->b[b].trainable) continue;
+        int64_t n, off;
+        float *g = my_grad(rt, b, &n, &off);
+        const float *x = grads ? g : rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
+        int64_t j = k_first_nonfinite(x, n);
+        if (j < 0) continue;
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
+            if (off + j >= r->p[i].offset && off + j < r->p[i].offset + r->p[i].numel) first = i;
+    }
+    comm_allreduce_min_i64(&first, 1);
+    return first < r->np ? (int)first : -1;
 }
 
 int64_t zr_model_state_bytes(const zr_runtime *rt) {

@@ -56,6 +56,10 @@ double zr_grad_norm(zr_runtime *rt, double *per_bucket);
 // AdamW (PyTorch semantics) on this rank's part with gradients scaled by gscale, then zero the gradients and
 // (stage 1/2) all-gather updated parameters. step is 1-based. Weight decay skips 1-D tensors (biases, norms).
 void zr_adamw_step(zr_runtime *rt, float lr, float beta1, float beta2, float eps, float wd, float gscale, int64_t step);
+// The first parameter (registry order) of a trainable bucket with a NaN/Inf in its gradient (grads 1, between
+// zr_reduce_grads and zr_adamw_step) or its value (grads 0), over every rank's part (collective; the same answer
+// on every rank); -1 when all are finite.
+int zr_first_nonfinite(zr_runtime *rt, int grads);
 // bytes of model state (params, grads, moments) this rank holds permanently
 int64_t zr_model_state_bytes(const zr_runtime *rt);
 // copy the full values of bucket b into out[numel] on every rank (gathers at stage 3)
