@@ -11,6 +11,7 @@ typedef struct {
     os_growbuf ids;
     int64_t nids;
     os_growbuf norm, cps;    // NFC output and scratch
+    os_growbuf shadow;       // the text the regex runs on, with stand-ins
     pcre2_match_data *md;
 } enc_state;
 
@@ -22,6 +23,28 @@ static int regex_find(const os_tokenizer *t, enc_state *st, const char *s, size_
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof msg);
     return os_errf("%s: pre-tokenizer regex: matching failed at byte %zu: %s", t->path, off, (char *)msg);
+}
+
+// The copy of s[0..n) in which every code point whose category changed since PCRE2's Unicode version is replaced by
+// its stand-in (same UTF-8 length: the byte offsets of the matches hold for s); s itself when it has none.
+static const char *with_stand_ins(enc_state *st, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned char *out = NULL;
+    for (size_t i = 0; i < n;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t at = i;
+        uint32_t r = os_tok_stand_in(os_utf8_next(u, &i));
+        if (!r) continue;
+        if (!out) {
+            out = os_gb_reserve(&st->shadow, n, 0, "regex text");
+            memcpy(out, s, n);
+        }
+        os_utf8_put(out + at, r);
+    }
+    return out ? (const char *)out : s;
 }
 
 // one stretch of text without added tokens
@@ -36,9 +59,10 @@ static int encode_text(os_tokenizer *t, enc_state *st, const char *s, size_t n) 
         os_tok_bpe(t, u, n, &st->ids, &st->nids);
         return 0;
     }
+    const char *rs = t->re_stand_ins ? with_stand_ins(st, s, n) : s;   // what the regex sees
     size_t off = 0, gap = 0;   // gap: start of the text not yet given to BPE
     while (off < n) {
-        int rc = regex_find(t, st, s, n, off);
+        int rc = regex_find(t, st, rs, n, off);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) return -1;
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
@@ -91,6 +115,7 @@ int os_tok_encode(const os_tokenizer *ctok, const char *s, size_t n, int32_t **i
     pcre2_match_data_free(st.md);
     os_gb_free(&st.norm);
     os_gb_free(&st.cps);
+    os_gb_free(&st.shadow);
     if (rc || !st.nids) {
         os_gb_free(&st.ids);
         return rc;

@@ -1,6 +1,7 @@
 // Internals of the tokenizer shared by tokenizer.c (API, decode), tok_load.c (tokenizer.json), tok_encode.c
 // (added tokens, NFC, pre-tokenizer) and tok_bpe.c (BPE with a cache). Not part of the public API.
 #pragma once
+#include "data/gc_table.h"
 #include "data/growbuf.h"
 #include "data/tokenizer.h"
 #include <pthread.h>
@@ -84,10 +85,21 @@ struct os_tokenizer {
     int32_t added_at[257];    // added[added_at[b] .. added_at[b+1]) start with byte b
     pcre2_code *re;           // pre-tokenizer split regex, NULL for none
     int re_jit;               // 1 when re is JIT-compiled
+    int re_stand_ins;         // 1 when re must run on text with stand-ins (os_tok_regex_to_pcre2)
     int nfc;                  // normaliser is NFC (else none)
     os_tok_cache *cache;
     pthread_mutex_t cache_lock;   // taken with trylock: a busy cache is skipped, never waited for
 };
+
+// The pre-tokenizer regex of tokenizer.json (Oniguruma syntax) rewritten for PCRE2 (tok_regex.c), os_alloc'd: \s
+// as White_Space, and the General_Category properties (\p{L}, \p{N}, ...) either as explicit Unicode 16 ranges or,
+// when *stand_ins is set on return, kept: then the regex must run on os_tok_stand_ins' copy of the text.
+char *os_tok_regex_to_pcre2(const char *oniguruma_pattern, int *stand_ins);
+// the stand-in of code point c (same UTF-8 length, PCRE2 gives it c's current category), 0 when c needs none
+uint32_t os_tok_stand_in_search(uint32_t c);
+static inline uint32_t os_tok_stand_in(uint32_t c) {
+    return os_gc_changed_blocks[c >> 11] >> (c >> 8 & 7) & 1 ? os_tok_stand_in_search(c) : 0;
+}
 
 // The GPT-2 byte-level map: the character that stands for byte b (printable Latin-1 bytes stand for themselves,
 // the others for U+0100 upwards in byte order).

@@ -273,38 +273,11 @@ static int index_added(os_tokenizer *t) {
     return 0;
 }
 
-// Hugging Face compiles the pattern with Oniguruma, whose \s is the Unicode White_Space property; PCRE2's \s
-// (with PCRE2_UCP) also matches U+180E. So \s and \S become \p{White_Space} and \P{White_Space}, in and out of
-// character classes. os_alloc'd result.
-static char *onig_to_pcre2(const char *p) {
-    size_t n = strlen(p), m = 0;
-    char *out = os_alloc(8 * n + 1, "regex");   // each 2-byte \s grows to 15 bytes
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '\\' || i + 1 == n) { out[m++] = p[i]; continue; }
-        char e = p[++i];
-        if (e == 's' || e == 'S') {
-            memcpy(out + m, e == 's' ? "\\p{White_Space}" : "\\P{White_Space}", 15);
-            m += 15;
-        } else if (e == 'Q') {   // \Q...\E is literal
-            const char *end = strstr(p + i, "\\E");
-            size_t len = end ? (size_t)(end - (p + i - 1)) + 2 : n - (i - 1);
-            memcpy(out + m, p + i - 1, len);
-            m += len;
-            i = i - 1 + len - 1;
-        } else {
-            out[m++] = '\\';
-            out[m++] = e;
-        }
-    }
-    out[m] = 0;
-    return out;
-}
-
 static int compile_regex(loader *L, const char *pattern, int literal, const char *field) {
     int err;
     PCRE2_SIZE off;
     uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-    char *pcre = literal ? NULL : onig_to_pcre2(pattern);
+    char *pcre = literal ? NULL : os_tok_regex_to_pcre2(pattern, &L->tok->re_stand_ins);
     L->tok->re = pcre2_compile((PCRE2_SPTR)(pcre ? pcre : pattern), PCRE2_ZERO_TERMINATED, opts, &err, &off, NULL);
     os_free(pcre);
     if (!L->tok->re) {
