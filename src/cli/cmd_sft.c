@@ -12,6 +12,7 @@ int cmd_sft(int argc, char **argv) {
         comm_finalize();
         return 0;
     }
+    comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);
     int failed = comm_any_failed(rc < 0);   // ranks launched with different flags still stop together
     if (failed) {
         if (rc < 0) os_info("omnishard sft: %s", os_errmsg());

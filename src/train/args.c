@@ -54,6 +54,8 @@ static const opt opts[] = {
     O(speech_encoder, T_STR, "Hugging Face Whisper directory for speech questions"),
     O(cache_speech_features, T_STR, "directory caching the frozen encoder's output per WAV (docs/speech.md)"),
     {"param_loss", T_TERM, 0, "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
+    O(ddp_timeout, T_F64, "seconds a rank waits in one collective before the job ends with a report naming the ranks "
+                          "that did not arrive; 0 = wait forever (default 1800, docs/operations.md)"),
     O(dump_grads, T_STR, "write the first step's reduced gradients to this safetensors file"),
     O(dump_logits, T_STR, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file"),
     // accepted for ms-swift compatibility, without effect here
@@ -81,6 +83,7 @@ static void defaults(os_sft_args *a) {
     a->lr_scheduler_type = "linear", a->truncation_strategy = "right", a->new_rows_init = "mean_resizing";
     a->max_length = 2048, a->logging_steps = 1, a->save_steps = 500, a->seed = 42;
     a->gradient_checkpointing = 1;
+    a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
 }
 
 static int parse_value(os_sft_args *a, const opt *o, const char *v) {
@@ -166,6 +169,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
         return os_errf("--truncation_strategy: expected right, left or delete, got '%s'", a->truncation_strategy);
     if (strcmp(a->new_rows_init, "mean_resizing") && strcmp(a->new_rows_init, "normal"))
         return os_errf("--new_rows_init: expected mean_resizing or normal, got '%s'", a->new_rows_init);
+    if (a->ddp_timeout < 0) return os_errf("--ddp_timeout: expected seconds >= 0 (0 = no deadline), got %g", a->ddp_timeout);
     if (a->per_device_train_batch_size < 1 || a->gradient_accumulation_steps < 1 || a->max_length < 2)
         return os_errf("--per_device_train_batch_size and --gradient_accumulation_steps must be >= 1, --max_length >= 2");
     return 0;
@@ -196,6 +200,7 @@ int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*va
     FP("--new_rows_init", "%s", a->new_rows_init);
     FP("--gradient_checkpointing", "%d", a->gradient_checkpointing);
     FP("--speech_encoder", "%s", a->speech_encoder ? a->speech_encoder : "");
+    FP("--ddp_timeout", "%.17g", a->ddp_timeout);
     FP("--nterms", "%d", a->nterms);
     FP("--resume_from_checkpoint", "%s", a->resume_from_checkpoint ? a->resume_from_checkpoint : "");
 #undef FP

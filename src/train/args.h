@@ -5,13 +5,14 @@
 #include <stdio.h>
 
 #define OS_MAX_TERMS 8
+#define OS_DDP_TIMEOUT_DEFAULT 1800.0   // seconds, as torch.distributed and transformers' ddp_timeout
 
 typedef struct {
     const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
         *cache_speech_features, *new_rows_init;
     const char *lr_scheduler_type, *truncation_strategy, *val_dataset;
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
-        adam_epsilon, split_dataset_ratio;
+        adam_epsilon, split_dataset_ratio, ddp_timeout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
         save_steps, logging_steps, eval_steps, seed;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model;

@@ -160,6 +160,7 @@ int os_sft_run(const os_sft_args *a) {
     double *bucket_norms = os_alloc(sizeof(double) * (size_t)m->reg.nb, "bucket grad norms");
     for (int64_t step = start; step <= total; step++) {
         double t0 = os_now();
+        comm_set_step(step);
         maybe_fault(rank, step);
         int64_t gstep = step - 1, epoch = gstep / steps_per_epoch, base = (gstep % steps_per_epoch) * GB;
         if (epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, epoch), perm_epoch = epoch;

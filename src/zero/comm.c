@@ -1,4 +1,5 @@
 #include "zero/comm.h"
+#include "zero/watchdog.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/rng.h"
@@ -18,6 +19,7 @@ void comm_init(int *argc, char ***argv) {
     g_inited = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    wd_init(g_rank, g_size);
     if (g_size > 1) {
         os_rank = g_rank;
         os_set_abort_hook(abort_hook);
@@ -35,26 +37,61 @@ _Noreturn void comm_abort(int code) {
     exit(code);
 }
 
-void comm_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+void comm_set_timeout(double seconds) { wd_set_timeout(seconds); }
+void comm_set_step(int64_t step) { wd_set_step(step); }
 
-void comm_bcast(void *buf, int64_t bytes, int root) {
+void comm_barrier(void) {
+    if (g_size == 1) return;
+    int64_t seq = wd_begin(WD_BARRIER, 0);
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    wd_wait(&r, 1, seq);
+}
+
+static void bcast(void *buf, int64_t bytes, int root, enum wd_kind kind) {
+    if (g_size == 1) return;
+    int64_t seq = wd_begin(kind, bytes);
     for (int64_t o = 0; o < bytes; o += CHUNK) {
         int64_t n = bytes - o < CHUNK ? bytes - o : CHUNK;
-        MPI_Bcast((char *)buf + o, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        MPI_Request r;
+        MPI_Ibcast((char *)buf + o, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &r);
+        wd_wait(&r, 1, seq);
     }
 }
+void comm_bcast(void *buf, int64_t bytes, int root) { bcast(buf, bytes, root, WD_BCAST); }
 
-static void allreduce(void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op) {
+static void allreduce(void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op, enum wd_kind kind) {
     if (g_size == 1) return;
+    int64_t seq = wd_begin(kind, n * (int64_t)es);
     for (int64_t o = 0; o < n; o += CHUNK) {
         int64_t k = n - o < CHUNK ? n - o : CHUNK;
-        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + o * (int64_t)es, (int)k, t, op, MPI_COMM_WORLD);
+        MPI_Request r;
+        MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + o * (int64_t)es, (int)k, t, op, MPI_COMM_WORLD, &r);
+        wd_wait(&r, 1, seq);
     }
 }
-void comm_allreduce_sum_f32(float *b, int64_t n) { allreduce(b, n, MPI_FLOAT, 4, MPI_SUM); }
-void comm_allreduce_sum_f64(double *b, int64_t n) { allreduce(b, n, MPI_DOUBLE, 8, MPI_SUM); }
-void comm_allreduce_max_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MAX); }
-void comm_allreduce_min_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MIN); }
+static void ring_reduce_scatter(float *full, float *recv, int64_t shard_n, int64_t seq);
+static void allgather_f32(float *full, int64_t shard_n, int64_t seq);
+
+// Large sums whose length divides into the ranks (the gradient buckets at stages 0-1) go through the same ring as
+// the reduce-scatter, then an all-gather: scratch of n/size floats, where Open MPI's non-blocking all-reduce takes
+// a whole temporary copy and, in place, reduces through a binomial tree; every element is summed in one fixed order.
+#define RING_MIN 16384
+void comm_allreduce_sum_f32(float *b, int64_t n) {
+    if (g_size == 1) return;
+    if (n % g_size || n < (int64_t)RING_MIN * g_size) {
+        allreduce(b, n, MPI_FLOAT, 4, MPI_SUM, WD_ALLREDUCE);
+        return;
+    }
+    int64_t seq = wd_begin(WD_ALLREDUCE, n * 4), s = n / g_size;
+    float *scratch = os_alloc(sizeof(float) * (size_t)s, "all-reduce slice");
+    ring_reduce_scatter(b, scratch, s, seq);
+    os_free(scratch);
+    allgather_f32(b, s, seq);
+}
+void comm_allreduce_sum_f64(double *b, int64_t n) { allreduce(b, n, MPI_DOUBLE, 8, MPI_SUM, WD_ALLREDUCE); }
+void comm_allreduce_max_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MAX, WD_ALLREDUCE); }
+void comm_allreduce_min_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MIN, WD_ALLREDUCE); }
 
 // A count above INT_MAX is sent as a derived contiguous type of 256 floats (slices are padded by the runtime).
 static MPI_Datatype big_type(int64_t n, int *count) {
@@ -73,25 +110,25 @@ static void free_type(MPI_Datatype t) {
     if (t != MPI_FLOAT) MPI_Type_free(&t);
 }
 
-void comm_allgather_f32(float *full, int64_t shard_n) {
-    if (g_size == 1) return;
+static void allgather_f32(float *full, int64_t shard_n, int64_t seq) {
     int c;
     MPI_Datatype t = big_type(shard_n, &c);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, t, MPI_COMM_WORLD);
+    MPI_Request r;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, t, MPI_COMM_WORLD, &r);
+    wd_wait(&r, 1, seq);
     free_type(t);
+}
+void comm_allgather_f32(float *full, int64_t shard_n) {
+    if (g_size > 1) allgather_f32(full, shard_n, wd_begin(WD_ALLGATHER, shard_n * 4));
 }
 
 // A ring over point-to-point messages: at step k (0 .. size-2) rank r sends its partial sum of slice (r-k-1) mod size
-// to rank r+1, receives the partial of slice (r-k-2) mod size from rank r-1 into shard and adds it to its own; after
+// to rank r+1, receives the partial of slice (r-k-2) mod size from rank r-1 into recv and adds it to its own; after
 // size-1 steps slice r of full holds the sum over all ranks (each slice is summed in one fixed order). It needs no
-// memory beyond full and shard: Open MPI 4.1's MPI_Reduce_scatter_block allocated 1.5x (2 ranks) to 2x (4 ranks)
+// memory beyond full and recv: Open MPI 4.1's MPI_Reduce_scatter_block allocated 1.5x (2 ranks) to 2x (4 ranks)
 // the whole buffer as hidden temporaries (bench/plan_vs_rss.py, docs/performance.md), a whole gradient bucket that
 // neither the runtime's accounting nor omnishard plan could see.
-void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
-    if (g_size == 1) {
-        if (shard != full) memcpy(shard, full, (size_t)shard_n * 4);
-        return;
-    }
+static void ring_reduce_scatter(float *full, float *recv, int64_t shard_n, int64_t seq) {
     enum { TAG = 7301 };
     int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
     for (int k = 0; k < g_size - 1; k++) {
@@ -99,23 +136,34 @@ void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
         float *acc = full + (int64_t)((g_rank - k - 2 + 2 * g_size) % g_size) * shard_n;
         for (int64_t o = 0; o < shard_n; o += CHUNK) {
             int n = (int)(shard_n - o < CHUNK ? shard_n - o : CHUNK);
-            MPI_Sendrecv(snd + o, n, MPI_FLOAT, next, TAG, shard + o, n, MPI_FLOAT, prev, TAG, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE);
+            MPI_Request r[2];
+            MPI_Irecv(recv + o, n, MPI_FLOAT, prev, TAG, MPI_COMM_WORLD, &r[0]);
+            MPI_Isend(snd + o, n, MPI_FLOAT, next, TAG, MPI_COMM_WORLD, &r[1]);
+            wd_wait(r, 2, seq);
         }
 #pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < shard_n; i++) acc[i] += shard[i];
+        for (int64_t i = 0; i < shard_n; i++) acc[i] += recv[i];
     }
-    memcpy(shard, full + (int64_t)g_rank * shard_n, (size_t)shard_n * 4);
 }
 
-void comm_allgather_bytes(const void *in, void *out, int64_t bytes) {
-    OS_ASSERT(bytes <= INT_MAX);
-    MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
+    if (g_size > 1) ring_reduce_scatter(full, shard, shard_n, wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size));
+    if (g_size > 1 || shard != full) memcpy(shard, full + (int64_t)g_rank * shard_n, (size_t)shard_n * 4);
 }
+
+static void allgather_bytes(const void *in, void *out, int64_t bytes, enum wd_kind kind) {
+    OS_ASSERT(bytes <= INT_MAX);
+    int64_t seq = wd_begin(kind, bytes);
+    MPI_Request r;
+    MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &r);
+    wd_wait(&r, 1, seq);
+}
+void comm_allgather_bytes(const void *in, void *out, int64_t bytes) { allgather_bytes(in, out, bytes, WD_ALLGATHER); }
 
 struct comm_req {
     MPI_Request r;
     MPI_Datatype t;
+    int64_t seq;
 };
 
 comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
@@ -125,6 +173,7 @@ comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
     if (g_size > 1) {
         int c;
         q->t = big_type(shard_n, &c);
+        q->seq = wd_begin(WD_ALLGATHER, shard_n * 4);
         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, q->t, MPI_COMM_WORLD, &q->r);
     }
     return q;
@@ -132,7 +181,7 @@ comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
 
 void comm_wait(comm_req *q) {
     if (!q) return;
-    if (q->r != MPI_REQUEST_NULL) MPI_Wait(&q->r, MPI_STATUS_IGNORE);
+    if (q->r != MPI_REQUEST_NULL) wd_wait(&q->r, 1, q->seq);
     free_type(q->t);
     os_free(q);
 }
@@ -142,7 +191,7 @@ int comm_check_same(const char *const *fields, const char *const *values, int n)
     uint64_t *mine = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1), "fingerprint");
     uint64_t *all = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1) * (size_t)g_size, "fingerprint");
     for (int i = 0; i < n; i++) mine[i] = os_fnv1a(OS_FNV_BASIS, values[i], strlen(values[i]));
-    comm_allgather_bytes(mine, all, (int64_t)sizeof(uint64_t) * n);
+    allgather_bytes(mine, all, (int64_t)sizeof(uint64_t) * n, WD_AGREE_OPTIONS);
     int bad_field = -1, bad_rank = -1;
     for (int i = 0; i < n && bad_field < 0; i++)
         for (int r = 1; r < g_size; r++)
@@ -157,13 +206,13 @@ int comm_check_same(const char *const *fields, const char *const *values, int n)
     char v0[256] = {0}, vr[256] = {0};
     snprintf(v0, sizeof v0, "%s", values[bad_field]);
     snprintf(vr, sizeof vr, "%s", values[bad_field]);
-    MPI_Bcast(v0, sizeof v0, MPI_CHAR, 0, MPI_COMM_WORLD);
-    MPI_Bcast(vr, sizeof vr, MPI_CHAR, bad_rank, MPI_COMM_WORLD);
+    bcast(v0, sizeof v0, 0, WD_AGREE_OPTIONS);
+    bcast(vr, sizeof vr, bad_rank, WD_AGREE_OPTIONS);
     return os_errf("ranks disagree on '%s': rank 0 has '%s', rank %d has '%s'", fields[bad_field], v0, bad_rank, vr);
 }
 
 int comm_any_failed(int local_failed) {
     int64_t v = local_failed ? 1 : 0;
-    if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    allreduce(&v, 1, MPI_INT64_T, 8, MPI_SUM, WD_AGREE_STATUS);
     return (int)v;
 }

@@ -1,4 +1,4 @@
-// The transport. This is the only file pair that calls MPI. Every call is collective unless noted and
+// The transport. This file pair (with watchdog.c, which completes every request) is the only code that calls MPI. Every call is collective unless noted and
 // must be issued by every rank in the same order (the step's schedule depends only on model and config).
 // Counts are in elements and may exceed INT_MAX (split internally).
 #pragma once
@@ -9,6 +9,11 @@ void comm_finalize(void);
 int comm_rank(void);
 int comm_size(void);
 _Noreturn void comm_abort(int code);      // stop every rank now (MPI_Abort)
+// The collective watchdog (docs/operations.md): a collective that does not complete within `seconds` (<= 0: no
+// deadline; 1800 until set) ends the job with a report naming the collective, the step and the ranks that did not
+// arrive. The step is only for those messages (0: start-up).
+void comm_set_timeout(double seconds);
+void comm_set_step(int64_t step);
 
 void comm_barrier(void);
 void comm_bcast(void *buf, int64_t bytes, int root);

@@ -1,0 +1,22 @@
+// The collective watchdog (docs/operations.md, "Timeouts and stuck ranks"): comm.c's own completion path. Every
+// collective gets a sequence number when it starts (the same number on every rank, since every rank issues the same
+// collectives in the same order) and is completed by wd_wait, which polls MPI_Testall against the deadline
+// (--ddp_timeout). When a wait passes the deadline, or another rank reports that its own did, this rank asks every
+// other rank where it is (point-to-point messages on MPI_COMM_WORLD with tags of their own), prints which collective,
+// which step and which ranks did not arrive, and ends the job (MPI_Abort). Only comm.c includes this header.
+#pragma once
+#include <mpi.h>
+#include <stdint.h>
+
+enum wd_kind {
+    WD_BARRIER, WD_BCAST, WD_ALLREDUCE, WD_ALLGATHER, WD_REDUCE_SCATTER, WD_AGREE_OPTIONS, WD_AGREE_STATUS, WD_NKINDS
+};
+
+void wd_init(int rank, int size);
+void wd_set_timeout(double seconds);   // <= 0: no deadline
+double wd_timeout(void);
+void wd_set_step(int64_t step);
+// a new collective of this kind moving `bytes` per rank starts: returns its sequence number
+int64_t wd_begin(enum wd_kind kind, int64_t bytes);
+// complete n requests of collective seq, or report and end the job at the deadline
+void wd_wait(MPI_Request *r, int n, int64_t seq);
