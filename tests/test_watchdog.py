@@ -18,32 +18,37 @@ def tiny(tmp_path_factory):
     return d
 
 
-def tagged_pids(tag):
-    """pids of the ranks started with OMNISHARD_TEST_TAG=tag in their environment, by rank."""
+def tagged_pids(tag, ranks_only=True):
+    """The processes started with OMNISHARD_TEST_TAG=tag in their environment: {rank: pid} of the ranks, or with
+    ranks_only=False {pid: command} of all of them (mpirun, Open MPI daemons, launchers, ranks)."""
     out = {}
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
             env = open(f"/proc/{p}/environ", "rb").read().split(b"\0")
+            comm = open(f"/proc/{p}/comm").read().strip()
         except OSError:
             continue
+        if f"OMNISHARD_TEST_TAG={tag}".encode() not in env:
+            continue
         rank = [e for e in env if e.startswith(b"OMPI_COMM_WORLD_RANK=")]
-        if f"OMNISHARD_TEST_TAG={tag}".encode() in env and rank:
+        if not ranks_only:
+            out[int(p)] = comm
+        elif rank:
             out[int(rank[0].split(b"=")[1])] = int(p)
     return out
 
 
-def cleanup(tag):
-    """SIGCONT and SIGKILL whatever is left, so a failing test leaves no stopped processes behind; returns them."""
-    left = tagged_pids(tag)
-    for pid in left.values():
+def cleanup(tag, ranks_only=True):
+    """SIGCONT and SIGKILL whatever is left, so a failing test leaves no stopped processes behind."""
+    left = tagged_pids(tag, ranks_only)
+    for pid in (left.values() if ranks_only else left):
         for s in (signal.SIGCONT, signal.SIGKILL):
             try:
                 os.kill(pid, s)
             except ProcessLookupError:
                 pass
-    return left
 
 
 def launch(cmd, tag, out):
@@ -79,11 +84,10 @@ def test_stopped_rank_ends_the_job_and_is_named(tiny, tmp_path):
             _, err = p.communicate(timeout=TIMEOUT + 10)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"mpirun still running {TIMEOUT + 10} s after SIGSTOP of rank 1")
-        left = tagged_pids(tag)
-        print(f"job ended {time.time() - t:.1f} s after SIGSTOP")
+        left = tagged_pids(tag, ranks_only=False)
         assert not left, f"processes left {time.time() - t:.1f} s after SIGSTOP: {left}"
     finally:
-        cleanup(tag)
+        cleanup(tag, ranks_only=False)
         if p.poll() is None:
             p.kill()
             p.communicate()
