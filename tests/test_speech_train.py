@@ -111,6 +111,37 @@ def test_speech_step_matches_pytorch(setup, ranks):
     assert (cfg["encoder_dim"], cfg["projector_hidden"], cfg["encoder_projector_ds_rate"]) == (16, HID, 5)
 
 
+def test_cov1d_projector_step_matches_pytorch(setup, tmp_path):
+    """The reference's "cov1d-linear" projector (EncoderProjectorCov1d), chosen by slam_omni.json: 3 steps on 2 ranks
+    at ZeRO-3 equal the PyTorch oracle (losses, every gradient of step 1, weights after 3 steps)."""
+    import shutil
+    d = setup[0]
+    mdir = tmp_path / "model"
+    shutil.copytree(d / "model", mdir)
+    st = {k: v for k, v in load_file(str(mdir / "slam_omni.safetensors")).items() if not k.startswith("encoder_p")}
+    save_file(st, str(mdir / "slam_omni.safetensors"))
+    ref.add_projector(str(mdir), 16, HID, 32, kind="cov1d-linear")
+    out, gpath = tmp_path / "out", tmp_path / "grads.safetensors"
+    sft(mdir, d / "data.jsonl", out, 3, [*COMMON, "--deepspeed", "zero3", "--speech_encoder", d / "enc",
+                                         "--dump_grads", gpath], np_=2)
+    m = type(setup[1]).from_pretrained(str(mdir)).float()
+    a, p = ref.Adapter(A, G), ref.ProjectorCov1d(16, HID, 32)
+    st = load_file(str(mdir / "slam_omni.safetensors"))
+    a.load_state_dict({k[len("group_decode_adapter."):]: torch.from_numpy(v) for k, v in st.items() if k.startswith("group_")})
+    p.load_state_dict({k[len("encoder_projector."):]: torch.from_numpy(v) for k, v in st.items() if k.startswith("encoder_p")})
+    rlogs, rgrads, rfinal = ref.train(m, a, ref.load_data(str(d / "data.jsonl"), 64), G=G, T=T, A=A, steps=3, lr=1e-3,
+                                      wd=0.1, batch=1, accum=2, encoder=setup[4], projector=p)
+    assert "encoder_projector.conv1d.weight" in rgrads
+    compare(out, gpath, rlogs, rgrads, rfinal)
+    cfg = json.load(open(out / "final_model" / "slam_omni.json"))
+    assert cfg["encoder_projector"] == "cov1d-linear"
+    assert load_file(str(out / "final_model" / "slam_omni.safetensors"))["encoder_projector.conv1d.weight"].shape == (16, 16, 5)
+    # a cov1d checkpoint read as the (default) linear projector is refused, not misread
+    json.dump({k: v for k, v in cfg.items() if k != "encoder_projector"}, open(mdir / "slam_omni.json", "w"))
+    r = sft(mdir, d / "data.jsonl", tmp_path / "bad", 1, [*COMMON, "--speech_encoder", d / "enc"], check=False)
+    assert r.returncode != 0 and "cov1d-linear" in r.stderr, r.stderr
+
+
 def test_feature_cache_gives_identical_results(setup):
     d = setup[0]
     args = [*COMMON, "--per_device_train_batch_size", "2", "--speech_encoder", d / "enc"]
@@ -180,16 +211,25 @@ def test_speech_input_errors(setup, tmp_path):
     assert where in err and "must be -100" in err, err
 
 
-def test_projector_initialised_when_absent(setup, tmp_path):
-    """No projector in the checkpoint: PyTorch's Linear init, uniform(+-1/sqrt(fan_in)); it trains and is exported."""
+@pytest.mark.parametrize("kind", ["linear", "cov1d-linear"])
+def test_projector_initialised_when_absent(setup, tmp_path, kind):
+    """No projector in the checkpoint: PyTorch's Linear / Conv1d init, uniform(+-1/sqrt(fan_in)); it trains and is
+    exported."""
     d = setup[0]
     mdir = tmp_path / "model"
     ref.make_model(str(mdir), hidden=32, layers=2, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G, tied=True, seed=0)
     cfg = json.load(open(mdir / "slam_omni.json"))
-    json.dump({**cfg, "projector_hidden": HID}, open(mdir / "slam_omni.json", "w"))
+    json.dump({**cfg, "projector_hidden": HID, "encoder_projector": kind}, open(mdir / "slam_omni.json", "w"))
     sft(mdir, d / "data.jsonl", tmp_path / "out", 1, ["--learning_rate", "0", "--per_device_train_batch_size", "2",
         "--speech_encoder", d / "enc", "--dump_grads", tmp_path / "g.safetensors"])
     w = weights(tmp_path / "out" / "final_model")
+    if kind == "cov1d-linear":   # Conv1d(16, 16, 5): fan_in 80; linear1 then takes the 16 channels
+        for name in ("conv1d.weight", "conv1d.bias"):
+            x, bound = w[f"encoder_projector.{name}"], 1 / np.sqrt(80)
+            assert np.abs(x).max() <= bound and np.abs(x).max() > 0.8 * bound, name
+        assert w["encoder_projector.conv1d.weight"].shape == (16, 16, 5)
+        assert w["encoder_projector.linear1.weight"].shape == (HID, 16)
+        return
     for name, fan_in in [("linear1.weight", 80), ("linear1.bias", 80), ("linear2.weight", HID), ("linear2.bias", HID)]:
         x, bound = w[f"encoder_projector.{name}"], 1 / np.sqrt(fan_in)
         assert np.abs(x).max() <= bound and np.abs(x).max() > 0.8 * bound, name

@@ -41,18 +41,23 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
     }
     int64_t G = oc->G, T = oc->text_vocab, A = oc->audio_vocab;
     int64_t sd = oc->speech_dim, ph = oc->proj_hidden, pk = oc->proj_k;
-    int rc = 0;
-    if (json_int(o, path, "code_layer", 0, &G) < 0 || json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
-        json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
-        json_int(o, path, "projector_hidden", 1, &ph) < 0 || json_int(o, path, "encoder_projector_ds_rate", 1, &pk) < 0)
+    int rc = 0, kind = oc->proj_kind;
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(o, "encoder_projector");
+    if (pj && (!cJSON_IsString(pj) || (kind = os_proj_kind_parse(pj->valuestring)) < 0))
+        rc = os_errf("%s: field 'encoder_projector': expected \"linear\" or \"cov1d-linear\" (the reference's "
+                     "\"q-former\" is not supported), got %s", path, cJSON_IsString(pj) ? pj->valuestring : "a non-string");
+    if (rc == 0 && (json_int(o, path, "code_layer", 0, &G) < 0 || json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
+                    json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
+                    json_int(o, path, "projector_hidden", 1, &ph) < 0 ||
+                    json_int(o, path, "encoder_projector_ds_rate", 1, &pk) < 0))
         rc = -1;
-    else if (G > OS_MAX_G)
+    else if (rc == 0 && G > OS_MAX_G)
         rc = os_errf("%s: field 'code_layer': at most %d supported, got %lld", path, OS_MAX_G, (long long)G);
     if (rc == 0) {
         os_omni_config_default(oc, (int)G);
         oc->text_vocab = T;
         oc->audio_vocab = A;
-        oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk;
+        oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk, oc->proj_kind = kind;
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
         if (w) {
             if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
@@ -78,8 +83,10 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "]");
     if (oc->speech_dim > 0)
         n += snprintf(buf + n, sizeof buf - (size_t)n,
-                      ",\n  \"encoder_dim\": %lld,\n  \"projector_hidden\": %lld,\n  \"encoder_projector_ds_rate\": %lld",
-                      (long long)oc->speech_dim, (long long)oc->proj_hidden, (long long)oc->proj_k);
+                      ",\n  \"encoder_projector\": \"%s\",\n  \"encoder_dim\": %lld,\n  \"projector_hidden\": %lld,\n"
+                      "  \"encoder_projector_ds_rate\": %lld",
+                      os_proj_kind_name(oc->proj_kind), (long long)oc->speech_dim, (long long)oc->proj_hidden,
+                      (long long)oc->proj_k);
     n += snprintf(buf + n, sizeof buf - (size_t)n, "\n}\n");
     return os_write_file_atomic(path, buf, (size_t)n);
 }
@@ -160,12 +167,19 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
         m->adapter_b = param1(r, "group_decode_adapter.linear.bias", m->oc.G * A, OS_INIT_LINEAR_B, 0);
         r->p[m->adapter_b].fan_in = A;
     }
-    m->b_proj = m->proj_w1 = m->proj_b1 = m->proj_w2 = m->proj_b2 = -1;
+    m->b_proj = m->proj_w1 = m->proj_b1 = m->proj_w2 = m->proj_b2 = m->proj_cw = m->proj_cb = -1;
     if (m->oc.speech_dim > 0) {   // speech projector (docs/speech.md)
         if (m->oc.G < 1)
             return os_errf("speech input (encoder_dim %lld) needs a SLAM-Omni model (code_layer >= 1)", (long long)m->oc.speech_dim);
-        int64_t I = m->oc.proj_k * m->oc.speech_dim, Hd = m->oc.proj_hidden;
+        int64_t d = m->oc.speech_dim, I = m->oc.proj_k * d, Hd = m->oc.proj_hidden;
         m->b_proj = os_reg_bucket(r, "encoder_projector", 1);
+        if (m->oc.proj_kind == OS_PROJ_COV1D) {   // Conv1d(d, d, k, stride k): PyTorch's init bound 1/sqrt(d*k)
+            int64_t cs[3] = {d, d, m->oc.proj_k};
+            m->proj_cw = os_reg_param(r, "encoder_projector.conv1d.weight", 3, cs, OS_INIT_LINEAR_W, 0);
+            m->proj_cb = param1(r, "encoder_projector.conv1d.bias", d, OS_INIT_LINEAR_B, 0);
+            r->p[m->proj_cw].fan_in = r->p[m->proj_cb].fan_in = I;
+            I = d;
+        }
         m->proj_w1 = param2(r, "encoder_projector.linear1.weight", Hd, I, OS_INIT_LINEAR_W, 0);
         m->proj_b1 = param1(r, "encoder_projector.linear1.bias", Hd, OS_INIT_LINEAR_B, 0);
         r->p[m->proj_b1].fan_in = I;

@@ -5,6 +5,7 @@
 // sharding runtime's buckets (src/zero/runtime.h).
 #pragma once
 #include "io/hfconfig.h"
+#include "model/projector.h"
 #include "model/registry.h"
 #include "model/whisper.h"
 
@@ -19,6 +20,7 @@ typedef struct {
     int64_t speech_dim;    // d_model of the speech encoder feeding the projector; 0: no projector (docs/speech.md)
     int64_t proj_hidden;   // projector hidden size (default 2048)
     int64_t proj_k;        // encoder frames concatenated per LLM position (default 5)
+    int proj_kind;         // os_proj_kind: slam_omni.json "encoder_projector", "linear" (default) | "cov1d-linear"
 } os_omni_config;
 
 typedef struct {
@@ -35,13 +37,15 @@ typedef struct {
     int b_embed, b_head, b_norm, b_adapter, *b_layer;       // bucket ids (b_head == b_embed when tied)
     int64_t ckpt_vocab;   // vocabulary rows found in the checkpoint (rows beyond are initialised)
     int b_proj, proj_w1, proj_b1, proj_w2, proj_b2;   // speech projector (-1 when oc.speech_dim is 0)
+    int proj_cw, proj_cb;                             // its convolution (cov1d-linear; else -1)
     os_whisper enc;       // frozen speech encoder, declared after os_model_build (enc.nlayers 0: none)
 } os_model;
 
 // Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)
 void os_omni_config_default(os_omni_config *oc, int G);
 // Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
-// loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
+// loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate, encoder_projector); absent keys keep oc's
+// values. Returns 1 if the file exists, 0 if not, -1 on error.
 int os_omni_config_load(const char *path, os_omni_config *oc);
 int os_omni_config_write(const char *path, const os_omni_config *oc);
 

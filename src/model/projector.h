@@ -1,19 +1,40 @@
-// The speech projector of SLAM-Omni (SLAM-LLM's EncoderProjectorConcat), trained:
-//   encoder frames x[T_enc, d] -> groups of k consecutive frames xc[T_s, k*d], T_s = T_enc / k (the T_enc % k
-//   last frames are dropped; xc is x itself read with row stride k*d) -> a = relu(xc @ w1^T + b1) [T_s, hidden]
-//   -> out = a @ w2^T + b2 [T_s, C].
-// Parameters: encoder_projector.linear1.{weight [hidden, k*d], bias [hidden]}, linear2.{weight [C, hidden], bias [C]}.
+// The speech projectors of SLAM-Omni (SLAM-LLM src/slam_llm/models/projector.py), trained; the encoder is frozen,
+// so no gradient flows to the encoder frames x[T_enc, d]. T_s = T_enc / k (the T_enc % k last frames are dropped).
+//   "linear" (EncoderProjectorConcat): groups of k consecutive frames xc[T_s, k*d] (x itself read with row stride
+//     k*d) -> a = relu(xc @ w1^T + b1) [T_s, hidden] -> out = a @ w2^T + b2 [T_s, C].
+//     Parameters encoder_projector.linear1.{weight [hidden, k*d], bias}, linear2.{weight [C, hidden], bias [C]}.
+//   "cov1d-linear" (EncoderProjectorCov1d): c = relu(conv1d(x)) [T_s, d] (Conv1d(d, d, kernel k, stride k, no
+//     padding)) -> a = relu(c @ w1^T + b1) [T_s, hidden] -> out = a @ w2^T + b2. The convolution is a linear map of
+//     xt[T_s, d*k], xt[t, i*k + j] = x[t*k + j, i], with the conv weight [d_out, d_in, k] read as [d, d*k].
+//     Parameters encoder_projector.conv1d.{weight [d, d, k], bias [d]}, linear1.{weight [hidden, d], bias},
+//     linear2.{weight [C, hidden], bias [C]}.
 #pragma once
 #include <stdint.h>
 
+typedef enum { OS_PROJ_LINEAR, OS_PROJ_COV1D } os_proj_kind;
+
 typedef struct {
     int64_t k, d, hidden, C;
+    os_proj_kind kind;
 } os_proj_dims;
 
-// a[T_s, hidden] (post-ReLU activations, kept for the backward), out[T_s, C]
-void os_projector_fwd(const os_proj_dims *p, const float *w1, const float *b1, const float *w2, const float *b2,
-                      const float *x, int64_t T_s, float *a, float *out);
-// Accumulates dw1, db1, dw2, db2 (+=) from dout[T_s, C]; da[T_s, hidden] is scratch. The encoder is frozen, so no
-// gradient flows to x. Any gradient pointer may be NULL.
-void os_projector_bwd(const os_proj_dims *p, const float *w2, const float *x, const float *a, const float *dout,
-                      int64_t T_s, float *da, float *dw1, float *db1, float *dw2, float *db2);
+typedef struct {
+    const float *w1, *b1, *w2, *b2, *cw, *cb;   // cw, cb: the convolution (cov1d-linear only)
+} os_proj_w;
+
+typedef struct {
+    float *w1, *b1, *w2, *b2, *cw, *cb;         // accumulated (+=); any may be NULL
+} os_proj_g;
+
+// "linear" / "cov1d-linear" (the reference's encoder_projector names); -1 for anything else
+int os_proj_kind_parse(const char *name);
+const char *os_proj_kind_name(os_proj_kind k);
+// floats per LLM position: activations kept from the forward for the backward / backward scratch
+int64_t os_projector_act_floats(const os_proj_dims *p);
+int64_t os_projector_scratch_floats(const os_proj_dims *p);
+
+// act[T_s * os_projector_act_floats], out[T_s, C]
+void os_projector_fwd(const os_proj_dims *p, const os_proj_w *w, const float *x, int64_t T_s, float *act, float *out);
+// Gradients of the parameters from dout[T_s, C]; scratch[T_s * os_projector_scratch_floats].
+void os_projector_bwd(const os_proj_dims *p, const os_proj_w *w, const float *x, const float *act, const float *dout,
+                      int64_t T_s, float *scratch, const os_proj_g *g);

@@ -21,6 +21,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
             os_omni_config_default(oc, a->code_layer);
             oc->text_vocab = tmp.text_vocab, oc->audio_vocab = tmp.audio_vocab;
             oc->speech_dim = tmp.speech_dim, oc->proj_hidden = tmp.proj_hidden, oc->proj_k = tmp.proj_k;
+            oc->proj_kind = tmp.proj_kind;
         }
     }
     if (a->n_loss_weights) {
@@ -35,7 +36,12 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
 // or from a projector already in the checkpoint when no encoder is given (it is then carried along, frozen).
 static int speech_config(os_session *s, const os_sft_args *a, os_omni_config *oc, os_whisper_config *wc) {
     const os_st_tensor *pw = os_st_dir_find(s->ckpt, "encoder_projector.linear1.weight");
-    if (pw && pw->ndim == 2 && oc->speech_dim == 0) oc->speech_dim = pw->shape[1] / oc->proj_k, oc->proj_hidden = pw->shape[0];
+    int cov1d = oc->proj_kind == OS_PROJ_COV1D;
+    if (!cov1d && os_st_dir_find(s->ckpt, "encoder_projector.conv1d.weight"))
+        return os_errf("%s: the checkpoint holds encoder_projector.conv1d.weight: set \"encoder_projector\": "
+                       "\"cov1d-linear\" in slam_omni.json", a->model);
+    if (pw && pw->ndim == 2 && oc->speech_dim == 0)
+        oc->speech_dim = cov1d ? pw->shape[1] : pw->shape[1] / oc->proj_k, oc->proj_hidden = pw->shape[0];
     if (!a->speech_encoder) return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", a->speech_encoder);

@@ -11,6 +11,13 @@ int64_t os_speech_positions(const os_model *m) {
     return m->enc.nlayers > 0 ? m->enc.n_pos / m->oc.proj_k : 0;
 }
 
+// the projector's parameters, gathered
+static os_proj_w proj_weights(const os_model *m, zr_runtime *rt) {
+    return (os_proj_w){zr_param(rt, m->proj_w1), zr_param(rt, m->proj_b1), zr_param(rt, m->proj_w2),
+                       zr_param(rt, m->proj_b2), m->proj_cw >= 0 ? zr_param(rt, m->proj_cw) : NULL,
+                       m->proj_cb >= 0 ? zr_param(rt, m->proj_cb) : NULL};
+}
+
 int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const char *cache_dir) {
     memset(sp, 0, sizeof *sp);
     sp->m = m;
@@ -20,7 +27,8 @@ int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const 
     sp->n_wave = os_whisper_wave_samples(w), sp->T_mel = os_whisper_mel_frames(w);
     sp->T_enc = os_whisper_out_frames(sp->T_mel), sp->T_s = os_speech_positions(m);
     sp->n_mels = w->n_mels, sp->d = w->d, sp->C = m->C;
-    sp->pd = (os_proj_dims){.k = m->oc.proj_k, .d = w->d, .hidden = m->oc.proj_hidden, .C = m->C};
+    sp->pd = (os_proj_dims){.k = m->oc.proj_k, .d = w->d, .hidden = m->oc.proj_hidden, .C = m->C, .kind = m->oc.proj_kind};
+    sp->n_act = os_projector_act_floats(&sp->pd);
     if (sp->T_s < 1)
         return os_errf("%s: max_source_positions %lld gives no LLM position with %lld frames per projector output",
                        enc_dir, (long long)w->n_pos, (long long)m->oc.proj_k);
@@ -29,7 +37,7 @@ int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const 
         if (os_feat_cache_encoder_id(enc_dir, sp->enc_id, sizeof sp->enc_id) < 0) return -1;
         sp->cache_dir = cache_dir;
     }
-    sp->da = os_alloc(sizeof(float) * (size_t)(sp->T_s * sp->pd.hidden), "projector backward scratch");
+    sp->da = os_alloc(sizeof(float) * (size_t)(sp->T_s * os_projector_scratch_floats(&sp->pd)), "projector backward scratch");
     return 0;
 }
 
@@ -58,7 +66,7 @@ static void ensure_slots(os_speech *sp, int64_t B) {
     sp->state = os_alloc(sizeof(int) * (size_t)B, "speech states");
     sp->mel = os_alloc(sizeof(float) * (size_t)(B * sp->n_mels * sp->T_mel), "speech log-mel");
     sp->feat = os_alloc(sizeof(float) * (size_t)(B * sp->T_enc * sp->d), "speech encoder output");
-    sp->act = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->pd.hidden), "projector activations");
+    sp->act = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->n_act), "projector activations");
     sp->proj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output");
     sp->dproj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output gradient");
 }
@@ -134,11 +142,11 @@ void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
     }
     // projector
     zr_gather(rt, m->b_proj);
+    os_proj_w pw = proj_weights(m, rt);
     for (int64_t bi = 0; bi < sp->B; bi++)
         if (sp->state[bi])
-            os_projector_fwd(&sp->pd, zr_param(rt, m->proj_w1), zr_param(rt, m->proj_b1), zr_param(rt, m->proj_w2),
-                             zr_param(rt, m->proj_b2), sp->feat + bi * sp->T_enc * sp->d, sp->T_s,
-                             sp->act + bi * sp->T_s * sp->pd.hidden, sp->proj + bi * sp->T_s * sp->C);
+            os_projector_fwd(&sp->pd, &pw, sp->feat + bi * sp->T_enc * sp->d, sp->T_s, sp->act + bi * sp->T_s * sp->n_act,
+                             sp->proj + bi * sp->T_s * sp->C);
     zr_release(rt, m->b_proj);
 }
 
@@ -155,12 +163,13 @@ double os_speech_bwd(os_speech *sp, os_trainer *t) {
     zr_runtime *rt = t->rt;
     zr_gather(rt, m->b_proj);
     zr_grad_open(rt, m->b_proj);
+    os_proj_w pw = proj_weights(m, rt);
+    os_proj_g pg = {zr_grad(rt, m->proj_w1), zr_grad(rt, m->proj_b1), zr_grad(rt, m->proj_w2), zr_grad(rt, m->proj_b2),
+                    m->proj_cw >= 0 ? zr_grad(rt, m->proj_cw) : NULL, m->proj_cb >= 0 ? zr_grad(rt, m->proj_cb) : NULL};
     for (int64_t bi = 0; bi < sp->B; bi++)
         if (sp->state[bi])
-            os_projector_bwd(&sp->pd, zr_param(rt, m->proj_w2), sp->feat + bi * sp->T_enc * sp->d,
-                             sp->act + bi * sp->T_s * sp->pd.hidden, sp->dproj + bi * sp->T_s * sp->C, sp->T_s, sp->da,
-                             zr_grad(rt, m->proj_w1), zr_grad(rt, m->proj_b1), zr_grad(rt, m->proj_w2),
-                             zr_grad(rt, m->proj_b2));
+            os_projector_bwd(&sp->pd, &pw, sp->feat + bi * sp->T_enc * sp->d, sp->act + bi * sp->T_s * sp->n_act,
+                             sp->dproj + bi * sp->T_s * sp->C, sp->T_s, sp->da, &pg);
     double loss = os_apply_param_terms(t, m->b_proj);
     zr_grad_close(rt, m->b_proj);
     zr_release(rt, m->b_proj);

@@ -26,7 +26,8 @@ typedef struct os_speech {
     char **key;             // [B] cache key of a state-1 sample (NULL without a cache)
     float *mel;             // [B, n_mels, T_mel]
     float *feat;            // [B, T_enc, d] encoder output
-    float *act;             // [B, T_s, hidden] projector ReLU output (for the backward)
+    int64_t n_act;          // projector activation floats per position (os_projector_act_floats)
+    float *act;             // [B, T_s, n_act] projector activations kept for the backward
     float *proj, *dproj;    // [B, T_s, C] projector output and its gradient
     float *da;              // [T_s, hidden] backward scratch
     int64_t cache_hits, cache_writes;

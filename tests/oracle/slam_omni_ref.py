@@ -49,17 +49,34 @@ class Projector(torch.nn.Module):
         return self.linear2(self.relu(self.linear1(x)))
 
 
-def add_projector(d, d_enc, hidden, D, k=5, seed=5):
-    """Random projector saved into d/slam_omni.safetensors (next to the adapter) and its sizes into slam_omni.json."""
+class ProjectorCov1d(torch.nn.Module):
+    """SLAM-LLM's EncoderProjectorCov1d (src/slam_llm/models/projector.py): Conv1d(d, d, k, stride k) -> ReLU ->
+    Linear(d, hidden) -> ReLU -> Linear(hidden, D)."""
+    def __init__(self, d_enc, hidden, D, k=5):
+        super().__init__()
+        self.conv1d = torch.nn.Conv1d(d_enc, d_enc, kernel_size=k, stride=k, padding=0)
+        self.linear1 = torch.nn.Linear(d_enc, hidden)
+        self.linear2 = torch.nn.Linear(hidden, D)
+
+    def forward(self, x):                               # x [T_enc, d] -> [T_enc // k, D]
+        x = self.conv1d(x.T[None])[0].T                 # the reference's transpose(1, 2) around the convolution
+        return self.linear2(torch.relu(self.linear1(torch.relu(x))))
+
+
+def add_projector(d, d_enc, hidden, D, k=5, seed=5, kind="linear"):
+    """Random projector saved into d/slam_omni.safetensors (next to the adapter) and its sizes into slam_omni.json.
+    kind: the reference's encoder_projector, "linear" (EncoderProjectorConcat) or "cov1d-linear"."""
     from safetensors.torch import load_file
     torch.manual_seed(seed)
-    proj = Projector(d_enc, hidden, D, k)
+    proj = (ProjectorCov1d if kind == "cov1d-linear" else Projector)(d_enc, hidden, D, k)
     path = f"{d}/slam_omni.safetensors"
     tensors = load_file(path) if os.path.exists(path) else {}
     tensors.update({f"encoder_projector.{n}": v.detach().contiguous() for n, v in proj.named_parameters()})
     save_file(tensors, path)
     cfg = json.load(open(f"{d}/slam_omni.json"))
     cfg.update({"projector_hidden": hidden, "encoder_dim": d_enc, "encoder_projector_ds_rate": k})
+    if kind != "linear":
+        cfg["encoder_projector"] = kind
     json.dump(cfg, open(f"{d}/slam_omni.json", "w"))
     return proj
 
