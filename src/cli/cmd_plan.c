@@ -2,6 +2,7 @@
 // without activation recomputation, and whether it fits a device of --device_memory bytes.
 #include "core/err.h"
 #include "io/hfconfig.h"
+#include "model/freeze.h"
 #include "model/omni.h"
 #include "zero/plan.h"
 #include <stdio.h>
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: omnishard plan --model DIR|PRESET | --config config.json  [--nproc 8] [--zero_stage 2,3]\n"
                "       [--max_length 3072] [--batch 1] [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
                "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
+               "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
                "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
 }
 
@@ -50,6 +52,7 @@ int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
     long nproc = 1, L = 2048, B = 1, G = 3;
     double dev = 0;
+    os_freeze_opts fz = {0, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
@@ -65,6 +68,12 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(k, "--max_length")) L = atol(v);
         else if (!strcmp(k, "--batch") || !strcmp(k, "--per_device_train_batch_size")) B = atol(v);
         else if (!strcmp(k, "--code_layer")) G = atol(v);
+        else if (!strcmp(k, "--freeze_llm") || !strcmp(k, "--freeze_group_decode_adapter")) {
+            int on = !strcmp(v, "true") || !strcmp(v, "1");
+            if (!on && strcmp(v, "false") && strcmp(v, "0"))
+                return fprintf(stderr, "omnishard plan: %s: expected true or false, got '%s'\n", k, v), 2;
+            *(k[9] == 'l' ? &fz.llm : &fz.group_decode_adapter) = on;
+        } else if (!strcmp(k, "--trainable_embed_rows")) fz.embed_rows = v;
         else if (!strcmp(k, "--device_memory")) {
             if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
         } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
@@ -80,10 +89,11 @@ int cmd_plan(int argc, char **argv) {
         if (os_omni_config_load(p, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     }
     os_model m;
-    if (os_model_build(&m, &cfg, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
-    int64_t P = os_reg_numel(&m.reg, 0);
-    printf("model: %s  %.3fB parameters (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
-           "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (long long)m.C, (long long)m.nlayers,
+    if (os_model_build(&m, &cfg, &oc) < 0 || os_model_freeze(&m, &fz) < 0)
+        return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    int64_t P = os_reg_numel(&m.reg, 0), Ptr = os_reg_numel(&m.reg, 1);
+    printf("model: %s  %.3fB parameters, %.3fB trained (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
+           "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (double)Ptr / 1e9, (long long)m.C, (long long)m.nlayers,
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", dev > 0 ? "  fits" : "");

@@ -43,6 +43,7 @@ int os_reg_param(os_registry *r, const char *name, int ndim, const int64_t *shap
     p->fan_in = ndim >= 2 ? shape[1] : 0;
     b->numel += p->numel;
     b->count++;
+    if (b->trainable) b->train_hi = b->numel;
     return r->np++;
 }
 
@@ -54,9 +55,27 @@ int os_reg_find(const os_registry *r, const char *name) {
 
 int64_t os_reg_numel(const os_registry *r, int trainable_only) {
     int64_t n = 0;
-    for (int i = 0; i < r->np; i++)
-        if (!trainable_only || r->p[i].trainable) n += r->p[i].numel;
+    if (trainable_only) {
+        for (int b = 0; b < r->nb; b++)
+            if (r->b[b].trainable) n += r->b[b].train_hi - r->b[b].train_lo;
+        return n;
+    }
+    for (int i = 0; i < r->np; i++) n += r->p[i].numel;
     return n;
+}
+
+static void set_trainable(os_registry *r, int b, int on, int64_t lo, int64_t hi) {
+    os_bucket *k = &r->b[b];
+    k->trainable = on, k->train_lo = lo, k->train_hi = hi;
+    for (int i = k->first; i < k->first + k->count; i++)   // a parameter is trainable when any of it is
+        r->p[i].trainable = on && r->p[i].offset < hi && r->p[i].offset + r->p[i].numel > lo;
+}
+
+void os_reg_freeze(os_registry *r, int b) { set_trainable(r, b, 0, 0, 0); }
+
+void os_reg_train_range(os_registry *r, int b, int64_t lo, int64_t hi) {
+    OS_ASSERT(0 <= lo && lo < hi && hi <= r->b[b].numel);
+    set_trainable(r, b, 1, lo, hi);
 }
 
 void os_reg_free(os_registry *r) {

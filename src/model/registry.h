@@ -33,6 +33,8 @@ typedef struct {
     int first, count;     // parameters [first, first+count)
     int64_t numel;        // sum of their numel
     int trainable;
+    int64_t train_lo, train_hi;   // trained elements [train_lo, train_hi) of the flat buffer (all when trainable;
+                                  // a row range of the embedding with --trainable_embed_rows; empty when frozen)
 } os_bucket;
 
 typedef struct {
@@ -47,7 +49,12 @@ int os_reg_bucket(os_registry *r, const char *name, int trainable);
 // add a parameter (shape of ndim dims) to the current bucket; returns its id
 int os_reg_param(os_registry *r, const char *name, int ndim, const int64_t *shape, os_init_kind init, float arg);
 int os_reg_find(const os_registry *r, const char *name);   // -1 if absent
+// trainable_only: the elements that are trained (each bucket's [train_lo, train_hi))
 int64_t os_reg_numel(const os_registry *r, int trainable_only);
+// freeze bucket b (its parameters get no gradient buffer and no optimizer state in the runtime)
+void os_reg_freeze(os_registry *r, int b);
+// train only elements [lo, hi) of bucket b (b trainable again if it was frozen); elements outside stay bit-identical
+void os_reg_train_range(os_registry *r, int b, int64_t lo, int64_t hi);
 void os_reg_free(os_registry *r);
 // "name [d0, d1]" into buf
 const char *os_param_desc(const os_param *p, char *buf, int n);

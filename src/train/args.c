@@ -52,6 +52,13 @@ static const opt opts[] = {
     O(resume_from_checkpoint, T_STR, "checkpoint directory to continue from"),
     O(save_only_model, T_BOOL, "checkpoints without optimizer state (default false)"),
     O(speech_encoder, T_STR, "Hugging Face Whisper directory for speech questions"),
+    O(freeze_llm, T_BOOL, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
+    O(freeze_encoder, T_BOOL, "the speech encoder is always frozen (default true; false is refused)"),
+    O(freeze_encoder_projector, T_BOOL, "freeze the speech projector (default false)"),
+    {"freeze_projector", T_BOOL, offsetof(os_sft_args, freeze_encoder_projector), "same as --freeze_encoder_projector"},
+    O(freeze_group_decode_adapter, T_BOOL, "freeze the group-decode adapter (default false)"),
+    O(trainable_embed_rows, T_STR, "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | "
+                                   "audio | none (default all; none with --freeze_llm)"),
     O(cache_speech_features, T_STR, "directory caching the frozen encoder's output per WAV (docs/speech.md)"),
     {"param_loss", T_TERM, 0, "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     O(ddp_timeout, T_F64, "seconds a rank waits in one collective before the job ends with a report naming the ranks "
@@ -84,6 +91,7 @@ static void defaults(os_sft_args *a) {
     a->max_length = 2048, a->logging_steps = 1, a->save_steps = 500, a->seed = 42;
     a->gradient_checkpointing = 1;
     a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
+    a->freeze_encoder = 1;
 }
 
 static int parse_value(os_sft_args *a, const opt *o, const char *v) {
@@ -158,6 +166,12 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     }
     if (!a->model || !a->dataset || !a->output_dir)
         return os_errf("--model, --dataset and --output_dir are required (omnishard sft --help)");
+    if (!a->freeze_encoder)
+        return os_errf("--freeze_encoder false: training the speech encoder is not supported (it is frozen, as in the "
+                       "reference recipe)");
+    if (a->trainable_embed_rows && strcmp(a->trainable_embed_rows, "all") && strcmp(a->trainable_embed_rows, "new") &&
+        strcmp(a->trainable_embed_rows, "audio") && strcmp(a->trainable_embed_rows, "none"))
+        return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);
     if (a->zero_stage > 3) return os_errf("--zero_stage: expected 0-3, got %d", a->zero_stage);
     if (strcmp(a->model_type, "slam_omni") && strcmp(a->model_type, "qwen2"))
         return os_errf("--model_type: expected slam_omni or qwen2, got '%s'", a->model_type);
@@ -202,6 +216,8 @@ int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*va
     FP("--speech_encoder", "%s", a->speech_encoder ? a->speech_encoder : "");
     FP("--ddp_timeout", "%.17g", a->ddp_timeout);
     FP("--nterms", "%d", a->nterms);
+    FP("--freeze", "%d", a->freeze_llm * 4 + a->freeze_encoder_projector * 2 + a->freeze_group_decode_adapter);
+    FP("--trainable_embed_rows", "%s", a->trainable_embed_rows ? a->trainable_embed_rows : "");
     FP("--resume_from_checkpoint", "%s", a->resume_from_checkpoint ? a->resume_from_checkpoint : "");
 #undef FP
     return n;

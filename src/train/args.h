@@ -10,12 +10,13 @@
 typedef struct {
     const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
         *cache_speech_features, *new_rows_init;
-    const char *lr_scheduler_type, *truncation_strategy, *val_dataset;
+    const char *lr_scheduler_type, *truncation_strategy, *val_dataset, *trainable_embed_rows;
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
         adam_epsilon, split_dataset_ratio, ddp_timeout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
         save_steps, logging_steps, eval_steps, seed;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model;
+    int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];

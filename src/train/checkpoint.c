@@ -32,12 +32,18 @@ static int64_t range_len(int64_t numel, int64_t S, int r) {
     return hi > lo ? hi - lo : 0;
 }
 
-// where this rank's values of kind k (0 param, 1 m, 2 v) for its slice of bucket b live
-static const float *slice_src(const zr_runtime *rt, int b, int k) {
-    int64_t off = rt->rank * rt->slice[b];
+// this rank's values of kind k (0 param, 1 m, 2 v) for its slice of bucket b, n of them: the parameters in place;
+// the moments into a new buffer (*tmp, freed by the caller), zero where the rank holds none (outside the trained
+// range of the bucket)
+static const float *slice_src(const zr_runtime *rt, int b, int k, int64_t n, float **tmp) {
+    int64_t off = rt->rank * rt->slice[b], mlo, mhi;
     if (k == 0) return rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
+    zr_moment_range(rt, b, &mlo, &mhi);
+    *tmp = os_alloc(sizeof(float) * (size_t)(n ? n : 1), "checkpoint moments");
+    int64_t lo = mlo > off ? mlo : off, hi = mhi < off + n ? mhi : off + n;
     const float *s = k == 1 ? rt->m[b] : rt->v[b];
-    return rt->stage == 0 ? s + off : s;
+    if (hi > lo) memcpy(*tmp + (lo - off), s + (lo - mlo), sizeof(float) * (size_t)(hi - lo));
+    return *tmp;
 }
 
 static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *path, int with_optim) {
@@ -48,18 +54,21 @@ static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *
     int *nd = os_alloc(sizeof(int) * (size_t)cap, "checkpoint");
     int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)cap, "checkpoint");
     const float **src = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
+    float **tmp = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
     for (int b = 0; b < os_model_own_buckets(m); b++)   // not the frozen speech encoder (docs/speech.md)
         for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
             snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
             np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
-            src[nt++] = slice_src(rt, b, k);
+            src[nt] = slice_src(rt, b, k, sh[nt][0], &tmp[nt]);
+            nt++;
         }
     const char *meta[] = {"format", FORMAT, NULL};
     os_st_writer *w = os_st_writer_begin(path, nt, np, nd, (const int64_t(*)[8])sh, meta);
     int rc = w ? 0 : -1;
     for (int i = 0; rc == 0 && i < nt; i++) rc = os_st_writer_put(w, src[i], sh[i][0]);
     if (w) rc = rc == 0 ? os_st_writer_finish(w) : (os_st_writer_abort(w), -1);
-    os_free(names), os_free(np), os_free(nd), os_free(sh), os_free(src);
+    for (int i = 0; i < nt; i++) os_free(tmp[i]);
+    os_free(names), os_free(np), os_free(nd), os_free(sh), os_free(src), os_free(tmp);
     return rc;
 }
 
@@ -273,8 +282,7 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
         zr_fill_range(rt, b, &lo, &hi);
         rc = read_range(&c, reg, b, 0, lo, hi, zr_fill_dst(rt, b));
         if (rc < 0 || !optim || !reg->b[b].trainable) continue;
-        if (rt->stage == 0) lo = 0, hi = rt->padded[b];
-        else lo = rt->rank * rt->slice[b], hi = lo + rt->slice[b];
+        zr_moment_range(rt, b, &lo, &hi);
         rc = read_range(&c, reg, b, 1, lo, hi, rt->m[b]);
         if (rc == 0) rc = read_range(&c, reg, b, 2, lo, hi, rt->v[b]);
     }

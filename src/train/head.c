@@ -29,6 +29,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     zr_runtime *rt = t->rt;
     int64_t N = b->B * b->L, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
     int nterms = (int)G + 1, fo = t->forward_only;   // fo: losses only (no gradient scope, no backward)
+    int dh = !fo && dx;                              // dL/dx wanted (something below the head is trained)
 
     // final norm forward
     float *hn = os_alloc(sizeof(float) * (size_t)(N * C), "final norm out");
@@ -60,7 +61,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     float *logits = os_alloc(sizeof(float) * (size_t)(rows * V), "logits chunk");
     float *al = ad ? os_alloc(sizeof(float) * (size_t)(rows * G * A), "adapter logits") : NULL;
     float *dA = ad && !fo ? os_alloc(sizeof(float) * (size_t)(rows * A), "adapter input grad") : NULL;
-    float *dhn = fo ? NULL : os_alloc(sizeof(float) * (size_t)(N * C), "final norm grad");
+    float *dhn = dh ? os_alloc(sizeof(float) * (size_t)(N * C), "final norm grad") : NULL;
 
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
         int64_t n = N - r0 < rows ? N - r0 : rows;
@@ -81,16 +82,16 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
         if (fo) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
         if (G > 1) {
             // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
-            k_gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
-            for (int64_t i = 0; i < n; i++) k_add(dba, dba, al + i * G * A, G * A);
+            if (dWa) k_gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
+            for (int64_t i = 0; dba && i < n; i++) k_add(dba, dba, al + i * G * A, G * A);
             k_gemm(0, 0, n, A, G * A, 1.0f, al, G * A, Wa, A, 0.0f, dA, A);
             for (int64_t i = 0; i < n; i++) memcpy(logits + i * V + T, dA + i * A, sizeof(float) * (size_t)A);
         }
         for (int64_t i = 0; i < n && T + (G > 0 ? A : 0) < V; i++)    // columns no loss reads
             memset(logits + i * V + T + (G > 0 ? A : 0), 0, sizeof(float) * (size_t)(V - T - (G > 0 ? A : 0)));
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
-        memset(dhn + r0 * C, 0, sizeof(float) * (size_t)(n * C));
-        k_linear_bwd(dhn + r0 * C, dW, NULL, logits, h, W, n, C, V);
+        if (dh) memset(dhn + r0 * C, 0, sizeof(float) * (size_t)(n * C));
+        k_linear_bwd(dh ? dhn + r0 * C : NULL, dW, NULL, logits, h, W, n, C, V);
     }
     os_free(logits), os_free(al), os_free(dA);
     for (int k = 0; k < nterms; k++) os_free(y[k]);
@@ -109,7 +110,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     zr_release(rt, m->b_head);
 
     // final norm backward
-    if (!fo) {
+    if (dh) {
         zr_grad_open(rt, m->b_norm);
         memset(dx, 0, sizeof(float) * (size_t)(N * C));
         k_rmsnorm_bwd(dx, zr_grad(rt, m->final_norm), dhn, x, zr_param(rt, m->final_norm), rstd, N, C);

@@ -3,6 +3,8 @@
 // Forward and backward are fused and computed in row chunks, so the [N, V] logits and their gradient never
 // exist whole. Gradients go to lm_head, the adapter, the final norm; dx[N,C] receives dL/d(last layer output).
 // With t->forward_only only the losses are computed (no gradient scope is opened; dx is unused and may be NULL).
+// dx NULL in training: nothing below the head is trained (freezing), so dL/dx and the norm backward are skipped.
+// Frozen lm_head / adapter get no gradient (zr_grad gives NULL).
 #pragma once
 #include "train/step.h"
 

@@ -1,5 +1,6 @@
 #include "train/session.h"
 #include "core/err.h"
+#include "model/freeze.h"
 #include "model/load.h"
 #include <stdio.h>
 #include <string.h>
@@ -77,10 +78,9 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     if (m->enc.nlayers && (os_whisper_name_map(s->enc_ckpt, a->speech_encoder, &map) < 0 ||
                            os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, &map) < 0))
         return -1;
-    if (m->b_proj >= 0 && !m->enc.nlayers) {   // a projector without its encoder is carried along unchanged
-        m->reg.b[m->b_proj].trainable = 0;
-        for (int i = m->reg.b[m->b_proj].first; i < m->reg.b[m->b_proj].first + m->reg.b[m->b_proj].count; i++) m->reg.p[i].trainable = 0;
-    }
+    if (m->b_proj >= 0 && !m->enc.nlayers) os_reg_freeze(&m->reg, m->b_proj);   // no encoder: carried along unchanged
+    os_freeze_opts fz = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter, a->trainable_embed_rows};
+    if (os_model_freeze(m, &fz) < 0) return -1;
     if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;

@@ -161,12 +161,13 @@ float *os_speech_dproj(os_speech *sp, int64_t bi) {
 double os_speech_bwd(os_speech *sp, os_trainer *t) {
     const os_model *m = sp->m;
     zr_runtime *rt = t->rt;
+    int on = rt->reg->b[m->b_proj].trainable;   // a frozen projector needs no backward
     zr_gather(rt, m->b_proj);
     zr_grad_open(rt, m->b_proj);
     os_proj_w pw = proj_weights(m, rt);
     os_proj_g pg = {zr_grad(rt, m->proj_w1), zr_grad(rt, m->proj_b1), zr_grad(rt, m->proj_w2), zr_grad(rt, m->proj_b2),
                     m->proj_cw >= 0 ? zr_grad(rt, m->proj_cw) : NULL, m->proj_cb >= 0 ? zr_grad(rt, m->proj_cb) : NULL};
-    for (int64_t bi = 0; bi < sp->B; bi++)
+    for (int64_t bi = 0; on && bi < sp->B; bi++)
         if (sp->state[bi])
             os_projector_bwd(&sp->pd, &pw, sp->feat + bi * sp->T_enc * sp->d, sp->act + bi * sp->T_s * sp->n_act,
                              sp->dproj + bi * sp->T_s * sp->C, sp->T_s, sp->da, &pg);

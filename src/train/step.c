@@ -55,11 +55,11 @@ double os_apply_param_terms(os_trainer *t, int b) {
             if (strncmp(r->p[i].name, pt->prefix, n)) continue;
             if (!gathered) zr_gather(t->rt, b), gathered = 1;
             const float *p = zr_param(t->rt, i);
-            float *g = zr_grad(t->rt, i);
+            float *g = zr_grad(t->rt, i);   // NULL: frozen (the term has a value but moves nothing)
             int64_t ne = r->p[i].numel;
             if (pt->kind == OS_TERM_L2) {
                 loss += pt->coef * k_sumsq(p, ne);
-                k_axpy(g, 2.0f * pt->coef * dscale, p, ne);
+                if (g) k_axpy(g, 2.0f * pt->coef * dscale, p, ne);
             } else {
                 double s = 0.0;
                 for (int64_t j = 0; j < ne; j++) s += p[j];
@@ -92,7 +92,7 @@ static void embed_fwd(os_trainer *t, const os_batch *b, float *x0) {
 }
 
 // embedding gradient of the R rows; at speech positions the audio rows get none and the projector output gets
-// dproj[j] = dx0 * G/(G+1)
+// dproj[j] = dx0 * G/(G+1). A frozen embedding (dE NULL) gets nothing.
 static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
     os_model *m = t->m;
     int64_t L = b->L, C = m->C, R = b->R;
@@ -102,10 +102,10 @@ static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
         const float *dx = dx0 + bi * L * C;
         float *dproj = os_speech_dproj(t->speech, bi);
         if (!dproj) {
-            for (int64_t r = 0; r < R; r++) k_embedding_bwd(dE, ids + r * L, dx, L, C, 1.0f / (float)R);
+            for (int64_t r = 0; dE && r < R; r++) k_embedding_bwd(dE, ids + r * L, dx, L, C, 1.0f / (float)R);
             continue;
         }
-        k_embedding_bwd(dE, ids + (R - 1) * L, dx, L, C, 1.0f / (float)R);
+        if (dE) k_embedding_bwd(dE, ids + (R - 1) * L, dx, L, C, 1.0f / (float)R);
         const uint8_t *sp = b->speech + bi * L;
         for (int64_t p = 0, j = 0; p < L; p++) {   // runs of non-speech positions for the audio rows
             if (sp[p]) {
@@ -115,10 +115,19 @@ static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
             }
             int64_t e = p;
             while (e < L && !sp[e]) e++;
-            for (int64_t r = 0; r < R - 1; r++) k_embedding_bwd(dE, ids + r * L + p, dx + p * C, e - p, C, 1.0f / (float)R);
+            for (int64_t r = 0; dE && r < R - 1; r++) k_embedding_bwd(dE, ids + r * L + p, dx + p * C, e - p, C, 1.0f / (float)R);
             p = e - 1;
         }
     }
+}
+
+// whether anything below the head is trained, so dL/dx must flow down (same answer on every rank)
+static int trains_below_head(const os_trainer *t) {
+    const os_model *m = t->m;
+    const os_bucket *k = m->reg.b;
+    int any = k[m->b_norm].trainable || k[m->b_embed].trainable || (t->speech && k[m->b_proj].trainable);
+    for (int64_t l = 0; l < m->nlayers; l++) any |= k[m->b_layer[l]].trainable;
+    return any;
 }
 
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st) {
@@ -152,11 +161,19 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     }
 
     // ---- head: final norm, fused lm_head + losses (forward and backward), norm backward ----
-    float *dx = t->forward_only ? NULL : os_alloc(sizeof(float) * (size_t)(N * C), "residual gradient");
+    int below = !t->forward_only && trains_below_head(t);
+    float *dx = below ? os_alloc(sizeof(float) * (size_t)(N * C), "residual gradient") : NULL;
     os_head_fwd_bwd(t, b, xs[nl], dx, dscale, st);
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
-    if (t->forward_only) goto done;   // evaluation: no backward (no bucket is gathered for it on any rank)
+    // evaluation, or nothing trained below the head: no further backward (no bucket is gathered for it on any rank);
+    // parameter terms over the frozen buckets below still have their values (and no gradient)
+    if (!below) {
+        for (int64_t l = 0; !t->forward_only && l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_layer[l]);
+        if (!t->forward_only) st->term_loss += os_apply_param_terms(t, m->b_embed);
+        if (!t->forward_only && t->speech) st->term_loss += os_speech_bwd(t->speech, t);
+        goto done;
+    }
 
     // ---- layers backward ----
     if (nl > 0) zr_prefetch(rt, m->b_layer[nl - 1]);

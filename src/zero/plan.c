@@ -8,6 +8,16 @@ static int64_t pad(int64_t n, int N) {
     return (n + u - 1) / u * u;
 }
 
+// the most AdamW moment elements any rank holds for a bucket (its part within the trained range; runtime.c)
+static int64_t moments(const os_bucket *k, int64_t np, int N, int stage) {
+    int64_t most = 0, S = stage == 0 ? np : np / N;
+    for (int r = 0; r < (stage == 0 ? 1 : N); r++) {
+        int64_t lo = r * S > k->train_lo ? r * S : k->train_lo, hi = (r + 1) * S < k->train_hi ? (r + 1) * S : k->train_hi;
+        if (hi - lo > most) most = hi - lo;
+    }
+    return most;
+}
+
 void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, os_plan *p) {
     memset(p, 0, sizeof *p);
     const os_registry *r = &m->reg;
@@ -19,19 +29,22 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
         if (!r->b[b].trainable) continue;
         if (np > max_tb) max_tb = np;
         p->grads += 4 * (stage >= 2 ? s : np);
-        p->optim += 8 * (stage == 0 ? np : s);
+        p->optim += 8 * moments(&r->b[b], np, N, stage);
     }
     if (m->nlayers > 0) layer_b = pad(r->b[m->b_layer[0]].numel, N);
     int64_t head_b = pad(r->b[m->b_head].numel, N), ad_b = m->b_adapter >= 0 ? pad(r->b[m->b_adapter].numel, N) : 0;
     int64_t norm_b = pad(r->b[m->b_norm].numel, N), emb_b = pad(r->b[m->b_embed].numel, N);
     int tied = m->b_head == m->b_embed;
+    const os_bucket *k = r->b;   // frozen buckets open no gradient buffer
+    int head_tr = k[m->b_head].trainable, ad_tr = m->b_adapter >= 0 && k[m->b_adapter].trainable;
+    int layer_tr = m->nlayers > 0 && k[m->b_layer[0]].trainable, emb_tr = k[m->b_embed].trainable;
     // runtime buffers at the two peaks: the head (head + adapter gathered and their gradients open, the next
     // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
     int64_t g_head = 0, g_bwd = 0;
     if (stage == 3) g_head += head_b + ad_b + norm_b, g_bwd += 2 * layer_b;
     if (stage >= 2) {
-        g_head += head_b + ad_b;
-        g_bwd += layer_b + (tied ? emb_b : 0);
+        g_head += (head_tr ? head_b : 0) + (ad_tr ? ad_b : 0);
+        g_bwd += (layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0);
     }
     // activations (floats); N rows = B*L
     int64_t n = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;

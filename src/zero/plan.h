@@ -1,6 +1,7 @@
 // Per-rank memory of a training configuration, computed from the parameter registry and the step's own buffer
 // sizes (src/train/step.c, layer.c, head.c allocate exactly these): model state by stage, gather/gradient
-// buffers of the sharding runtime, and activations with or without recomputation.
+// buffers of the sharding runtime, and activations with or without recomputation. Frozen buckets
+// (src/model/freeze.h) hold no gradient and no optimizer state.
 #pragma once
 #include "model/omni.h"
 #include <stdint.h>

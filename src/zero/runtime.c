@@ -24,16 +24,25 @@ void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nr
         int64_t np = (reg->b[b].numel + unit - 1) / unit * unit;
         rt->padded[b] = np;
         rt->slice[b] = np / nranks;
-        int tr = reg->b[b].trainable;
         if (stage < 3) rt->full[b] = os_alloc(sizeof(float) * (size_t)np, "parameters");
         else rt->pshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "parameter slice");
-        if (!tr) continue;
+        if (!reg->b[b].trainable) continue;   // frozen: no gradient buffer, no moments
         if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");
         else rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
-        int64_t mn = stage == 0 ? np : rt->slice[b];
-        rt->m[b] = os_alloc(sizeof(float) * (size_t)mn, "AdamW m");
-        rt->v[b] = os_alloc(sizeof(float) * (size_t)mn, "AdamW v");
+        int64_t lo, hi;
+        zr_moment_range(rt, b, &lo, &hi);
+        rt->m[b] = os_alloc(sizeof(float) * (size_t)(hi - lo), "AdamW m");
+        rt->v[b] = os_alloc(sizeof(float) * (size_t)(hi - lo), "AdamW v");
     }
+}
+
+void zr_moment_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi) {
+    const os_bucket *k = &rt->reg->b[b];
+    int64_t a = rt->stage == 0 ? 0 : rt->rank * rt->slice[b], e = rt->stage == 0 ? rt->padded[b] : a + rt->slice[b];
+    if (a < k->train_lo) a = k->train_lo;
+    if (e > k->train_hi) e = k->train_hi;
+    if (!k->trainable || e < a) e = a;
+    *lo = a, *hi = e;
 }
 
 void zr_free(zr_runtime *rt) {
@@ -92,16 +101,27 @@ void zr_release(zr_runtime *rt, int b) {
 }
 
 float *zr_grad_open(zr_runtime *rt, int b) {
-    OS_ASSERT(rt->reg->b[b].trainable);
+    if (!rt->reg->b[b].trainable) return NULL;   // frozen: no gradient (every rank alike: no collective)
     if (rt->stage >= 2 && rt->gscope[b] == 0)
         rt->gfull[b] = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");
     rt->gscope[b]++;
     return rt->gfull[b];
 }
 
+// a bucket trained on [train_lo, train_hi) only: its gradient outside is dropped (the kernels compute all of it)
+static void mask_grad(zr_runtime *rt, int b) {
+    const os_bucket *k = &rt->reg->b[b];
+    float *g = rt->gfull[b];
+    if (k->train_lo > 0) memset(g, 0, sizeof(float) * (size_t)k->train_lo);
+    if (k->train_hi < rt->padded[b]) memset(g + k->train_hi, 0, sizeof(float) * (size_t)(rt->padded[b] - k->train_hi));
+}
+
 void zr_grad_close(zr_runtime *rt, int b) {
+    if (!rt->reg->b[b].trainable) return;
     OS_ASSERT(rt->gscope[b] > 0);
-    if (--rt->gscope[b] > 0 || rt->stage < 2) return;
+    if (--rt->gscope[b] > 0) return;
+    mask_grad(rt, b);
+    if (rt->stage < 2) return;
     int64_t s = rt->slice[b];
     float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
     comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
@@ -127,6 +147,7 @@ float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {
 
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
     const os_param *p = &rt->reg->p[pid];
+    if (!rt->reg->b[p->bucket].trainable) return NULL;
     if (rt->gscope[p->bucket] <= 0 || !rt->gfull[p->bucket]) outside(rt, pid, "gradient", caller);
     return rt->gfull[p->bucket] + p->offset;
 }
@@ -174,15 +195,16 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         int64_t n, off;
         float *g = my_grad(rt, b, &n, &off);
         float *p = rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
-        // walk the parameters overlapping [off, off+n) so weight decay follows each tensor's rule
+        int64_t lo, hi;   // the moments cover [lo, hi): this rank's part of the trained range
+        zr_moment_range(rt, b, &lo, &hi);
+        // walk the parameters overlapping [lo, hi) so weight decay follows each tensor's rule
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
             const os_param *q = &r->p[i];
-            int64_t s = q->offset > off ? q->offset : off;
-            int64_t e = q->offset + q->numel < off + n ? q->offset + q->numel : off + n;
+            int64_t s = q->offset > lo ? q->offset : lo;
+            int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
-            int64_t k = s - off;
-            os_adamw(p + k, g + k, rt->m[b] + k, rt->v[b] + k, e - s, lr, b1, b2, eps, q->ndim >= 2 ? wd : 0.0f,
-                     gscale, step);
+            os_adamw(p + (s - off), g + (s - off), rt->m[b] + (s - lo), rt->v[b] + (s - lo), e - s, lr, b1, b2, eps,
+                     q->ndim >= 2 ? wd : 0.0f, gscale, step);
         }
         memset(g, 0, sizeof(float) * (size_t)n);
         if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
@@ -213,8 +235,9 @@ int64_t zr_model_state_bytes(const zr_runtime *rt) {
         int64_t np = rt->padded[b], s = rt->slice[b];
         t += 4 * (rt->stage == 3 ? s : np);
         if (!rt->reg->b[b].trainable) continue;
-        t += 4 * (rt->stage >= 2 ? s : np);
-        t += 8 * (rt->stage == 0 ? np : s);
+        int64_t lo, hi;
+        zr_moment_range(rt, b, &lo, &hi);
+        t += 4 * (rt->stage >= 2 ? s : np) + 8 * (hi - lo);
     }
     return t;
 }

@@ -21,7 +21,7 @@ typedef struct {
     float **pshard;            // stage 3: this rank's parameter slice [slice]
     float **gfull;             // full gradient [padded] (stage 0/1: always; 2/3: inside a gradient scope)
     float **gshard;            // stage 2/3: reduced gradient slice [slice]
-    float **m, **v;            // AdamW moments: [padded] at stage 0, [slice] otherwise (trainable buckets)
+    float **m, **v;            // AdamW moments over zr_moment_range (trainable buckets only)
     int *scope, *gscope;       // open gather / gradient scopes per bucket
     void **prefetch;           // in-flight all-gather per bucket (stage 3)
     int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
@@ -35,13 +35,19 @@ void zr_free(zr_runtime *rt);
 void zr_fill_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi);
 // Where that range lives (write the initial values there).
 float *zr_fill_dst(zr_runtime *rt, int b);
+// The elements [lo, hi) of bucket b whose AdamW moments this rank holds: its part (the whole bucket at stage 0, its
+// slice otherwise) within the bucket's trained range; empty for a frozen bucket. m[b][i - lo] belongs to element i.
+void zr_moment_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi);
 
 // ---- scopes ----
 void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise)
 float *zr_gather(zr_runtime *rt, int b);        // open a gather scope; returns the full bucket buffer
 void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last close drops the buffer)
+// Frozen buckets (registry trainable 0) have no gradient: zr_grad_open returns NULL, zr_grad_close does nothing and
+// zr_grad gives NULL for their parameters (the kernels then skip that gradient), on every rank alike.
 float *zr_grad_open(zr_runtime *rt, int b);     // open a gradient scope; returns the full gradient buffer
-void zr_grad_close(zr_runtime *rt, int b);      // close: stage 2/3 reduce-scatter into the slice and drop
+void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside the trained range; stage 2/3
+                                                // reduce-scatter into the slice and drop
 #define zr_param(rt, pid) zr_param_at(rt, pid, __func__)
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);

@@ -253,14 +253,26 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
 
 
 def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_norm=1.0, warmup=0, sched="linear",
-          batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None, encoder=None, projector=None):
+          batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None, encoder=None, projector=None,
+          embed_row0=None):
     """Single-process reference of omnishard sft. Returns per-step logs, step-1 grads, final params.
-    encoder (frozen, eval) + projector (trained): the speech path for samples with a speech input."""
+    encoder (frozen, eval) + projector (trained): the speech path for samples with a speech input.
+    Freezing: parameters with requires_grad False are left out (no gradient, no optimizer state). embed_row0: only
+    rows >= embed_row0 of embed_tokens / lm_head train, as the reference's partial_freeze_weights (SLAM-LLM
+    examples/s2s/model/slam_model_s2s.py) does it: a hook zeroes the gradient of the rows below; and since AdamW's
+    weight decay would still shrink them, those rows are put back after every step (omnishard freezes them fully)."""
     params = dict(model.named_parameters())
     if adapter is not None:
         params.update({f"group_decode_adapter.{k}": v for k, v in adapter.named_parameters()})
     if projector is not None:
         params.update({f"encoder_projector.{k}": v for k, v in projector.named_parameters()})
+    params = {k: v for k, v in params.items() if v.requires_grad}
+    kept = {}   # name -> (tensor, rows below embed_row0 as they were)
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        if embed_row0 is not None and name in params:
+            p = params[name]
+            p.register_hook(lambda g, r0=embed_row0: torch.cat([torch.zeros_like(g[:r0]), g[r0:]]))
+            kept[name] = (p, p.detach()[:embed_row0].clone())
     feats = {}
     decay = [p for p in params.values() if p.ndim >= 2]
     no_decay = [p for p in params.values() if p.ndim < 2]
@@ -323,6 +335,9 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
             log[f"audio_loss_{i-1}"] = sums[i][0] / sums[i][1] if sums[i][1] else None
         logs.append(log)
         opt.step()
+        with torch.no_grad():
+            for p, old in kept.values():
+                p[:old.shape[0]] = old
         sch.step()
     final = {k: v.detach().clone() for k, v in params.items()}
     return logs, grads, final
