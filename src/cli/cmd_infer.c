@@ -83,7 +83,8 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
             return os_errf("--temperature: expected a number >= 0, got '%s'", a->temperature);
     }
     if (g->top_k && g->temperature == 0) return os_errf("--top_k: only with --temperature > 0 (greedy takes the argmax)");
-    sa->model = a->model, sa->model_type = "slam_omni", sa->code_layer = -1, sa->zero_stage = (int)zero, sa->seed = 42;
+    sa->model = a->model, sa->model_type = "slam_omni", sa->code_layer = -1, sa->num_latency_tokens = sa->do_layershift = -1,
+        sa->zero_stage = (int)zero, sa->seed = 42;
     sa->speech_encoder = a->speech_encoder, sa->max_length = 2048, sa->truncation_strategy = "right";
     return 0;
 }

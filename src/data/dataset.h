@@ -41,6 +41,8 @@ typedef struct {
     int G;                      // audio code layers (0: a plain LLM, pretokenized data only)
     int64_t T, A;               // padded text / audio vocabulary (SLAM-Omni special ids at T-64+k, A-64+k)
     int64_t speech_positions;   // positions of a spoken question (T_s); 0: the reference's 300
+    int latency, layershift;    // the model's num_latency_tokens and do_layershift (src/model/omni.h)
+    int mask_equal;             // mask every audio label when text and audio have the same length (the reference's)
 } os_data_sizes;
 
 // Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or

@@ -165,7 +165,7 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
         d->skip[i] = 1;
         cJSON_Delete(o);
         slot *s = next_slot(d, R);
-        for (int64_t g = 0; g < G; g++) s->ids[g] = (int32_t)(d->c.T + os_pad_a(d->c.A));
+        for (int64_t g = 0; g < G; g++) s->ids[g] = os_slam_audio_id(&d->c, g, os_pad_a(d->c.A));
         s->ids[G] = os_pad_t(d->c.T);
         for (int64_t k = 0; k < R; k++) s->labels[k] = -100;
         out->R = R, out->L = 1, out->ids = s->ids, out->labels = s->labels, out->wav_index = -1;

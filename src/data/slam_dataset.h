@@ -4,9 +4,9 @@
 //   input   [S = Q + 3]    text: input_t, Q x (pad_t | question/tts text ids), eot, answer_t (every task: the
 //                          reference never uses the asr id); audio: input_a, Q x pad_a, eoa, answer_a; Q = T_s (300)
 //                          when spoken
-//   answer  [La]           text: answer ids, eot, pad_t..; audio: group layout of tokens + [eoa], then pad_a..
-//                          (asr: the record's target_token if any, else pad_a)
-// Audio ids are shifted by +T in input_ids; labels hold raw ids and -100 (prompt, input, and past the end of the
+//   answer  [La]           text: answer ids, eot, pad_t..; audio: latency x pad_a, group layout of tokens + [eoa],
+//                          then pad_a.. (asr: the record's target_token if any, else pad_a)
+// Audio ids are shifted by +T (layer shift: +T+g*A) in input_ids; labels hold raw ids and -100 (prompt, input, and past the end of the
 // shorter of text / audio in the answer; asr: every audio label, as the reference skips the audio loss for asr).
 #pragma once
 #include "data/dataset.h"
@@ -22,6 +22,9 @@ typedef struct {
     const char *truncation;     // right | left | delete (docs/dataset.md)
     const char *tokenizer_json;
     int64_t speech_positions;   // Q of a spoken question (T_s; the model's encoder positions / projector k)
+    int latency;                // num_latency_tokens: pad_a positions before the answer audio of every layer
+    int layershift;             // do_layershift: layer g's audio ids at T + g*A (else every layer at T)
+    int mask_equal;             // text and audio of the same length: every audio label -100 (the reference's)
 } os_slam_config;
 
 // special ids (text ids absolute, audio ids raw: add T for input_ids)
@@ -46,6 +49,8 @@ typedef struct {
     int has_audio;                         // the record has target_token (asr may not: no answer audio then)
 } os_slam_parts;
 
+// the input id of raw audio id `raw` in layer g: T + raw, or T + g*A + raw with layer shift (snac_utils.py:21-25)
+int32_t os_slam_audio_id(const os_slam_config *c, int64_t g, int32_t raw);
 // lengths of the prompt, the input span and the answer of the untruncated sample (L = P + S + La)
 void os_slam_lengths(const os_slam_config *c, const os_slam_parts *p, int64_t *P, int64_t *S, int64_t *La);
 // Write the sample keeping the first `keep` answer positions (keep <= La) into s, whose ids/labels

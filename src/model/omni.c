@@ -18,6 +18,12 @@ void os_omni_config_default(os_omni_config *oc, int G) {
     oc->proj_k = 5;
 }
 
+void os_omni_config_codes(os_omni_config *oc, int layershift, int latency) {
+    oc->layershift = layershift;
+    oc->latency = latency;
+    oc->adapter = oc->G > 1 && !layershift;
+}
+
 static int json_int(const cJSON *o, const char *path, const char *key, int64_t lo, int64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v) return 0;
@@ -41,12 +47,17 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
     }
     int64_t G = oc->G, T = oc->text_vocab, A = oc->audio_vocab;
     int64_t sd = oc->speech_dim, ph = oc->proj_hidden, pk = oc->proj_k;
-    int rc = 0, kind = oc->proj_kind;
+    int64_t lat = oc->latency;
+    int rc = 0, kind = oc->proj_kind, shift = oc->layershift;
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "do_layershift");
+    if (ls && !cJSON_IsBool(ls)) rc = os_errf("%s: field 'do_layershift': expected true or false", path);
+    else if (ls) shift = cJSON_IsTrue(ls);
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(o, "encoder_projector");
-    if (pj && (!cJSON_IsString(pj) || (kind = os_proj_kind_parse(pj->valuestring)) < 0))
+    if (rc == 0 && pj && (!cJSON_IsString(pj) || (kind = os_proj_kind_parse(pj->valuestring)) < 0))
         rc = os_errf("%s: field 'encoder_projector': expected \"linear\" or \"cov1d-linear\" (the reference's "
                      "\"q-former\" is not supported), got %s", path, cJSON_IsString(pj) ? pj->valuestring : "a non-string");
-    if (rc == 0 && (json_int(o, path, "code_layer", 0, &G) < 0 || json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
+    if (rc == 0 && (json_int(o, path, "num_latency_tokens", 0, &lat) < 0 || json_int(o, path, "code_layer", 0, &G) < 0 ||
+                    json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
                     json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
                     json_int(o, path, "projector_hidden", 1, &ph) < 0 ||
                     json_int(o, path, "encoder_projector_ds_rate", 1, &pk) < 0))
@@ -58,6 +69,7 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         oc->text_vocab = T;
         oc->audio_vocab = A;
         oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk, oc->proj_kind = kind;
+        os_omni_config_codes(oc, shift, (int)lat);
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
         if (w) {
             if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
@@ -77,8 +89,9 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
     char buf[1024];
     int n = snprintf(buf, sizeof buf,
                      "{\n  \"model_type\": \"slam_omni\",\n  \"code_layer\": %d,\n  \"padded_text_vocabsize\": %lld,\n"
-                     "  \"padded_audio_vocabsize\": %lld,\n  \"loss_weights\": [",
-                     oc->G, (long long)oc->text_vocab, (long long)oc->audio_vocab);
+                     "  \"padded_audio_vocabsize\": %lld,\n  \"num_latency_tokens\": %d,\n  \"do_layershift\": %s,\n"
+                     "  \"loss_weights\": [",
+                     oc->G, (long long)oc->text_vocab, (long long)oc->audio_vocab, oc->latency, oc->layershift ? "true" : "false");
     for (int i = 0; i <= oc->G; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %.9g" : "%.9g", oc->loss_w[i]);
     n += snprintf(buf + n, sizeof buf - (size_t)n, "]");
     if (oc->speech_dim > 0)
@@ -114,7 +127,7 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
         m->oc.text_vocab = m->V;
         m->oc.audio_vocab = 0;
     } else {
-        m->V = oc->text_vocab + oc->audio_vocab;
+        m->V = oc->text_vocab + oc->audio_vocab * (oc->layershift ? oc->G : 1);
         if (oc->text_vocab < 64 || oc->audio_vocab < 64)
             return os_errf("SLAM-Omni vocabulary: text (%lld) and audio (%lld) sizes must each be >= 64 "
                            "(64 special ids are reserved at the end of each)",

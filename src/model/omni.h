@@ -1,6 +1,8 @@
 // The SLAM-Omni model: a Qwen2 decoder whose vocabulary holds T text + A audio ids, input embedding = mean of
 // the G+1 rows' embeddings, text logits = logits[:, :T], audio logits = group_decode_adapter(logits[:, T:T+A])
 // split into G layers (G = 1: logits[:, T:T+A] directly). G = 0 is a plain Qwen2 causal LM (one text row).
+// With layer shift (the reference's do_layershift) every layer has its own A rows: vocabulary T + G*A, layer g's
+// id a is T + g*A + a, its logits are logits[:, T+g*A : T+(g+1)*A], and there is no adapter.
 // See ../shared/docs/slam-omni.md. Parameters are declared in a registry (registry.h), data lives in the
 // sharding runtime's buckets (src/zero/runtime.h).
 #pragma once
@@ -15,7 +17,9 @@ typedef struct {
     int G;                 // code layers (0 = plain LLM)
     int64_t text_vocab;    // T (padded text vocabulary); for G = 0 the whole vocabulary
     int64_t audio_vocab;   // A (padded audio vocabulary)
-    int adapter;           // group-decode adapter Linear(A, G*A) present (G > 1)
+    int adapter;           // group-decode adapter Linear(A, G*A) present (G > 1 without layer shift)
+    int layershift;        // do_layershift: layer g's ids at T + g*A (vocabulary T + G*A), no adapter
+    int latency;           // num_latency_tokens: pad_a positions before the answer audio of every layer
     float loss_w[OS_MAX_G + 1];   // weights: [0] text, [1+i] audio layer i
     int64_t speech_dim;    // d_model of the speech encoder feeding the projector; 0: no projector (docs/speech.md)
     int64_t proj_hidden;   // projector hidden size (default 2048)
@@ -30,7 +34,7 @@ typedef struct {
 typedef struct {
     os_qwen2_config cfg;
     os_omni_config oc;
-    int64_t C, H, KH, D, F, V, nlayers;   // hidden, heads, kv heads, head dim, MLP dim, vocab (T+A), layers
+    int64_t C, H, KH, D, F, V, nlayers;   // hidden, heads, kv heads, head dim, MLP dim, vocab (T+A or T+G*A), layers
     os_registry reg;
     int embed, lm_head, final_norm, adapter_w, adapter_b;   // param ids (lm_head == embed when tied)
     os_layer_ids *layer;
@@ -44,10 +48,16 @@ typedef struct {
 // Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)
 void os_omni_config_default(os_omni_config *oc, int G);
 // Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
-// loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate, encoder_projector); absent keys keep oc's
-// values. Returns 1 if the file exists, 0 if not, -1 on error.
+// loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate, encoder_projector, num_latency_tokens,
+// do_layershift); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
 int os_omni_config_load(const char *path, os_omni_config *oc);
 int os_omni_config_write(const char *path, const os_omni_config *oc);
+// Set layer shift (the adapter goes with it) and the latency tokens of oc
+void os_omni_config_codes(os_omni_config *oc, int layershift, int latency);
+// The raw audio id a (0..A-1) of layer g as an LLM token id: T + a, or T + g*A + a with layer shift
+static inline int32_t os_audio_token(const os_omni_config *oc, int64_t g, int32_t a) {
+    return (int32_t)(oc->text_vocab + (oc->layershift ? g * oc->audio_vocab : 0) + a);
+}
 
 // Declare every parameter and bucket. cfg comes from config.json; ckpt_vocab = the checkpoint's vocab rows.
 // With oc->speech_dim > 0 (G >= 1) the speech projector is declared too (bucket "encoder_projector", trained,

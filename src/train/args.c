@@ -22,6 +22,9 @@ static const opt opts[] = {
     O(output_dir, T_STR, "where logging.jsonl, checkpoints and the final model go (required)"),
     O(model_type, T_STR, "slam_omni (default) or qwen2 (plain causal LM)"),
     O(code_layer, T_INT, "audio code layers G of slam_omni (default 3, or slam_omni.json)"),
+    O(num_latency_tokens, T_INT, "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
+    O(do_layershift, T_BOOL, "each audio layer its own A vocabulary rows, id T+g*A+a, no adapter (default slam_omni.json's, else false)"),
+    O(mask_equal_length_audio, T_BOOL, "the reference's mask of every audio label when text and audio have the same length (default false: trained)"),
     O(loss_weights, T_WEIGHTS, "text,audio0,..: loss weights (default 1/(G+1) each, the reference)"),
     O(num_train_epochs, T_F64, "epochs (default 1)"),
     O(max_steps, T_I64, "optimizer steps; overrides epochs when > 0"),
@@ -83,7 +86,7 @@ void os_sft_args_usage(FILE *f) {
 static void defaults(os_sft_args *a) {
     memset(a, 0, sizeof *a);
     a->model_type = "slam_omni";
-    a->code_layer = -1;
+    a->code_layer = -1, a->num_latency_tokens = -1, a->do_layershift = -1;
     a->num_train_epochs = 1, a->learning_rate = 1e-4, a->max_grad_norm = 1.0;
     a->adam_beta1 = 0.9, a->adam_beta2 = 0.999, a->adam_epsilon = 1e-8;
     a->per_device_train_batch_size = 1, a->gradient_accumulation_steps = 1;
@@ -198,6 +201,9 @@ int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*va
     FP("--output_dir", "%s", a->output_dir);
     FP("--model_type", "%s", a->model_type);
     FP("--code_layer", "%d", a->code_layer);
+    FP("--num_latency_tokens", "%d", a->num_latency_tokens);
+    FP("--do_layershift", "%d", a->do_layershift);
+    FP("--mask_equal_length_audio", "%d", a->mask_equal_length_audio);
     FP("--zero_stage", "%d", a->zero_stage);
     FP("--num_train_epochs", "%.17g", a->num_train_epochs);
     FP("--max_steps", "%lld", (long long)a->max_steps);

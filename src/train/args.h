@@ -17,6 +17,8 @@ typedef struct {
         save_steps, logging_steps, eval_steps, seed;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model;
     int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
+    int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
+    int mask_equal_length_audio;
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];

@@ -30,6 +30,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
     int64_t N = b->B * b->L, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
     int nterms = (int)G + 1, fo = t->forward_only;   // fo: losses only (no gradient scope, no backward)
     int dh = !fo && dx;                              // dL/dx wanted (something below the head is trained)
+    int64_t Va = G > 0 ? (m->oc.layershift ? G : 1) * A : 0;   // logit columns after T that a loss reads
 
     // final norm forward
     float *hn = os_alloc(sizeof(float) * (size_t)(N * C), "final norm out");
@@ -70,9 +71,10 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
         if (t->dump_logits) memcpy(t->dump_logits + r0 * V, logits, sizeof(float) * (size_t)(n * V));
         // text: columns [0, T)
         st->sum[0] += k_xent_fwd_bwd(logits, V, y[0] + r0, n, T, scale[0], &st->correct[0]);
-        if (G == 1) {
-            st->sum[1] += k_xent_fwd_bwd(logits + T, V, y[1] + r0, n, A, scale[1], &st->correct[1]);
-        } else if (G > 1) {
+        if (!ad) {   // G = 1, or layer shift: layer g = columns [T + g*A, T + (g+1)*A) (slam_model_s2s.py:262)
+            for (int64_t g = 0; g < G; g++)
+                st->sum[1 + g] += k_xent_fwd_bwd(logits + T + g * A, V, y[1 + g] + r0, n, A, scale[1 + g], &st->correct[1 + g]);
+        } else {
             // adapter: al[n, G*A] = logits[:, T:T+A] @ Wa^T + ba, layer i = al[:, i*A:(i+1)*A]
             k_gemm(0, 1, n, G * A, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, G * A);
             for (int64_t i = 0; i < n; i++) k_add(al + i * G * A, al + i * G * A, ba, G * A);
@@ -80,15 +82,15 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
                 st->sum[1 + g] += k_xent_fwd_bwd(al + g * A, G * A, y[1 + g] + r0, n, A, scale[1 + g], &st->correct[1 + g]);
         }
         if (fo) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
-        if (G > 1) {
+        if (ad) {
             // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
             if (dWa) k_gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
             for (int64_t i = 0; dba && i < n; i++) k_add(dba, dba, al + i * G * A, G * A);
             k_gemm(0, 0, n, A, G * A, 1.0f, al, G * A, Wa, A, 0.0f, dA, A);
             for (int64_t i = 0; i < n; i++) memcpy(logits + i * V + T, dA + i * A, sizeof(float) * (size_t)A);
         }
-        for (int64_t i = 0; i < n && T + (G > 0 ? A : 0) < V; i++)    // columns no loss reads
-            memset(logits + i * V + T + (G > 0 ? A : 0), 0, sizeof(float) * (size_t)(V - T - (G > 0 ? A : 0)));
+        for (int64_t i = 0; i < n && T + Va < V; i++)    // columns no loss reads
+            memset(logits + i * V + T + Va, 0, sizeof(float) * (size_t)(V - T - Va));
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
         if (dh) memset(dhn + r0 * C, 0, sizeof(float) * (size_t)(n * C));
         k_linear_bwd(dh ? dhn + r0 * C : NULL, dW, NULL, logits, h, W, n, C, V);

@@ -1,5 +1,6 @@
 // The output head: final RMSNorm, lm_head, text cross-entropy over logits[:, :T], the group-decode adapter over
-// logits[:, T:T+A] and one cross-entropy per audio layer, all next-token shifted (position p predicts p+1).
+// logits[:, T:T+A] (layer shift: layer g's own columns T+g*A.., no adapter) and one cross-entropy per audio layer,
+// all next-token shifted (position p predicts p+1).
 // Forward and backward are fused and computed in row chunks, so the [N, V] logits and their gradient never
 // exist whole. Gradients go to lm_head, the adapter, the final norm; dx[N,C] receives dL/d(last layer output).
 // With t->forward_only only the losses are computed (no gradient scope is opened; dx is unused and may be NULL).

@@ -78,11 +78,11 @@ static int32_t pick(const float *z, int64_t n, const os_gen_opts *o, uint64_t ke
     return idx[k - 1];
 }
 
-// audio logits of layer g from the lm_head logits z[V]: G = 1 z[T:T+A]; G > 1 the adapter, Wa[g*A + j, :] . z[T:T+A]
-// + ba[g*A + j] (double accumulation) into out[A]
+// audio logits of layer g from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T+g*A : T+(g+1)*A]
+// (g*A only with layer shift); with it Wa[g*A + j, :] . z[T:T+A] + ba[g*A + j] (double accumulation) into out[A]
 static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, int64_t g, float *out) {
     int64_t T = m->oc.text_vocab, A = m->oc.audio_vocab;
-    if (!Wa) return z + T;
+    if (!Wa) return z + T + (m->oc.layershift ? g * A : 0);
     for (int64_t j = 0; j < A; j++) {
         const float *w = Wa + (g * A + j) * A;
         double acc = ba[g * A + j];
@@ -92,10 +92,11 @@ static const float *audio_logits(const os_model *m, const float *z, const float 
     return out;
 }
 
-// the codec stream: audio [G, n] row-major up to the first eoa, special ids left out
-static void codec_stream(os_gen_result *r, int64_t G, int64_t A) {
+// the codec stream: audio [G, n] row-major after the first `latency` positions (codec_utils.py:74) up to the first
+// eoa, special ids left out
+static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency) {
     r->codec = os_alloc(sizeof(int32_t) * (size_t)(G * r->naudio + 1), "codec stream");
-    for (int64_t t = 0; t < r->naudio; t++)
+    for (int64_t t = latency; t < r->naudio; t++)
         for (int64_t g = 0; g < G; g++) {
             int32_t a = r->audio[g * r->naudio + t];
             if (a == os_eoa(A)) return;
@@ -154,8 +155,9 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
             const float *z = dump + (L - 1) * V;
             uint64_t ctr = (uint64_t)step * (uint64_t)R;
             tok[G] = r->text_end ? os_pad_t(T) : pick(z, T, o, key, ctr + (uint64_t)G, idx);
-            for (int64_t g = 0; g < G; g++)
-                tok[g] = audio_end ? os_pad_a(A) : pick(audio_logits(m, z, Wa, ba, g, al), A, o, key, ctr + (uint64_t)g, idx);
+            for (int64_t g = 0; g < G; g++)   // the first `latency` steps hold the audio back (slam_model_s2s.py:412)
+                tok[g] = audio_end || step < m->oc.latency ? os_pad_a(A)
+                                                           : pick(audio_logits(m, z, Wa, ba, g, al), A, o, key, ctr + (uint64_t)g, idx);
         }
         comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);
         r->steps = step + 1;
@@ -172,13 +174,13 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
             r->audio_end = audio_end;
         }
         if (r->text_end && audio_end) break;
-        for (int64_t g = 0; g < G; g++) seq[g * cap + L] = (int32_t)T + tok[g];
+        for (int64_t g = 0; g < G; g++) seq[g * cap + L] = os_audio_token(&m->oc, g, tok[g]);
         seq[G * cap + L] = tok[G];
         L++;
     }
     for (int64_t g = 0; g < G; g++)
         for (int64_t t = 0; t < r->naudio; t++) r->audio[g * r->naudio + t] = gen[t * G + g];
-    codec_stream(r, G, A);
+    codec_stream(r, G, A, m->oc.latency);
     os_free(gen), os_free(seq), os_free(dump), os_free(al), os_free(idx), os_free(ad);
     return 0;
 }

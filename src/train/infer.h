@@ -1,9 +1,11 @@
 // Generation from a trained SLAM-Omni model (omnishard infer, docs/inference.md; ../shared/docs/slam-omni.md
 // "Inference"). The prompt is the part of a training sample before the answer (prompt + input span, built by the
 // dataset code of src/data/slam_*.c); each step predicts the next text token (over logits[:T]) and G audio tokens
-// in parallel (adapter over logits[T:T+A], one per layer), appends them as a new position and goes on:
+// in parallel (adapter over logits[T:T+A], one per layer; layer shift: layer g's own columns), appends them as a new
+// position (audio ids +T, layer shift +T+g*A) and goes on:
 //   - after eot the text row gets pad_t (no more text is predicted); the audio rows get pad_a once any layer has
-//     emitted eoa; stop when both streams ended or after max_new_tokens steps.
+//     emitted eoa; stop when both streams ended or after max_new_tokens steps;
+//   - num_latency_tokens > 0: the first that many steps give pad_a in every audio row (not predicted).
 // No KV cache: every step reruns the forward (os_train_micro, forward only) over the whole sequence [G+1, L] and
 // reads the last row of the lm_head logits (os_trainer.dump_logits on rank 0). Collective: every rank runs the
 // same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
@@ -47,7 +49,8 @@ typedef struct {
     int text_end, audio_end;  // eot / eoa was emitted
     int64_t naudio;           // audio positions: up to and including the step that emitted eoa
     int32_t *audio;           // [G, naudio] raw audio ids (0..A-1)
-    int32_t *codec;           // the codec stream: audio read row-major (t0g0, t0g1, .., t1g0, ..) up to the first eoa,
+    int32_t *codec;           // the codec stream: audio read row-major (t0g0, t0g1, .., t1g0, ..) from position
+                              //   num_latency_tokens up to the first eoa,
     int64_t ncodec;           //   special ids (>= A-64) left out
 } os_gen_result;
 

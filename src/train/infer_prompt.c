@@ -89,7 +89,8 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
     if (rc == 0) {
         os_slam_config c = {.G = m->oc.G, .T = m->oc.text_vocab, .A = m->oc.audio_vocab, .max_length = NO_LIMIT,
                             .truncation = "right", .tokenizer_json = tokpath,
-                            .speech_positions = T_s > 0 ? T_s : OS_SPEECH_POSITIONS};
+                            .speech_positions = T_s > 0 ? T_s : OS_SPEECH_POSITIONS, .latency = m->oc.latency,
+                            .layershift = m->oc.layershift};
         os_slam_parts parts = {.task = r.task, .speech = r.wav != NULL, .prompt = pr, .np = np, .question = q, .nq = nq};
         int64_t P, S, La, R = c.G + 1;
         os_slam_lengths(&c, &parts, &P, &S, &La);
@@ -112,7 +113,7 @@ int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *m
                             int64_t index, int64_t T_s) {
     memset(p, 0, sizeof *p);
     if (m->oc.G < 1) return os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s};
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0};
     os_dataset *ds = os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
     if (!ds) return -1;
     int rc = 0;

@@ -15,6 +15,8 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
     if (slam) {
         snprintf(path, sizeof path, "%s/slam_omni.json", a->model);
         if (os_omni_config_load(path, oc) < 0) return -1;
+        int shift = a->do_layershift >= 0 ? a->do_layershift : oc->layershift;
+        int latency = a->num_latency_tokens >= 0 ? a->num_latency_tokens : oc->latency;
         if (a->code_layer >= 0) {
             if (a->code_layer < 1 || a->code_layer > OS_MAX_G)
                 return os_errf("--code_layer: expected 1-%d, got %d", OS_MAX_G, a->code_layer);
@@ -24,6 +26,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
             oc->speech_dim = tmp.speech_dim, oc->proj_hidden = tmp.proj_hidden, oc->proj_k = tmp.proj_k;
             oc->proj_kind = tmp.proj_kind;
         }
+        os_omni_config_codes(oc, shift, latency);
     }
     if (a->n_loss_weights) {
         if (a->n_loss_weights != oc->G + 1)
@@ -67,6 +70,10 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     char path[4200];
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
     if (oc.G > 0 && access(path, F_OK) == 0 && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
+    if (oc.layershift && os_st_dir_find(s->ckpt, "group_decode_adapter.linear.weight"))
+        return os_errf("%s: do_layershift gives every audio layer its own vocabulary rows and no group-decode adapter, "
+                       "but the model has one (group_decode_adapter.linear.weight); use a model without it, or "
+                       "do_layershift false", a->model);
     os_whisper_config wc;
     if (speech_config(s, a, &oc, &wc) < 0) return -1;
     os_model *m = &s->model;

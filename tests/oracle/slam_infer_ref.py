@@ -12,7 +12,7 @@ import torch
 from oracle import slam_samples_ref as sref
 
 
-def prompt(rec, tokenizer, T, A, G, T_s=sref.T_S):
+def prompt(rec, tokenizer, T, A, G, T_s=sref.T_S, layershift=False):
     """Input ids [G+1][P] (audio rows +T), the speech mask [P] or None, and whether the task is asr, of a record
     (a question-only record gets placeholder answer fields: only the part before the answer is used)."""
     rec = dict(rec)
@@ -22,7 +22,7 @@ def prompt(rec, tokenizer, T, A, G, T_s=sref.T_S):
         rec.setdefault("source_text", ".")   # the transcript (to be predicted)
     f = sref.fields(rec)
     enc = lambda s: tokenizer.encode(s).ids
-    s = sref.build(f, sref.Vocab(T, A, G), enc, 1 << 40, "right", T_s)
+    s = sref.build(f, sref.Vocab(T, A, G), enc, 1 << 40, "right", T_s, do_layershift=layershift)
     lead = s["lead"]
     return [row[:lead] for row in s["ids"]], (s["speech"][:lead] if s["speech"] else None), f["task"] == "asr"
 
@@ -38,19 +38,23 @@ def _embed(model, ids, speech, proj, G):
 @torch.no_grad()
 def step_logits(model, adapter, ids, G, T, A, speech=None, proj=None):
     """The last position's final hidden state h [C], lm_head logits z [V], text logits z[:T] and the audio logits
-    [G, A] (the adapter on z[T:T+A], or z[T:T+A] for G = 1) for input ids [G+1][L]."""
+    [G, A] (the adapter on z[T:T+A]; without it z[T:T+G*A]: G = 1, or layer shift, slam_model_s2s.py:394-398) for
+    input ids [G+1][L]."""
     x = _embed(model, ids, speech, proj, G)
     L = x.shape[1]
     h = model.model(inputs_embeds=x, position_ids=torch.arange(L)[None]).last_hidden_state[0, -1]
     z = model.lm_head(h)
-    al = z[T:T + A] if G == 1 else adapter.linear(z[T:T + A])
+    al = z[T:T + G * A] if adapter is None else adapter.linear(z[T:T + A])
     return h, z, z[:T], al.reshape(G, A)
 
 
 @torch.no_grad()
-def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=None, text_only=False, trace=None):
+def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=None, text_only=False, trace=None,
+             latency=0, layershift=False):
     """Greedy generation from input ids [G+1][P]; proj: the projector output [T_s, C] for the speech positions.
-    trace (a list): gets (h, z) of every step."""
+    trace (a list): gets (h, z) of every step. latency: num_latency_tokens, the first steps give pad_a
+    (slam_model_s2s.py:412) and the codec stream starts after them (codec_utils.py:74); layershift: audio fed back
+    as T + g*A + a (slam_model_s2s.py:372, snac_utils.py:21)."""
     V = sref.Vocab(T, A, G)
     ids = [list(r) for r in ids]
     text, audio = [], []
@@ -65,7 +69,7 @@ def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=Non
         if audio_end:
             a = [V.pad_a] * G
         else:
-            a = [int(torch.argmax(xa[g])) for g in range(G)]
+            a = [int(torch.argmax(xa[g])) if step >= latency else V.pad_a for g in range(G)]
             audio.append(a)
             audio_end = V.eoa in a
         if not text_end:
@@ -76,10 +80,10 @@ def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=Non
         if text_end and audio_end:
             break
         for g in range(G):
-            ids[g].append(T + a[g])
+            ids[g].append(T + (g * A if layershift else 0) + a[g])
         ids[G].append(t)
     codec = []
-    for a in audio:
+    for a in audio[latency:]:
         if V.eoa in a:
             codec += [x for x in a[:a.index(V.eoa)] if x < V.eoa]
             break

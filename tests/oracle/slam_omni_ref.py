@@ -126,10 +126,12 @@ class Adapter(torch.nn.Module):
 
 
 def make_model(d, *, hidden=32, layers=2, heads=4, kv_heads=2, inter=64, T=192, A=80, G=3, tied=True, seed=0,
-               ckpt_vocab=None):
-    """Random tiny SLAM-Omni model saved to d. ckpt_vocab < T+A saves a smaller (not yet resized) vocabulary."""
+               ckpt_vocab=None, layershift=False, latency=0):
+    """Random tiny SLAM-Omni model saved to d. ckpt_vocab < T+A saves a smaller (not yet resized) vocabulary.
+    layershift: the reference's do_layershift (s2s_config.py:32-33: vocabulary T + G*A; no group-decode adapter, as
+    its layer-shift recipes); latency: num_latency_tokens, written to slam_omni.json."""
     torch.manual_seed(seed)
-    V = T + A if G > 0 else T
+    V = (T + A * (G if layershift else 1)) if G > 0 else T
     cfg = Qwen2Config(vocab_size=V, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                       num_attention_heads=heads, num_key_value_heads=kv_heads, tie_word_embeddings=tied,
                       rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=512, bos_token_id=0, eos_token_id=1)
@@ -149,8 +151,9 @@ def make_model(d, *, hidden=32, layers=2, heads=4, kv_heads=2, inter=64, T=192, 
         model.save_pretrained(d, safe_serialization=True)
     adapter = None
     if G > 0:
-        json.dump({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A}, open(f"{d}/slam_omni.json", "w"))
-        if G > 1:
+        json.dump({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A, "do_layershift": layershift,
+                   "num_latency_tokens": latency}, open(f"{d}/slam_omni.json", "w"))
+        if G > 1 and not layershift:
             adapter = Adapter(A, G)
             save_file({f"group_decode_adapter.{k}": v.contiguous() for k, v in adapter.state_dict().items()},
                       f"{d}/slam_omni.safetensors")
@@ -235,8 +238,9 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
     text = logits[..., :T]
     tl = lab[:, G if G > 0 else 0, 1:]
     terms.append((text[:, :-1], tl))
-    if G == 1:
-        terms.append((logits[..., T:T + A][:, :-1], lab[:, 0, 1:]))
+    if G >= 1 and adapter is None:   # G = 1, or layer shift: layer i's own columns (slam_model_s2s.py:261-262)
+        for i in range(G):
+            terms.append((logits[..., T + A * i:T + A * (i + 1)][:, :-1], lab[:, i, 1:]))
     elif G > 1:
         al = adapter.linear(logits[..., T:T + A])       # [B, L, G*A]
         for i, chunk in enumerate(torch.split(al, A, dim=2)):

@@ -1,9 +1,10 @@
 // Prints the training samples omnishard builds from a dataset file (pretokenized or SLAM-Omni records), for
 // tests/test_slam_dataset.py to compare with the Python port of the reference rules (tests/oracle/).
 //   test_samples_tool DATASET MODEL_DIR MAX_LENGTH TRUNCATION [--collate B] [--pad ID] [--speech_positions Q]
+//                     [--mask_equal_length_audio 0|1]
 // One JSON object per sample: {"i", "L", "lead", "ids": [[..] x G+1], "labels", "speech" (or null), "wav"}, or with
 // --collate, one per batch of B consecutive samples: {"ids": [B][G+1][L], "labels", "keymask", "speech"}; then
-// {"n": N, "skipped": S}. Sizes (G, T, A) come from MODEL_DIR/slam_omni.json. Errors: message on stderr, exit 1.
+// {"n": N, "skipped": S}. Sizes (G, T, A, num_latency_tokens, do_layershift) come from MODEL_DIR/slam_omni.json. Errors: message on stderr, exit 1.
 #include "core/err.h"
 #include "data/dataset.h"
 #include "model/omni.h"
@@ -32,8 +33,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_samples_tool DATASET MODEL_DIR MAX_LENGTH TRUNCATION [--collate B] [--pad ID] [--speech_positions Q]\n");
         return argc == 1 ? 0 : 2;
     }
-    int64_t B = 0, pad = 0, Q = 0;
+    int64_t B = 0, pad = 0, Q = 0, mask_equal = 0;
     for (int i = 5; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mask_equal_length_audio")) mask_equal = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--collate")) B = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--pad")) pad = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--speech_positions")) Q = atoll(argv[i + 1]);
@@ -43,7 +45,7 @@ int main(int argc, char **argv) {
     os_omni_config oc;
     os_omni_config_default(&oc, 3);
     if (os_omni_config_load(path, &oc) < 0) os_die_err();
-    os_data_sizes z = {oc.G, oc.text_vocab, oc.audio_vocab, Q};
+    os_data_sizes z = {oc.G, oc.text_vocab, oc.audio_vocab, Q, oc.latency, oc.layershift, (int)mask_equal};
     os_dataset *d = os_dataset_open(argv[1], &z, argv[2], atoll(argv[3]), argv[4]);
     if (!d) os_die_err();
     os_sample s[64];
