@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "data/tokenizer.h"
+#include "train/agree.h"
 #include "train/infer.h"
 #include "zero/comm.h"
 #include <errno.h>
@@ -178,7 +179,7 @@ static int check_same(const infer_args *a, const os_gen_opts *g, const os_sft_ar
     snprintf(v[13], 256, "%d", g->text_only);
     const char *vals[14];
     for (int i = 0; i < 14; i++) vals[i] = v[i];
-    return comm_check_same(f, vals, 14);
+    return os_agree_values(f, vals, 14);
 }
 
 static int run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {

@@ -1,5 +1,6 @@
-// omnishard sft: parse the ms-swift style flags, start MPI, run the training loop.
+// omnishard sft: parse the ms-swift style flags, start MPI, agree on them across ranks, run the training loop.
 #include "core/err.h"
+#include "train/agree.h"
 #include "train/args.h"
 #include "train/sft.h"
 #include "zero/comm.h"
@@ -7,16 +8,19 @@
 int cmd_sft(int argc, char **argv) {
     comm_init(&argc, &argv);
     os_sft_args a;
+    // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops
     int rc = os_sft_args_parse(&a, argc, argv);
+    comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
+    rc = os_agree_parse(rc);
     if (rc == 1) {
+        if (comm_rank() == 0) os_sft_args_usage(stdout);
         comm_finalize();
         return 0;
     }
-    comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);
-    int failed = comm_any_failed(rc < 0);   // ranks launched with different flags still stop together
-    if (failed) {
-        if (rc < 0) os_info("omnishard sft: %s", os_errmsg());
-        else os_info("omnishard sft: the options given to %d other rank(s) are invalid", failed);
+    if (rc == 0) rc = os_agree_options(&a);
+    if (rc < 0) {   // every rank prints the reason (os_die would end the others before they print)
+        if (comm_size() > 1) fprintf(stderr, "omnishard: rank %d: %s\n", comm_rank(), os_errmsg());
+        else fprintf(stderr, "omnishard sft: %s\n", os_errmsg());
         comm_finalize();
         return 2;
     }

@@ -19,6 +19,8 @@ struct os_dataset {
     int64_t n;
     const char *path;
     int64_t skipped;   // records skipped while loading (reported at the end), see docs/dataset.md
+    int64_t bytes;     // size of the file and a digest (os_fnv1a) of all of it, hashed while it was read at open
+    uint64_t digest;   // (the ranks compare them at start, docs/training.md)
     // fill *s with sample i (the dataset owns the memory until the next get or free); -1 + message on error
     int (*get)(os_dataset *d, int64_t i, os_sample *s);
     void (*free)(os_dataset *d);

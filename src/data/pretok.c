@@ -1,5 +1,6 @@
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "data/audio.h"
 #include "data/dataset.h"
 #include "data/pretok.h"
@@ -156,8 +157,10 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
     size_t bcap = 0;
     ssize_t got;
     int rc = 0;
+    p->base.digest = OS_FNV_BASIS;
     while ((got = getline(&buf, &bcap, f)) > 0) {
         line++;
+        p->base.digest = os_fnv1a(p->base.digest, buf, (size_t)got), p->base.bytes += got;
         char *s = buf;
         while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
         if (!*s) continue;

@@ -3,6 +3,7 @@
 #include "data/slam_dataset.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "data/jsonrec.h"
 #include "data/slam_record.h"
 #include "data/tokenizer.h"
@@ -291,7 +292,7 @@ os_dataset *os_slam_open(const char *path, const os_slam_config *c) {
     if (rc == 0) {
         d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (d->map == MAP_FAILED) d->map = NULL, rc = os_errf("%s: cannot map the dataset: %m", path);
-        else d->mapn = (size_t)st.st_size;
+        else d->mapn = (size_t)st.st_size, d->base.bytes = (int64_t)d->mapn, d->base.digest = os_fnv1a(OS_FNV_BASIS, d->map, d->mapn);
     }
     if (fd >= 0) close(fd);
     if (rc == 0 && !(d->tok = os_tok_load(c->tokenizer_json))) rc = -1;

@@ -1,100 +1,173 @@
+// The sft options table: parsing, ranges and allowed values, --help, and the values the ranks agree on at start.
 #include "train/args.h"
 #include "core/err.h"
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_STR, T_F64, T_I64, T_INT, T_BOOL, T_STAGE, T_TERM, T_WEIGHTS, T_IGNORE };
+typedef enum { T_STR, T_CHOICE, T_F64, T_I64, T_INT, T_BOOL, T_STAGE, T_TERM, T_WEIGHTS } opt_type;
 typedef struct {
     const char *name;
-    int type;
+    opt_type type;
     size_t off;
     const char *help;
+    const char *range;     // T_F64/T_I64/T_INT: "[lo,hi]", "(lo,hi)", "[lo,inf)" ... (checked at parse time)
+    const char *choices;   // T_CHOICE: "a|b|c", the first is the default
+    int per_rank;          // may differ between ranks: left out of the start-up agreement (docs/training.md)
 } opt;
 
-#define O(n, t, h) {#n, t, offsetof(os_sft_args, n), h}
+#define XSTR(x) #x
+#define STR(x) XSTR(x)
+#define F(n) .name = #n, .off = offsetof(os_sft_args, n)
+#define S(n, h) {F(n), .type = T_STR, .help = h}
+#define P(n, h) {F(n), .type = T_STR, .help = h, .per_rank = 1}
+#define C(n, ch, h) {F(n), .type = T_CHOICE, .choices = ch, .help = h}
+#define N(n, t, r, h) {F(n), .type = t, .range = r, .help = h}
+#define B(n, h) {F(n), .type = T_BOOL, .help = h}
 static const opt opts[] = {
-    O(model, T_STR, "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
-    O(dataset, T_STR, "training data: .jsonl (pretokenized or SLAM-Omni records) (required)"),
-    O(output_dir, T_STR, "where logging.jsonl, checkpoints and the final model go (required)"),
-    O(model_type, T_STR, "slam_omni (default) or qwen2 (plain causal LM)"),
-    O(code_layer, T_INT, "audio code layers G of slam_omni (default 3, or slam_omni.json)"),
-    O(num_latency_tokens, T_INT, "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
-    O(do_layershift, T_BOOL, "each audio layer its own A vocabulary rows, id T+g*A+a, no adapter (default slam_omni.json's, else false)"),
-    O(mask_equal_length_audio, T_BOOL, "the reference's mask of every audio label when text and audio have the same length (default false: trained)"),
-    O(loss_weights, T_WEIGHTS, "text,audio0,..: loss weights (default 1/(G+1) each, the reference)"),
-    O(num_train_epochs, T_F64, "epochs (default 1)"),
-    O(max_steps, T_I64, "optimizer steps; overrides epochs when > 0"),
-    O(per_device_train_batch_size, T_I64, "samples per rank per micro-batch (default 1)"),
-    O(gradient_accumulation_steps, T_I64, "micro-batches per optimizer step (default 1)"),
-    O(learning_rate, T_F64, "peak learning rate (default 1e-4)"),
-    O(weight_decay, T_F64, "AdamW weight decay, not applied to biases and norms (default 0)"),
-    O(adam_beta1, T_F64, "default 0.9"),
-    O(adam_beta2, T_F64, "default 0.999"),
-    O(adam_epsilon, T_F64, "default 1e-8"),
-    O(max_grad_norm, T_F64, "global gradient-norm clipping, 0 = off (default 1)"),
-    O(warmup_steps, T_I64, "linear warm-up steps (default 0)"),
-    O(warmup_ratio, T_F64, "warm-up as a fraction of all steps when warmup_steps is 0"),
-    O(lr_scheduler_type, T_STR, "constant | constant_with_warmup | linear | cosine (default linear)"),
-    O(max_length, T_I64, "longest sample in tokens (default 2048)"),
-    O(truncation_strategy, T_STR, "right (keep the start, default) | left | delete (skip, counted)"),
-    O(logging_steps, T_I64, "log every N steps (default 1)"),
-    O(save_steps, T_I64, "checkpoint every N steps, 0 = only at the end (default 500)"),
-    O(eval_steps, T_I64, "evaluate every N steps (needs val_dataset or split_dataset_ratio)"),
-    O(val_dataset, T_STR, "evaluation data"),
-    O(split_dataset_ratio, T_F64, "fraction of dataset held out for evaluation (default 0)"),
-    O(new_rows_init, T_STR, "embedding/lm_head rows the checkpoint lacks (vocabulary resize): mean_resizing (default, "
-                            "transformers >= 4.46: N(mean, 1e-9 cov) of its rows) | normal (N(0, 0.02))"),
-    O(seed, T_I64, "data order and new-parameter initialisation (default 42)"),
-    O(zero_stage, T_INT, "ZeRO stage 0-3 (default 0 single rank; --deepspeed zero3 also works)"),
-    {"deepspeed", T_STAGE, 0, "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
-    O(gradient_checkpointing, T_BOOL, "recompute each layer in the backward (default true)"),
-    O(resume_from_checkpoint, T_STR, "checkpoint directory to continue from"),
-    O(save_only_model, T_BOOL, "checkpoints without optimizer state (default false)"),
-    O(speech_encoder, T_STR, "Hugging Face Whisper directory for speech questions"),
-    O(freeze_llm, T_BOOL, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
-    O(freeze_encoder, T_BOOL, "the speech encoder is always frozen (default true; false is refused)"),
-    O(freeze_encoder_projector, T_BOOL, "freeze the speech projector (default false)"),
-    {"freeze_projector", T_BOOL, offsetof(os_sft_args, freeze_encoder_projector), "same as --freeze_encoder_projector"},
-    O(freeze_group_decode_adapter, T_BOOL, "freeze the group-decode adapter (default false)"),
-    O(trainable_embed_rows, T_STR, "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | "
-                                   "audio | none (default all; none with --freeze_llm)"),
-    O(cache_speech_features, T_STR, "directory caching the frozen encoder's output per WAV (docs/speech.md)"),
-    {"param_loss", T_TERM, 0, "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
-    O(ddp_timeout, T_F64, "seconds a rank waits in one collective before the job ends with a report naming the ranks "
-                          "that did not arrive; 0 = wait forever (default 1800, docs/operations.md)"),
-    O(dump_grads, T_STR, "write the first step's reduced gradients to this safetensors file"),
-    O(dump_logits, T_STR, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file"),
-    // accepted for ms-swift compatibility, without effect here
-    {"train_type", T_IGNORE, 0, "full (the only type)"},
-    {"torch_dtype", T_IGNORE, 0, "float32 (the only type)"},
-    {"ddp_backend", T_IGNORE, 0, ""}, {"device", T_IGNORE, 0, ""}, {"dataloader_num_workers", T_IGNORE, 0, ""},
-    {"lazy_tokenize", T_IGNORE, 0, ""}, {"check_model", T_IGNORE, 0, ""}, {"report_to", T_IGNORE, 0, ""},
+    S(model, "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
+    S(dataset, "training data: .jsonl (pretokenized or SLAM-Omni records) (required)"),
+    S(output_dir, "where logging.jsonl, checkpoints and the final model go (required)"),
+    C(model_type, "slam_omni|qwen2", "slam_omni (a Qwen2 LLM with G audio layers) or qwen2 (plain causal LM)"),
+    N(code_layer, T_INT, "[1," STR(OS_MAX_G) "]", "audio code layers G of slam_omni (default 3, or slam_omni.json)"),
+    N(num_latency_tokens, T_INT, "[0,inf)", "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
+    B(do_layershift, "each audio layer its own A vocabulary rows, id T+g*A+a, no adapter (default slam_omni.json's, else false)"),
+    B(mask_equal_length_audio, "the reference's mask of every audio label when text and audio have the same length (default false: trained)"),
+    {.name = "loss_weights", .type = T_WEIGHTS, .help = "text,audio0,..: loss weights >= 0 (default 1/(G+1) each, the reference)"},
+    N(num_train_epochs, T_F64, "(0,inf)", "epochs (default 1)"),
+    N(max_steps, T_I64, "[0,inf)", "optimizer steps; overrides epochs when > 0"),
+    N(per_device_train_batch_size, T_I64, "[1,inf)", "samples per rank per micro-batch (default 1)"),
+    N(gradient_accumulation_steps, T_I64, "[1,inf)", "micro-batches per optimizer step (default 1)"),
+    N(learning_rate, T_F64, "[0,inf)", "peak learning rate (default 1e-4)"),
+    N(weight_decay, T_F64, "[0,inf)", "AdamW weight decay, not applied to biases and norms (default 0)"),
+    N(adam_beta1, T_F64, "[0,1)", "default 0.9"),
+    N(adam_beta2, T_F64, "[0,1)", "default 0.999"),
+    N(adam_epsilon, T_F64, "[0,inf)", "default 1e-8"),
+    N(max_grad_norm, T_F64, "[0,inf)", "global gradient-norm clipping, 0 = off (default 1)"),
+    N(warmup_steps, T_I64, "[0,inf)", "linear warm-up steps (default 0)"),
+    N(warmup_ratio, T_F64, "[0,1)", "warm-up as a fraction of all steps when warmup_steps is 0 (default 0)"),
+    C(lr_scheduler_type, "linear|constant|constant_with_warmup|cosine", "learning-rate schedule (default linear)"),
+    N(max_length, T_I64, "[2,inf)", "longest sample in tokens (default 2048)"),
+    C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
+    N(logging_steps, T_I64, "[1,inf)", "log every N steps, and the last (default 1)"),
+    N(save_steps, T_I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
+    N(eval_steps, T_I64, "[0,inf)", "evaluate every N steps, 0 = at save_steps (needs val_dataset or split_dataset_ratio)"),
+    S(val_dataset, "evaluation data"),
+    N(split_dataset_ratio, T_F64, "[0,1)", "fraction of dataset held out for evaluation (default 0)"),
+    C(new_rows_init, "mean_resizing|normal", "embedding/lm_head rows the checkpoint lacks (vocabulary resize): "
+                                             "mean_resizing (default, transformers >= 4.46: N(mean, 1e-9 cov) of its rows) "
+                                             "or normal (N(0, 0.02))"),
+    N(seed, T_I64, "[0,inf)", "data order and new-parameter initialisation (default 42)"),
+    N(zero_stage, T_INT, "[0,3]", "ZeRO stage (default 0; --deepspeed zero3 also works)"),
+    {.name = "deepspeed", .type = T_STAGE, .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
+    B(gradient_checkpointing, "recompute each layer in the backward (default true)"),
+    S(resume_from_checkpoint, "checkpoint directory to continue from"),
+    B(save_only_model, "checkpoints without optimizer state (default false)"),
+    S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
+    B(freeze_llm, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
+    B(freeze_encoder, "the speech encoder is always frozen (default true; false is refused)"),
+    B(freeze_encoder_projector, "freeze the speech projector (default false)"),
+    {.name = "freeze_projector", .type = T_BOOL, .off = offsetof(os_sft_args, freeze_encoder_projector),
+     .help = "same as --freeze_encoder_projector"},
+    B(freeze_group_decode_adapter, "freeze the group-decode adapter (default false)"),
+    S(trainable_embed_rows, "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | audio | none "
+                            "(default all; none with --freeze_llm)"),
+    P(cache_speech_features, "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
+    {.name = "param_loss", .type = T_TERM, .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
+    N(ddp_timeout, T_F64, "[0,inf)", "seconds a rank waits in one collective before the job ends with a report naming the "
+                                      "ranks that did not arrive; 0 = wait forever (default 1800, docs/operations.md)"),
+    S(dump_grads, "write the first step's reduced gradients to this safetensors file"),
+    P(dump_logits, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
+    // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
+    C(train_type, "full", "fine-tuning type (LoRA is not implemented)"),
+    C(torch_dtype, "float32|fp32", "training precision"),
+    C(ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
+    C(device, "cpu", "device to train on"),
+    N(dataloader_num_workers, T_I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),
+    C(lazy_tokenize, "true|True", "SLAM-Omni text is tokenized when a sample is first used"),
+    C(check_model, "false|False", "compare the model files with a model hub (never done here)"),
+    C(report_to, "none", "metric sinks besides OUTPUT_DIR/logging.jsonl"),
 };
-#undef O
+#undef F
+#undef STR
+#undef XSTR
+#undef S
+#undef P
+#undef C
+#undef N
+#undef B
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+// the choices "a|b|c" as "a, b or c"
+static void choice_list(const char *choices, char *out, size_t n) {
+    size_t k = 0;
+    const char *last = strrchr(choices, '|');
+    for (const char *c = choices; *c && k + 8 < n; c++) {
+        if (*c != '|') out[k++] = *c;
+        else k += (size_t)snprintf(out + k, n - k, c == last ? " or " : ", ");
+    }
+    out[k < n ? k : n - 1] = 0;
+}
 
 void os_sft_args_usage(FILE *f) {
     fprintf(f, "usage: omnishard sft --model DIR --dataset FILE --output_dir DIR [options]\n"
                "       mpirun -np N omnishard sft ... --deepspeed zero3\n\noptions (--name value or --name=value):\n");
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if (opts[i].help[0]) fprintf(f, "  --%-28s %s\n", opts[i].name, opts[i].help);
+    for (int i = 0; i < NOPTS; i++) {
+        const opt *o = &opts[i];
+        char extra[256] = "";
+        if (o->range) snprintf(extra, sizeof extra, "; range %s", o->range);
+        if (o->type == T_CHOICE) {
+            char l[200];
+            choice_list(o->choices, l, sizeof l);
+            snprintf(extra, sizeof extra, "; supported: %s", l);
+        }
+        fprintf(f, "  --%-28s %s%s\n", o->name, o->help, extra);
+    }
 }
 
 static void defaults(os_sft_args *a) {
     memset(a, 0, sizeof *a);
-    a->model_type = "slam_omni";
+    for (int i = 0; i < NOPTS; i++)   // a choice defaults to its first value (a static string: the table's)
+        if (opts[i].type == T_CHOICE) {
+            static char first[NOPTS][64];
+            snprintf(first[i], sizeof first[i], "%.*s", (int)strcspn(opts[i].choices, "|"), opts[i].choices);
+            *(const char **)((char *)a + opts[i].off) = first[i];
+        }
     a->code_layer = -1, a->num_latency_tokens = -1, a->do_layershift = -1;
     a->num_train_epochs = 1, a->learning_rate = 1e-4, a->max_grad_norm = 1.0;
     a->adam_beta1 = 0.9, a->adam_beta2 = 0.999, a->adam_epsilon = 1e-8;
     a->per_device_train_batch_size = 1, a->gradient_accumulation_steps = 1;
-    a->lr_scheduler_type = "linear", a->truncation_strategy = "right", a->new_rows_init = "mean_resizing";
     a->max_length = 2048, a->logging_steps = 1, a->save_steps = 500, a->seed = 42;
     a->gradient_checkpointing = 1;
     a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
     a->freeze_encoder = 1;
+}
+
+// x within o's range ("[lo,hi)" etc.); -1 + message naming the option, the range and the value when not
+static int in_range(const opt *o, double x, const char *v) {
+    char lb, rb;
+    double lo, hi;
+    OS_ASSERT(sscanf(o->range, "%c%lf,%lf%c", &lb, &lo, &hi, &rb) == 4);
+    int ok = (lb == '[' ? x >= lo : x > lo) && (rb == ']' ? x <= hi : x < hi);
+    return ok ? 0 : os_errf("--%s: expected a value in %s, got '%s'", o->name, o->range, v);
+}
+
+static int parse_weights(os_sft_args *a, const char *v) {
+    char *end;
+    a->n_loss_weights = 0;
+    for (const char *s = v; *s;) {
+        if (a->n_loss_weights > OS_MAX_G) return os_errf("--loss_weights: at most %d values", OS_MAX_G + 1);
+        double x = strtod(s, &end);
+        if (end == s || !isfinite(x) || x < 0 || (*end && *end != ','))
+            return os_errf("--loss_weights: expected comma-separated numbers >= 0, got '%s'", v);
+        a->loss_weights[a->n_loss_weights++] = (float)x;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
 }
 
 static int parse_value(os_sft_args *a, const opt *o, const char *v) {
@@ -103,20 +176,31 @@ static int parse_value(os_sft_args *a, const opt *o, const char *v) {
     errno = 0;
     switch (o->type) {
     case T_STR: *(const char **)dst = v; return 0;
+    case T_CHOICE:
+        for (const char *c = o->choices; *c; c += strcspn(c, "|"), c += *c == '|') {
+            size_t k = strcspn(c, "|");
+            if (strlen(v) == k && !strncmp(c, v, k)) {
+                *(const char **)dst = v;
+                return 0;
+            }
+        }
+        char l[200];
+        choice_list(o->choices, l, sizeof l);
+        return os_errf("--%s: '%s' is not supported (supported: %s)", o->name, v, l);
     case T_F64: {
         double x = strtod(v, &end);
         if (*end || end == v || errno || !isfinite(x)) return os_errf("--%s: expected a number, got '%s'", o->name, v);
         *(double *)dst = x;
-        return 0;
+        return in_range(o, x, v);
     }
     case T_I64:
     case T_INT: {
         long long x = strtoll(v, &end, 10);
-        if (*end || end == v || errno || x < 0 || (o->type == T_INT && x > 1000000))
-            return os_errf("--%s: expected a non-negative integer, got '%s'", o->name, v);
+        if (*end || end == v || errno || (o->type == T_INT && (x > INT_MAX || x < INT_MIN)))
+            return os_errf("--%s: expected an integer, got '%s'", o->name, v);
         if (o->type == T_I64) *(int64_t *)dst = x;
         else *(int *)dst = (int)x;
-        return 0;
+        return in_range(o, (double)x, v);
     }
     case T_BOOL:
         if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1")) *(int *)dst = 1;
@@ -124,43 +208,28 @@ static int parse_value(os_sft_args *a, const opt *o, const char *v) {
         else return os_errf("--%s: expected true or false, got '%s'", o->name, v);
         return 0;
     case T_STAGE:
-        if (strncmp(v, "zero", 4) || v[4] < '0' || v[4] > '3' || (v[5] && strcmp(v + 5, "_offload") == 0) || v[5])
+        if (strncmp(v, "zero", 4) || v[4] < '0' || v[4] > '3' || v[5])
             return os_errf("--deepspeed: expected zero0, zero1, zero2 or zero3, got '%s'", v);
         a->zero_stage = v[4] - '0';
         return 0;
     case T_TERM:
         if (a->nterms >= OS_MAX_TERMS) return os_errf("--param_loss: at most %d terms", OS_MAX_TERMS);
         return os_param_term_parse(v, &a->terms[a->nterms++]);
-    case T_WEIGHTS: {
-        a->n_loss_weights = 0;
-        const char *s = v;
-        while (*s) {
-            if (a->n_loss_weights > OS_MAX_G) return os_errf("--loss_weights: at most %d values", OS_MAX_G + 1);
-            double x = strtod(s, &end);
-            if (end == s || !isfinite(x) || x < 0) return os_errf("--loss_weights: expected comma-separated non-negative numbers, got '%s'", v);
-            a->loss_weights[a->n_loss_weights++] = (float)x;
-            s = *end == ',' ? end + 1 : end;
-            if (*end && *end != ',') return os_errf("--loss_weights: expected comma-separated numbers, got '%s'", v);
-        }
-        return 0;
+    case T_WEIGHTS: return parse_weights(a, v);
     }
-    default: return 0;
-    }
+    return 0;
 }
 
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     defaults(a);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            os_sft_args_usage(stdout);
-            return 1;
-        }
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return 1;
         if (strncmp(arg, "--", 2)) return os_errf("unexpected argument '%s' (options start with --)", arg);
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
         const opt *o = NULL;
-        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        for (int k = 0; k < NOPTS; k++)
             if (strlen(opts[k].name) == nlen && !strncmp(opts[k].name, name, nlen)) o = &opts[k];
         if (!o) return os_errf("unknown option '--%.*s' (omnishard sft --help lists them)", (int)nlen, name);
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -175,56 +244,46 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     if (a->trainable_embed_rows && strcmp(a->trainable_embed_rows, "all") && strcmp(a->trainable_embed_rows, "new") &&
         strcmp(a->trainable_embed_rows, "audio") && strcmp(a->trainable_embed_rows, "none"))
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);
-    if (a->zero_stage > 3) return os_errf("--zero_stage: expected 0-3, got %d", a->zero_stage);
-    if (strcmp(a->model_type, "slam_omni") && strcmp(a->model_type, "qwen2"))
-        return os_errf("--model_type: expected slam_omni or qwen2, got '%s'", a->model_type);
-    const char *sch[] = {"constant", "constant_with_warmup", "linear", "cosine"};
-    int ok = 0;
-    for (int k = 0; k < 4; k++) ok |= !strcmp(a->lr_scheduler_type, sch[k]);
-    if (!ok) return os_errf("--lr_scheduler_type: expected constant, constant_with_warmup, linear or cosine, got '%s'", a->lr_scheduler_type);
-    if (strcmp(a->truncation_strategy, "right") && strcmp(a->truncation_strategy, "left") && strcmp(a->truncation_strategy, "delete"))
-        return os_errf("--truncation_strategy: expected right, left or delete, got '%s'", a->truncation_strategy);
-    if (strcmp(a->new_rows_init, "mean_resizing") && strcmp(a->new_rows_init, "normal"))
-        return os_errf("--new_rows_init: expected mean_resizing or normal, got '%s'", a->new_rows_init);
-    if (a->ddp_timeout < 0) return os_errf("--ddp_timeout: expected seconds >= 0 (0 = no deadline), got %g", a->ddp_timeout);
-    if (a->per_device_train_batch_size < 1 || a->gradient_accumulation_steps < 1 || a->max_length < 2)
-        return os_errf("--per_device_train_batch_size and --gradient_accumulation_steps must be >= 1, --max_length >= 2");
     return 0;
 }
 
-int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*values)[256], int max) {
-    int n = 0;
-#define FP(name, fmt, val) \
-    if (n < max) fields[n] = name, snprintf(values[n], 256, fmt, val), n++;
-    FP("--model", "%s", a->model);
-    FP("--dataset", "%s", a->dataset);
-    FP("--output_dir", "%s", a->output_dir);
-    FP("--model_type", "%s", a->model_type);
-    FP("--code_layer", "%d", a->code_layer);
-    FP("--num_latency_tokens", "%d", a->num_latency_tokens);
-    FP("--do_layershift", "%d", a->do_layershift);
-    FP("--mask_equal_length_audio", "%d", a->mask_equal_length_audio);
-    FP("--zero_stage", "%d", a->zero_stage);
-    FP("--num_train_epochs", "%.17g", a->num_train_epochs);
-    FP("--max_steps", "%lld", (long long)a->max_steps);
-    FP("--per_device_train_batch_size", "%lld", (long long)a->per_device_train_batch_size);
-    FP("--gradient_accumulation_steps", "%lld", (long long)a->gradient_accumulation_steps);
-    FP("--learning_rate", "%.17g", a->learning_rate);
-    FP("--weight_decay", "%.17g", a->weight_decay);
-    FP("--max_grad_norm", "%.17g", a->max_grad_norm);
-    FP("--warmup_steps", "%lld", (long long)a->warmup_steps);
-    FP("--lr_scheduler_type", "%s", a->lr_scheduler_type);
-    FP("--max_length", "%lld", (long long)a->max_length);
-    FP("--save_steps", "%lld", (long long)a->save_steps);
-    FP("--seed", "%lld", (long long)a->seed);
-    FP("--new_rows_init", "%s", a->new_rows_init);
-    FP("--gradient_checkpointing", "%d", a->gradient_checkpointing);
-    FP("--speech_encoder", "%s", a->speech_encoder ? a->speech_encoder : "");
-    FP("--ddp_timeout", "%.17g", a->ddp_timeout);
-    FP("--nterms", "%d", a->nterms);
-    FP("--freeze", "%d", a->freeze_llm * 4 + a->freeze_encoder_projector * 2 + a->freeze_group_decode_adapter);
-    FP("--trainable_embed_rows", "%s", a->trainable_embed_rows ? a->trainable_embed_rows : "");
-    FP("--resume_from_checkpoint", "%s", a->resume_from_checkpoint ? a->resume_from_checkpoint : "");
-#undef FP
-    return n;
+int os_sft_args_count(void) { return NOPTS; }
+
+int os_sft_args_value(const os_sft_args *a, int i, const char **name, char *buf, size_t n) {
+    const opt *o = &opts[i];
+    const void *src = (const char *)a + o->off;
+    size_t k = 0;
+    *name = o->name;
+    buf[0] = 0;
+    switch (o->type) {
+    case T_STR:
+    case T_CHOICE: {
+        const char *s = *(const char *const *)src;
+        snprintf(buf, n, "%s", s ? s : "(not given)");
+        break;
+    }
+    case T_F64: snprintf(buf, n, "%.17g", *(const double *)src); break;
+    case T_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)src); break;
+    case T_INT: snprintf(buf, n, "%d", *(const int *)src); break;
+    case T_BOOL: {   // < 0: not given (the model directory decides)
+        int v = *(const int *)src;
+        snprintf(buf, n, "%s", v < 0 ? "(not given)" : v ? "true" : "false");
+        break;
+    }
+    case T_STAGE: snprintf(buf, n, "zero%d", a->zero_stage); break;
+    case T_TERM:
+        for (int t = 0; t < a->nterms && k < n; t++) {
+            const os_param_term *p = &a->terms[t];
+            if (p->kind == OS_TERM_L2) k += (size_t)snprintf(buf + k, n - k, "%sl2:%.9g:%s", t ? " " : "", p->coef, p->prefix);
+            else k += (size_t)snprintf(buf + k, n - k, "%sdummy:%s", t ? " " : "", p->prefix);
+        }
+        if (!a->nterms) snprintf(buf, n, "(none)");
+        break;
+    case T_WEIGHTS:
+        for (int t = 0; t < a->n_loss_weights && k < n; t++)
+            k += (size_t)snprintf(buf + k, n - k, "%s%.9g", t ? "," : "", a->loss_weights[t]);
+        if (!a->n_loss_weights) snprintf(buf, n, "(default)");
+        break;
+    }
+    return !o->per_rank;
 }

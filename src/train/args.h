@@ -11,10 +11,12 @@ typedef struct {
     const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
         *cache_speech_features, *new_rows_init;
     const char *lr_scheduler_type, *truncation_strategy, *val_dataset, *trainable_embed_rows;
+    // ms-swift flags accepted only with the values omnishard implements (the options table lists them)
+    const char *train_type, *torch_dtype, *ddp_backend, *device, *lazy_tokenize, *check_model, *report_to;
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
         adam_epsilon, split_dataset_ratio, ddp_timeout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
-        save_steps, logging_steps, eval_steps, seed;
+        save_steps, logging_steps, eval_steps, seed, dataloader_num_workers;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model;
     int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
@@ -25,8 +27,13 @@ typedef struct {
     int nterms;
 } os_sft_args;
 
-// Parse argv (argv[0] is the command name). Returns 0, 1 when --help was printed, -1 + message on error.
+// Parse argv (argv[0] is the command name). Returns 0, 1 when --help or -h was given (nothing printed), -1 +
+// message on error (unknown option, a value outside its range or its allowed values, a missing required option).
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv);
+// The option list with help, ranges and allowed values (omnishard sft --help).
 void os_sft_args_usage(FILE *f);
-// "name=value" lines of every option that must agree across ranks, for the start-up check
-int os_sft_args_fingerprint(const os_sft_args *a, const char **fields, char (*values)[256], int max);
+// The options table has os_sft_args_count() entries. Entry i: *name (without "--") and its parsed value as
+// canonical text in buf (the same value spelt differently gives the same text; every repeat of a repeatable
+// option). Returns 1 when the ranks must agree on it, 0 for the few options that may differ per rank.
+int os_sft_args_count(void);
+int os_sft_args_value(const os_sft_args *a, int i, const char **name, char *buf, size_t n);

@@ -8,6 +8,7 @@
 #include "data/sampler.h"
 #include "io/atomic.h"
 #include "optim/schedule.h"
+#include "train/agree.h"
 #include "train/checkpoint.h"
 #include "train/dump.h"
 #include "train/evaluate.h"
@@ -28,27 +29,6 @@ static void agree_or_die(int rc) {
     if (!failed) return;
     if (rc < 0) os_die_err();
     os_die("stopping: %d other rank(s) reported an error", failed);
-}
-
-// a short digest of a file's size and contents (first and last 1 MB) for the start-up agreement
-static void file_digest(const char *path, char *out, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(out, n, "missing");
-        return;
-    }
-    static unsigned char buf[1 << 20];
-    size_t got = fread(buf, 1, sizeof buf, f);
-    uint64_t h = os_fnv1a(OS_FNV_BASIS, buf, got);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    if (size > (long)sizeof buf) {
-        fseek(f, size - (long)sizeof buf, SEEK_SET);
-        got = fread(buf, 1, sizeof buf, f);
-        h = os_fnv1a(h, buf, got);
-    }
-    fclose(f);
-    snprintf(out, n, "%ld bytes, digest %016llx", size, (unsigned long long)h);
 }
 
 // fault injection for tests: OMNISHARD_FAULT=RANK:STEP:KIND, KIND error (a user error), crash (SIGSEGV),
@@ -96,24 +76,29 @@ static int weights_finite(const os_model *m, zr_runtime *rt, const os_sft_args *
     return stop_nonfinite(m, rt, a, step, "non-finite parameters after the optimizer step", saved, resumed_at);
 }
 
-static void check_fingerprint(const os_sft_args *a) {
-    const char *fields[48];
-    char values[48][256];
-    int n = os_sft_args_fingerprint(a, fields, values, 46);
-    char cfg[4200];
+// the start-up agreement on inputs (the options were agreed on in cmd_sft): the model's config.json here, the
+// data files once read (os_dataset.digest, hashed while they were read)
+static void agree_on_config(const os_sft_args *a) {
+    char cfg[4200], v[128];
     snprintf(cfg, sizeof cfg, "%s/config.json", a->model);
-    fields[n] = "model config.json", file_digest(cfg, values[n], 256), n++;
-    fields[n] = "dataset file", file_digest(a->dataset, values[n], 256), n++;
-    const char *vals[48];
-    for (int i = 0; i < n; i++) vals[i] = values[i];
-    if (comm_check_same(fields, vals, n) < 0) os_die_err();
+    os_file_digest_text(cfg, v, sizeof v);
+    const char *name = "the model's config.json", *val = v;
+    if (os_agree_values(&name, &val, 1) < 0) os_die_err();
+}
+
+static void agree_on_data(const os_dataset *train, const os_dataset *eval) {
+    char v[2][128];
+    const char *names[2] = {"the --dataset file", "the --val_dataset file"}, *vals[2] = {v[0], v[1]};
+    os_digest_text(train->bytes, train->digest, v[0], sizeof v[0]);
+    if (eval) os_digest_text(eval->bytes, eval->digest, v[1], sizeof v[1]);
+    if (os_agree_values(names, vals, eval ? 2 : 1) < 0) os_die_err();
 }
 
 int os_sft_run(const os_sft_args *a) {
     int rank = comm_rank(), N = comm_size();
     if (a->zero_stage == 0 && N > 1 && rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", N);
-    check_fingerprint(a);
+    agree_on_config(a);
     os_session s;
     int rc = os_session_open(&s, a, rank, N);
     agree_or_die(rc);
@@ -121,6 +106,7 @@ int os_sft_run(const os_sft_args *a) {
     int64_t R = m->oc.G > 0 ? m->oc.G + 1 : 1;
     os_dataset *ds = NULL, *ev = NULL;   // training and evaluation data (docs/dataset.md)
     agree_or_die(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
+    agree_on_data(ds, ev);
     agree_or_die(os_pretok_speech_len(ds, os_speech_positions(m)));
     if (ev) agree_or_die(os_pretok_speech_len(ev, os_speech_positions(m)));
     agree_or_die(os_sft_split(a, &ds, &ev));

@@ -186,30 +186,11 @@ void comm_wait(comm_req *q) {
     os_free(q);
 }
 
-int comm_check_same(const char *const *fields, const char *const *values, int n) {
-    if (g_size == 1) return 0;
-    uint64_t *mine = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1), "fingerprint");
-    uint64_t *all = os_alloc(sizeof(uint64_t) * (size_t)(n ? n : 1) * (size_t)g_size, "fingerprint");
-    for (int i = 0; i < n; i++) mine[i] = os_fnv1a(OS_FNV_BASIS, values[i], strlen(values[i]));
-    allgather_bytes(mine, all, (int64_t)sizeof(uint64_t) * n, WD_AGREE_OPTIONS);
-    int bad_field = -1, bad_rank = -1;
-    for (int i = 0; i < n && bad_field < 0; i++)
-        for (int r = 1; r < g_size; r++)
-            if (all[(size_t)r * n + i] != all[i]) {
-                bad_field = i, bad_rank = r;
-                break;
-            }
-    os_free(mine);
-    os_free(all);
-    if (bad_field < 0) return 0;
-    // fetch the two values for the message: rank 0's and the differing rank's, broadcast to all
-    char v0[256] = {0}, vr[256] = {0};
-    snprintf(v0, sizeof v0, "%s", values[bad_field]);
-    snprintf(vr, sizeof vr, "%s", values[bad_field]);
-    bcast(v0, sizeof v0, 0, WD_AGREE_OPTIONS);
-    bcast(vr, sizeof vr, bad_rank, WD_AGREE_OPTIONS);
-    return os_errf("ranks disagree on '%s': rank 0 has '%s', rank %d has '%s'", fields[bad_field], v0, bad_rank, vr);
+// the start-up agreement's collectives (src/train/agree.c), named as such by the watchdog
+void comm_agree_allgather_bytes(const void *in, void *out, int64_t bytes) {
+    allgather_bytes(in, out, bytes, WD_AGREE_OPTIONS);
 }
+void comm_agree_bcast(void *buf, int64_t bytes, int root) { bcast(buf, bytes, root, WD_AGREE_OPTIONS); }
 
 int comm_any_failed(int local_failed) {
     int64_t v = local_failed ? 1 : 0;

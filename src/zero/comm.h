@@ -34,9 +34,9 @@ typedef struct comm_req comm_req;
 comm_req *comm_iallgather_f32(float *full, int64_t shard_n);
 void comm_wait(comm_req *r);
 
-// Start-up agreement: every rank passes the same ordered list of (field, value) strings; returns 0 when they
-// agree, else -1 with an error "field 'X' differs: rank 0 has 'a', rank 2 has 'b'".
-int comm_check_same(const char *const *fields, const char *const *values, int n);
+// comm_allgather_bytes and comm_bcast for the start-up agreement (src/train/agree.c): the watchdog names them so
+void comm_agree_allgather_bytes(const void *in, void *out, int64_t bytes);
+void comm_agree_bcast(void *buf, int64_t bytes, int root);
 // Agreement on failure: each rank passes its local status (0 ok, non-zero failed); returns the number of ranks
 // that failed (0 = all fine). Used after steps that read rank-local input so all ranks stop together.
 int comm_any_failed(int local_failed);

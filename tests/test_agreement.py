@@ -1,0 +1,124 @@
+"""Start-up agreement (docs/training.md): ranks launched with different options or data stop at once, every rank
+naming the option (or file) and both values; a rank with invalid options makes every rank print its reason.
+MPMD launches (`mpirun -np 1 A : -np 1 B`) give each rank its own command line."""
+import os, random, shutil, subprocess
+import pytest
+
+from oracle import slam_omni_ref as ref
+from omni_run import MPIRUN
+from conftest import BIN
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("agree")
+    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
+    ref.make_data(str(d / "data.jsonl"), 4, G=3, T=128, A=64)
+    return d
+
+
+def mpmd(ranks, timeout=60):
+    """ranks: one (argument list, working directory) per rank; returns the finished process."""
+    cmd = list(MPIRUN)
+    for i, (args, wdir) in enumerate(ranks):
+        cmd += ([":"] if i else []) + ["-np", "1", "-wdir", str(wdir), str(BIN), *map(str, args)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def base(d, out="o"):
+    return ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / out, "--max_steps", 1]
+
+
+def lines_of(p, rank):
+    return [l for l in p.stderr.splitlines() if l.startswith(f"omnishard: rank {rank}: ")]
+
+
+# one option at a time differs on rank 1: (extra args of rank 0, extra args of rank 1, rank 0's text, rank 1's text)
+CASES = {
+    "split_dataset_ratio": ([], ["--split_dataset_ratio", "0.5"], "0", "0.5"),
+    "eval_steps": ([], ["--eval_steps", "3"], "0", "3"),
+    "adam_beta1": ([], ["--adam_beta1", "0.8"], "0.90000000000000002", "0.80000000000000004"),
+    "adam_beta2": (["--adam_beta2", "0.99"], ["--adam_beta2", "0.98"], "0.98999999999999999", "0.97999999999999998"),
+    "adam_epsilon": ([], ["--adam_epsilon", "1e-6"], "1e-08", "9.9999999999999995e-07"),
+    "warmup_ratio": ([], ["--warmup_ratio", "0.1"], "0", "0.10000000000000001"),
+    "truncation_strategy": ([], ["--truncation_strategy", "left"], "right", "left"),
+    "loss_weights": (["--loss_weights", "1,1,1,1"], ["--loss_weights", "1,0.5,1,1"], "1,1,1,1", "1,0.5,1,1"),
+    "param_loss": (["--param_loss", "dummy:model.norm"], ["--param_loss", "dummy:model.norm", "--param_loss", "l2:0.5:lm_head"],
+                   "dummy:model.norm", "dummy:model.norm l2:0.5:lm_head"),
+    "save_only_model": ([], ["--save_only_model", "true"], "false", "true"),
+    "logging_steps": ([], ["--logging_steps", "2"], "1", "2"),
+    "zero_stage": (["--zero_stage", "3"], ["--deepspeed", "zero2"], "3", "2"),
+}
+
+
+def test_options_that_differ_on_one_rank_stop_every_rank(tiny):
+    # every differing option is named in the one message (one launch checks them all)
+    a0 = [x for c in CASES.values() for x in c[0]]
+    a1 = [x for c in CASES.values() for x in c[1]]
+    p = mpmd([(base(tiny) + a0, tiny), (base(tiny) + a1, tiny)])
+    assert p.returncode != 0
+    for name, (_, _, v0, v1) in CASES.items():
+        want = f"ranks disagree on --{name}: rank 0 has '{v0}', rank 1 has '{v1}'"
+        for r in (0, 1):
+            assert any(want in l for l in lines_of(p, r)), (want, p.stderr)
+    assert not (tiny / "o" / "logging.jsonl").exists()
+
+
+def test_one_differing_option_is_enough(tiny):
+    p = mpmd([(base(tiny), tiny), (base(tiny) + ["--eval_steps", "3"], tiny)])
+    assert p.returncode != 0
+    assert "ranks disagree on --eval_steps: rank 0 has '0', rank 1 has '3'" in p.stderr, p.stderr
+    assert "ranks disagree on --" not in p.stderr.replace("ranks disagree on --eval_steps", ""), p.stderr
+
+
+def test_the_same_value_spelt_differently_agrees(tiny, tmp_path):
+    # --deepspeed zero2 and --zero_stage 2 are one setting; 0.10 and 1e-1 one number
+    a = base(tiny, tmp_path / "o")
+    p = mpmd([(a + ["--deepspeed", "zero2", "--warmup_ratio", "0.10"], tiny),
+              (a + ["--zero_stage", "2", "--warmup_ratio", "1e-1"], tiny)])
+    assert p.returncode == 0, p.stderr
+
+
+def test_per_rank_options_may_differ(tiny, tmp_path):
+    a = base(tiny, tmp_path / "o")
+    p = mpmd([(a + ["--dump_logits", tmp_path / "l.safetensors"], tiny), (a, tiny)])
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "l.safetensors").exists()
+
+
+def test_invalid_options_on_one_rank_are_printed_by_every_rank(tiny):
+    p = mpmd([(base(tiny), tiny), (base(tiny) + ["--adam_beta2", "-1"], tiny)])
+    assert p.returncode != 0
+    for r in (0, 1):
+        assert any("options of rank 1: --adam_beta2: expected a value in [0,1), got '-1'" in l for l in lines_of(p, r)), p.stderr
+    p = mpmd([(base(tiny) + ["--learning_rat", "1"], tiny), (base(tiny), tiny)])
+    for r in (0, 1):
+        assert any("options of rank 0: unknown option '--learning_rat'" in l for l in lines_of(p, r)), p.stderr
+
+
+def test_help_on_every_rank_prints_once_and_exits_zero(tiny):
+    p = mpmd([(["sft", "--help"], tiny), (["sft", "--help"], tiny)])
+    assert p.returncode == 0 and p.stdout.count("usage: omnishard sft") == 1, p.stdout + p.stderr
+
+
+def test_a_change_in_the_middle_of_a_large_dataset_is_found(tiny, tmp_path):
+    # the same relative path, resolved in two working directories: a 3 MB file that differs in one digit of its
+    # middle line on rank 1 (the old digest hashed the first and last MB only)
+    lines = open(tiny / "data.jsonl").read().splitlines()
+    rows = [lines[i % len(lines)] for i in range(7000)]
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    for d in (a, b):
+        shutil.copytree(tiny / "model", d / "model")
+    text = "\n".join(rows) + "\n"
+    assert len(text) > 3_000_000
+    (a / "data.jsonl").write_text(text)
+    mid = len(text) // 2
+    i = text.index("[1", mid) + 1     # a token id in the middle line: 1 -> 2 keeps it valid
+    (b / "data.jsonl").write_text(text[:i] + "2" + text[i + 1:])
+    args = ["sft", "--model", "model", "--dataset", "data.jsonl", "--output_dir", "o", "--max_steps", 1]
+    p = mpmd([(args, a), (args, b)])
+    assert p.returncode != 0
+    assert "ranks disagree on the --dataset file" in p.stderr and f"{len(text)} bytes, digest" in p.stderr, p.stderr
+    assert not (a / "o" / "logging.jsonl").exists()
