@@ -45,7 +45,7 @@ def base_dir(tmp_path, tied):
     return d
 
 
-def reference_model(base, projector, lora=None):
+def reference_model(base, projector, lora=None, vocab=T + A):
     torch.manual_seed(7)
     llm = Qwen2ForCausalLM.from_pretrained(base).float()
     if lora:   # slam_model.py setup_llm: get_peft_model before slam_model_s2s resizes the vocabulary
@@ -55,7 +55,7 @@ def reference_model(base, projector, lora=None):
         for n, p in llm.named_parameters():
             if "lora_B" in n:   # PEFT starts B at 0: make the merge non-trivial
                 torch.nn.init.normal_(p, std=0.1)
-    llm.resize_token_embeddings(T + A)   # slam_model_s2s.py:148
+    llm.resize_token_embeddings(vocab)   # slam_model_s2s.py:148
     encoder = torch.nn.Linear(16, 16)
     encoder.requires_grad_(False)        # freeze_encoder
     return SlamS2S(encoder, llm, projector, ref.Adapter(A, G))
@@ -103,7 +103,7 @@ def test_full_model_round_trip_trains_and_gives_the_logits(tmp_path):
     tool("import", "--slam_pt", pt, "--base", base, "--output_dir", out, subprocess_=True)   # the command line itself
     cfg = json.load(open(out / "slam_omni.json"))
     assert cfg == {"model_type": "slam_omni", "code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A,
-                   "encoder_projector": "cov1d-linear", "encoder_dim": 16, "projector_hidden": 24,
+                   "num_latency_tokens": 0, "do_layershift": False, "encoder_projector": "cov1d-linear", "encoder_dim": 16, "projector_hidden": 24,
                    "encoder_projector_ds_rate": 5}
     assert json.load(open(out / "config.json"))["vocab_size"] == T + A
     tool("export", "--model", out, "--slam_pt", tmp_path / "back.pt")
@@ -123,6 +123,27 @@ def test_full_model_round_trip_trains_and_gives_the_logits(tmp_path):
     assert c.shape == r.shape and np.abs(c - r).max() <= 1e-4 * max(1.0, np.abs(r).max())
     tool("export", "--model", tmp_path / "run" / "final_model", "--slam_pt", tmp_path / "back2.pt")
     assert_same(pt, tmp_path / "back2.pt")
+
+
+def test_layershift_model_imports_and_trains(tmp_path):
+    """do_layershift: vocabulary T + G*A, no adapter; the options the reference's config held go to slam_omni.json"""
+    base = base_dir(tmp_path, tied=True)
+    model = reference_model(base, ref.Projector(16, 24, 32), vocab=T + G * A)
+    model.group_decode_adapter = None
+    pt, out = tmp_path / "model.pt", tmp_path / "omni"
+    save_model_checkpoint_peft(model, pt)
+    sizes = ["--padded_text_vocabsize", T, "--padded_audio_vocabsize", A]   # no adapter to read A from
+    rc, err = tool("import", "--slam_pt", pt, "--base", base, "--output_dir", out, *sizes, check=False)
+    assert rc != 0 and "T + A" in err, err   # without the option the vocabulary does not add up
+    tool("import", "--slam_pt", pt, "--base", base, "--output_dir", out, *sizes, "--do_layershift",
+         "--num_latency_tokens", 1)
+    cfg = json.load(open(out / "slam_omni.json"))
+    assert (cfg["do_layershift"], cfg["num_latency_tokens"], cfg["padded_text_vocabsize"]) == (True, 1, T)
+    data = tmp_path / "data.jsonl"
+    ref.make_data(str(data), 1, G=G, T=T, A=A)
+    sft(out, data, tmp_path / "run", 1, ["--learning_rate", "0", "--max_length", "64"])
+    tool("export", "--model", tmp_path / "run" / "final_model", "--slam_pt", tmp_path / "back.pt")
+    assert_same(pt, tmp_path / "back.pt")
 
 
 def test_peft_lora_is_merged_as_peft_does(tmp_path):

@@ -8,7 +8,7 @@ The reference (X-LANCE/SLAM-LLM, src/slam_llm/utils/checkpoint_handler.py save_m
 
   import: python tools/slam_checkpoint.py import --slam_pt model.pt --base QWEN_DIR --output_dir OUT
           [--lora_alpha A] [--code_layer G --padded_text_vocabsize T --padded_audio_vocabsize A]
-          [--encoder_projector_ds_rate K] [--drop_encoder]
+          [--encoder_projector_ds_rate K] [--num_latency_tokens N] [--do_layershift] [--drop_encoder]
   export: python tools/slam_checkpoint.py export --model OMNISHARD_DIR --slam_pt model.pt
 
 Needs PyTorch (the pickle format; loaded with weights_only=True), safetensors and transformers (parameter order).
@@ -97,11 +97,19 @@ def slam_config(a, slam, vocab, resized):
         if G * A != aw.shape[0] or (a.code_layer not in (None, G)) or (a.padded_audio_vocabsize not in (None, A)):
             fail(f"group_decode_adapter.linear.weight {list(aw.shape)}: expected [G*A, A] with G = --code_layer "
                  f"{a.code_layer} and A = --padded_audio_vocabsize {a.padded_audio_vocabsize}")
+        if a.do_layershift:
+            fail("group_decode_adapter.*: a model with --do_layershift has no group-decode adapter")
     G, A = G or 3, A or 4160
-    T = T or (vocab - A if resized else 152000)
-    if resized and vocab != T + A:
-        fail(f"llm embedding has {vocab} rows, expected T + A = {T} + {A}: give --padded_text_vocabsize")
-    cfg.update({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A})
+    audio = G * A if a.do_layershift else A   # the reference's total_audio_vocabsize
+    T = T or (vocab - audio if resized else 152000)
+    if T < 64 or A < 64:
+        fail(f"text vocabulary {T} and audio vocabulary {A} must each be >= 64 (llm embedding rows {vocab}): give "
+             f"--padded_text_vocabsize / --padded_audio_vocabsize")
+    if resized and vocab != T + audio:
+        fail(f"llm embedding has {vocab} rows, expected T + {'G*A' if a.do_layershift else 'A'} = {T} + {audio}: "
+             f"give --padded_text_vocabsize / --code_layer / --padded_audio_vocabsize")
+    cfg.update({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A,
+                "num_latency_tokens": a.num_latency_tokens, "do_layershift": a.do_layershift})
     w1 = slam.get("encoder_projector.linear1.weight")
     if w1 is not None:
         cw = slam.get("encoder_projector.conv1d.weight")
@@ -205,6 +213,8 @@ def main():
     i.add_argument("--padded_text_vocabsize", type=int, help="T (default: embedding rows - A, else 152000)")
     i.add_argument("--padded_audio_vocabsize", type=int, help="A (default: from the adapter's shape, else 4160)")
     i.add_argument("--encoder_projector_ds_rate", type=int, default=5, help="k of the linear projector (default 5)")
+    i.add_argument("--num_latency_tokens", type=int, default=0, help="the run's num_latency_tokens (default 0)")
+    i.add_argument("--do_layershift", action="store_true", help="the run used do_layershift (vocabulary T + G*A)")
     i.add_argument("--drop_encoder", action="store_true", help="leave out encoder.* tensors (a trained encoder)")
     e = sub.add_parser("export", help="omnishard model directory -> SLAM-LLM model.pt")
     e.add_argument("--model", required=True, help="omnishard model directory (final_model/ or `omnishard export`)")
