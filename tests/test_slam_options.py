@@ -131,7 +131,7 @@ def test_infer_matches_pytorch(tmp_path):
         model.lm_head.weight[row] = (torch.linalg.pinv(H) @ t).float()
     model.save_pretrained(str(d), safe_serialization=True)
     got = json.loads(run(["infer", "--model", d, "--question", question, "--max_new_tokens", n, "--show_prompt"]).stdout)
-    assert got["prompt_input_ids"] == ids
+    assert got["prompt_input_ids"] == ids and got["num_latency_tokens"] == latency and got["do_layershift"] is True
     want = iref.generate(model, None, ids, G, T, A, n, latency=latency, layershift=True)
     for k in ("text_ids", "audio", "codec", "steps", "text_end", "audio_end"):
         assert got[k] == want[k], (k, got[k], want[k])

@@ -149,8 +149,9 @@ static void print_result(const infer_args *a, const os_model *m, const os_infer_
     printf(", \"text_end\": %s, \"audio_end\": %s, \"text_only\": %s, \"steps\": %lld, \"prompt_positions\": %lld",
            r->text_end ? "true" : "false", r->audio_end ? "true" : "false", g->text_only || p->asr ? "true" : "false",
            (long long)r->steps, (long long)p->L);
-    printf(", \"code_layer\": %lld, \"text_vocab\": %lld, \"audio_vocab\": %lld", (long long)G,
-           (long long)m->oc.text_vocab, (long long)m->oc.audio_vocab);
+    printf(", \"code_layer\": %lld, \"text_vocab\": %lld, \"audio_vocab\": %lld, \"num_latency_tokens\": %d, "
+           "\"do_layershift\": %s", (long long)G, (long long)m->oc.text_vocab, (long long)m->oc.audio_vocab, m->oc.latency,
+           m->oc.layershift ? "true" : "false");
     if (a->show_prompt) {
         printf(", \"prompt_input_ids\": [");
         for (int64_t k = 0; k < p->R; k++) {
