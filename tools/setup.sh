@@ -8,6 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq build-essential pkg-config python3-venv libopenblas-dev libopenmpi-dev openmpi-bin libcjson-dev libpcre2-dev libsndfile1-dev espeak-ng sox iproute2 util-linux >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
+# tests/requirements.txt also holds what `omnishard convert` runs on: pyarrow, soundfile, tqdm, numpy
 .venv/bin/pip install -q -r tests/requirements.txt
 .venv/bin/pip install -q --no-deps -r tests/requirements-nodeps.txt
 make -j"$(nproc)"

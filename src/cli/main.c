@@ -6,7 +6,7 @@
 
 // Declared weak so that the dispatch table does not depend on which command files exist yet.
 #define CMD(name) int cmd_##name(int argc, char **argv) __attribute__((weak));
-CMD(sft) CMD(export) CMD(plan) CMD(tokenize) CMD(plot) CMD(infer) CMD(mel)
+CMD(sft) CMD(export) CMD(plan) CMD(tokenize) CMD(plot) CMD(infer) CMD(mel) CMD(convert)
 #undef CMD
 
 static const struct {
@@ -21,6 +21,7 @@ static const struct {
     {"plot", cmd_plot, "draw the loss curves of a logging.jsonl as SVG"},
     {"infer", cmd_infer, "generate text and audio tokens from a trained model"},
     {"mel", cmd_mel, "Whisper log-mel spectrogram of a WAV file"},
+    {"convert", cmd_convert, "SLAM-Omni Parquet shards (HF datasets) -> audio files + JSONL records for sft"},
 };
 
 static void usage(FILE *f) {
