@@ -66,6 +66,8 @@ static const opt opts[] = {
     {.name = "deepspeed", .type = T_STAGE, .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
     B(gradient_checkpointing, "recompute each layer in the backward (default true)"),
     S(resume_from_checkpoint, "checkpoint directory to continue from"),
+    B(resume_override_config, "resume although dataset, seed, max_length, truncation, split, model_type, "
+                              "code_layer or loss weights differ from the checkpoint's run (default false)"),
     B(save_only_model, "checkpoints without optimizer state (default false)"),
     S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
     B(freeze_llm, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),

@@ -17,7 +17,7 @@ typedef struct {
         adam_epsilon, split_dataset_ratio, ddp_timeout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
         save_steps, logging_steps, eval_steps, seed, dataloader_num_workers;
-    int zero_stage, gradient_checkpointing, code_layer, save_only_model;
+    int zero_stage, gradient_checkpointing, code_layer, save_only_model, resume_override_config;
     int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
     int mask_equal_length_audio;

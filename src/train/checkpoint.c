@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FORMAT "omnishard-checkpoint-1"
+#define FORMAT "omnishard-checkpoint-2"
 static const char *KINDS[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
@@ -78,8 +78,20 @@ static cJSON *int_array(const int64_t *v, int n) {
     return a;
 }
 
+static void add_run(cJSON *o, const os_ckpt_run *run) {
+    cJSON *d = cJSON_AddObjectToObject(o, "data");
+    cJSON_AddNumberToObject(d, "epoch", (double)run->next.epoch);
+    cJSON_AddNumberToObject(d, "position", (double)run->next.pos);
+    cJSON_AddNumberToObject(d, "samples_seen", (double)run->samples_seen);
+    cJSON_AddNumberToObject(d, "global_batch", (double)run->global_batch);
+    cJSON_AddNumberToObject(d, "samples", (double)run->samples);
+    cJSON_AddStringToObject(d, "dataset", run->dataset);
+    cJSON *r = cJSON_AddObjectToObject(o, "run");
+    for (int i = 0; i < run->n; i++) cJSON_AddStringToObject(r, run->key[i], run->val[i]);
+}
+
 static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_args *a, int64_t step, int with_optim,
-                       const int64_t *bytes, const uint64_t *sums) {
+                       const int64_t *bytes, const uint64_t *sums, const os_ckpt_run *run) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "format", FORMAT);
     cJSON_AddNumberToObject(o, "step", (double)step);
@@ -106,6 +118,7 @@ static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_arg
         cJSON_AddItemToObject(e, "shape", int_array(p->shape, p->ndim));
         cJSON_AddItemToArray(ps, e);
     }
+    add_run(o, run);
     cJSON *fs = cJSON_AddArrayToObject(o, "files");
     for (int r = 0; r < rt->nranks; r++) {
         char nm[64], cs[32];
@@ -120,7 +133,51 @@ static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_sft_arg
     return o;
 }
 
-int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, int64_t step) {
+#define SUM_KEY "\"manifest_fnv1a64\""
+
+// the manifest's text with its checksum as the last member (cJSON_Print ends the object with "\n}")
+static int write_manifest(const char *path, cJSON *o) {
+    char *text = cJSON_Print(o), tail[96];
+    size_t n = strlen(text) - 2;
+    int k = snprintf(tail, sizeof tail, ",\n\t" SUM_KEY ":\t\"%016llx\"\n}\n", (unsigned long long)os_fnv1a(OS_FNV_BASIS, text, n));
+    char *all = os_alloc(n + (size_t)k, "manifest");
+    memcpy(all, text, n), memcpy(all + n, tail, (size_t)k);
+    int rc = os_write_file_atomic(path, all, n + (size_t)k);
+    os_free(all);
+    cJSON_free(text);
+    return rc;
+}
+
+// DIR/manifest.json parsed, after checking its checksum; NULL + message naming the file
+static cJSON *read_manifest(const char *dir) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    size_t n;
+    char *text = os_read_file(path, &n);
+    if (!text) return NULL;
+    cJSON *o = cJSON_ParseWithLength(text, n);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"), *sum = cJSON_GetObjectItemCaseSensitive(o, "manifest_fnv1a64");
+    char *at = NULL;
+    for (char *p = strstr(text, SUM_KEY); p; p = strstr(p + 1, SUM_KEY)) at = p;
+    while (at && at > text && at[-1] != ',') at--;
+    char have[32];
+    snprintf(have, sizeof have, "%016llx", at && at > text ? (unsigned long long)os_fnv1a(OS_FNV_BASIS, text, (size_t)(at - 1 - text)) : 0ULL);
+    int rc = 0;
+    if (!o) rc = os_errf("%s: not valid JSON (corrupt manifest)", path);
+    else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT))
+        rc = os_errf("%s: field 'format': expected \"%s\", got %s%s%s (checkpoints of older omnishard versions cannot "
+                     "be read)", path, FORMAT, cJSON_IsString(fmt) ? "\"" : "", cJSON_IsString(fmt) ? fmt->valuestring : "none",
+                     cJSON_IsString(fmt) ? "\"" : "");
+    else if (!cJSON_IsString(sum) || !at || at == text || strcmp(sum->valuestring, have))
+        rc = os_errf("%s: checksum %s of the contents does not match manifest_fnv1a64 %s (corrupt manifest)", path, have,
+                     cJSON_IsString(sum) ? sum->valuestring : "(missing)");
+    os_free(text);
+    if (rc == 0) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, int64_t step, const os_ckpt_run *run) {
     int root = rt->rank == 0, rc = 0, with_optim = !a->save_only_model;
     char dir[4200], tmp[4300], path[8400];
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->output_dir, (long long)step);
@@ -141,11 +198,9 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, 
         int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
         uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
         for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
-        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums);
-        char *text = cJSON_Print(o);
+        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums, run);
         snprintf(path, sizeof path, "%s/manifest.json", tmp);
-        rc = os_write_file_atomic(path, text, strlen(text));
-        cJSON_free(text);
+        rc = write_manifest(path, o);
         cJSON_Delete(o);
         os_free(bytes), os_free(sums);
         if (rc == 0) rc = os_copy_model_files(a->model, tmp, 1);
@@ -240,13 +295,7 @@ static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t 
 static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *step, int *optim) {
     char path[4400];
     snprintf(path, sizeof path, "%s/manifest.json", c->dir);
-    char *text = os_read_file(path, NULL);
-    if (!text) return os_err_ctx("--resume_from_checkpoint");
-    c->man = cJSON_Parse(text);
-    os_free(text);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c->man, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT))
-        return os_errf("%s: field 'format': expected \"%s\"", path, FORMAT);
+    if (!(c->man = read_manifest(c->dir))) return -1;
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->man, "step"), *ws = cJSON_GetObjectItemCaseSensitive(c->man, "world_size");
     const cJSON *bk = cJSON_GetObjectItemCaseSensitive(c->man, "buckets"), *fs = cJSON_GetObjectItemCaseSensitive(c->man, "files");
     if (!cJSON_IsNumber(st) || !cJSON_IsNumber(ws) || ws->valuedouble < 1 || !cJSON_IsArray(bk) || !cJSON_IsArray(fs) ||
@@ -292,4 +341,56 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
     int failed = comm_any_failed(rc < 0);
     if (failed && rc == 0) return os_errf("%s: another rank could not read the checkpoint", dir);
     return failed ? -1 : 0;
+}
+
+// ---- the run record ----
+static int64_t int_field(const cJSON *o, const char *k, int *ok) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0) *ok = 0;
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
+    memset(run, 0, sizeof *run);
+    cJSON *o = read_manifest(dir);
+    if (!o) return -1;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "data"), *r = cJSON_GetObjectItemCaseSensitive(o, "run"),
+                *ds = cJSON_GetObjectItemCaseSensitive(d, "dataset"), *e;
+    int ok = cJSON_IsObject(d) && cJSON_IsObject(r) && cJSON_IsString(ds);
+    run->step = int_field(o, "step", &ok);
+    run->next.epoch = int_field(d, "epoch", &ok), run->next.pos = int_field(d, "position", &ok);
+    run->samples_seen = int_field(d, "samples_seen", &ok), run->global_batch = int_field(d, "global_batch", &ok);
+    run->samples = int_field(d, "samples", &ok);
+    run->optimizer_state = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "optimizer_state"));
+    if (ok) snprintf(run->dataset, sizeof run->dataset, "%s", ds->valuestring);
+    cJSON_ArrayForEach(e, r) {
+        if (!cJSON_IsString(e) || run->n == OS_RUN_KEYS) ok = 0;
+        else {
+            snprintf(run->key[run->n], sizeof run->key[0], "%s", e->string);
+            snprintf(run->val[run->n++], sizeof run->val[0], "%s", e->valuestring);
+        }
+    }
+    cJSON_Delete(o);
+    if (!ok) return os_errf("%s/manifest.json: fields 'data' (epoch, position, samples_seen, global_batch, samples, "
+                            "dataset) and 'run' (strings): missing or malformed", dir);
+    return 0;
+}
+
+int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override) {
+    for (int i = 0; i < now->n; i++) {
+        const char *was = "(not recorded)";
+        for (int j = 0; j < saved->n; j++)
+            if (!strcmp(saved->key[j], now->key[i])) was = saved->val[j];
+        if (!strcmp(was, now->val[i])) continue;
+        char what[8500];
+        if (!strcmp(now->key[i], "--dataset"))
+            snprintf(what, sizeof what, "--dataset: %s was trained on %s (%s), this run reads %s (%s)", dir, saved->dataset,
+                     was, now->dataset, now->val[i]);
+        else snprintf(what, sizeof what, "%s: %s was trained with %s, this run has %s", now->key[i], dir, was, now->val[i]);
+        if (!override)
+            return os_errf("resume: %s (a resumed run must continue the same run; --resume_override_config true "
+                           "continues anyway)", what);
+        os_info("omnishard: WARNING: resume with another setting (--resume_override_config true): %s", what);
+    }
+    return 0;
 }

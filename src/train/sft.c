@@ -18,6 +18,7 @@
 #include "zero/comm.h"
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -94,11 +95,50 @@ static void agree_on_data(const os_dataset *train, const os_dataset *eval) {
     if (os_agree_values(names, vals, eval ? 2 : 1) < 0) os_die_err();
 }
 
+// the settings a resumed run must share with the run that wrote the checkpoint (docs/training.md, "Resume rules")
+static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    snprintf(r->key[r->n], sizeof r->key[0], "%s", key);
+    vsnprintf(r->val[r->n++], sizeof r->val[0], fmt, ap);
+    va_end(ap);
+}
+
+// the settings as given
+static void run_args(const os_sft_args *a, os_ckpt_run *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dataset, sizeof r->dataset, "%s", a->dataset);
+    run_set(r, "--seed", "%lld", (long long)a->seed);
+    run_set(r, "--max_length", "%lld", (long long)a->max_length);
+    run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
+    run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
+    run_set(r, "--model_type", "%s", a->model_type);
+}
+
+// the settings as the model and the data resolved them (the --dataset file's digest; slam_omni.json, defaults)
+static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
+    run_set(r, "--dataset", "%s", digest);
+    run_set(r, "--code_layer", "%d", m->oc.G);
+    char w[256];
+    int k = 0;
+    for (int t = 0; t <= m->oc.G && k < (int)sizeof w; t++) k += snprintf(w + k, sizeof w - (size_t)k, t ? ",%.9g" : "%.9g", m->oc.loss_w[t]);
+    run_set(r, "--loss_weights", "%s", w);
+}
+
 int os_sft_run(const os_sft_args *a) {
     int rank = comm_rank(), N = comm_size();
     if (a->zero_stage == 0 && N > 1 && rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", N);
     agree_on_config(a);
+    os_ckpt_run run, was;   // this run's settings and data position; the resumed checkpoint's
+    if (a->resume_from_checkpoint) {   // settings that decide whether the model and data can be opened come first
+        run_args(a, &run);
+        if (a->code_layer >= 0) run_set(&run, "--code_layer", "%d", a->code_layer);
+        int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &was);
+        if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &was, &run, a->resume_override_config);
+        agree_or_die(rc);
+    }
     os_session s;
     int rc = os_session_open(&s, a, rank, N);
     agree_or_die(rc);
@@ -107,13 +147,30 @@ int os_sft_run(const os_sft_args *a) {
     os_dataset *ds = NULL, *ev = NULL;   // training and evaluation data (docs/dataset.md)
     agree_or_die(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
     agree_on_data(ds, ev);
+    char digest[128];   // of the whole --dataset file (a resumed run must read the same data)
+    os_digest_text(ds->bytes, ds->digest, digest, sizeof digest);
     agree_or_die(os_pretok_speech_len(ds, os_speech_positions(m)));
     if (ev) agree_or_die(os_pretok_speech_len(ev, os_speech_positions(m)));
     agree_or_die(os_sft_split(a, &ds, &ev));
     int64_t nsamp = ds->n, Bm = a->per_device_train_batch_size, K = a->gradient_accumulation_steps;
     int64_t GB = (int64_t)N * K * Bm, steps_per_epoch = (nsamp + GB - 1) / GB;
-    int64_t total = a->max_steps > 0 ? a->max_steps : (int64_t)ceil(a->num_train_epochs * (double)steps_per_epoch);
-    if (total < 1) total = 1;
+    // the data position: where the sample stream continues (a resumed run: where the checkpoint's run stopped)
+    os_data_pos cur = {0, 0};
+    int64_t done = 0, seen = 0, adam_base = 0;
+    if (a->resume_from_checkpoint) {   // the model's code layers and loss weights (the rest was checked above)
+        os_ckpt_run late = {.n = 0};
+        snprintf(late.dataset, sizeof late.dataset, "%s", a->dataset);
+        run_model(m, digest, &late);
+        agree_or_die(os_checkpoint_check_run(a->resume_from_checkpoint, &was, &late, a->resume_override_config));
+        done = was.step, cur = was.next, seen = was.samples_seen;
+        if (cur.pos >= nsamp) cur.epoch++, cur.pos = 0;   // (a smaller dataset under --resume_override_config)
+    }
+    run_args(a, &run);
+    run_model(m, digest, &run);
+    run.samples = nsamp, run.global_batch = GB;
+    int64_t total = a->max_steps > 0 ? a->max_steps
+                                     : done + os_data_steps(cur, os_data_end(a->num_train_epochs, nsamp), nsamp, GB);
+    if (total < 1 && !a->resume_from_checkpoint) total = 1;
     int64_t warmup = a->warmup_steps > 0 ? a->warmup_steps : (int64_t)ceil(a->warmup_ratio * (double)total);
     if (rank == 0)
         os_info("omnishard sft: %lld samples, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
@@ -125,13 +182,24 @@ int os_sft_run(const os_sft_args *a) {
     if (rank == 0) os_checkpoint_cleanup(a->output_dir);
     int64_t start = 1;
     if (a->resume_from_checkpoint) {
-        int64_t done = 0;
-        agree_or_die(os_checkpoint_load(m, &s.rt, a->resume_from_checkpoint, &done));
+        int64_t loaded = 0;
+        agree_or_die(os_checkpoint_load(m, &s.rt, a->resume_from_checkpoint, &loaded));
         start = done + 1;
-        if (rank == 0) os_info("resumed from %s at step %lld", a->resume_from_checkpoint, (long long)done);
+        if (rank == 0) os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples "
+                               "trained on; global batch %lld, was %lld)", a->resume_from_checkpoint, (long long)done,
+                               (long long)cur.epoch, (long long)cur.pos, (long long)nsamp, (long long)seen, (long long)GB,
+                               (long long)was.global_batch);
+        if (!was.optimizer_state) {
+            adam_base = done;   // zero moments: the bias correction restarts with them
+            if (rank == 0)
+                os_info("omnishard: WARNING: %s was saved with --save_only_model: it holds no optimizer state, so the "
+                        "AdamW moments START FROM ZERO (bias correction restarts at 1); this is not the same run as an "
+                        "uninterrupted one", a->resume_from_checkpoint);
+        }
     }
     os_steplog log;
-    os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint != NULL);
+    os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint ? done : -1);
+    int log_samples = getenv("OMNISHARD_LOG_SAMPLES") && !strcmp(getenv("OMNISHARD_LOG_SAMPLES"), "1");
 
     int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)nsamp, "sample order");
     int64_t perm_epoch = -1;
@@ -148,8 +216,8 @@ int os_sft_run(const os_sft_args *a) {
         double t0 = os_now();
         comm_set_step(step);
         maybe_fault(rank, step);
-        int64_t gstep = step - 1, epoch = gstep / steps_per_epoch, base = (gstep % steps_per_epoch) * GB;
-        if (epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, epoch), perm_epoch = epoch;
+        int64_t gstep = step - 1, base = cur.pos;
+        if (cur.epoch != perm_epoch) os_epoch_perm(perm, nsamp, (uint64_t)a->seed, cur.epoch), perm_epoch = cur.epoch;
         // micro-batches with at least one sample, over all ranks: the data gradient is their mean
         int64_t nonempty = 0;
         for (int64_t j = 0; j < N * K; j++) nonempty += base + j * Bm < nsamp;
@@ -200,8 +268,13 @@ int os_sft_run(const os_sft_args *a) {
         }
         double lr = os_lr_at(a->lr_scheduler_type, a->learning_rate, gstep, warmup, total);
         zr_adamw_step(&s.rt, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                      (float)a->weight_decay, clip, step);
-        double epoch_done = (double)step / (double)steps_per_epoch;   // epochs completed after this step
+                      (float)a->weight_decay, clip, step - adam_base);
+        int64_t took = os_data_take(&cur, nsamp, GB);
+        if (log_samples) log.sample_ids = perm + base, log.n_sample_ids = took;
+        seen += took;
+        os_data_advance(&cur, nsamp, GB);
+        run.next = cur, run.samples_seen = seen;
+        double epoch_done = (double)cur.epoch + (double)cur.pos / (double)nsamp;   // epochs completed after this step
         os_steplog_step(&log, m, step, epoch_done,
                         loss_sum, nonempty, term_loss, &acc, lr, gnorm, bucket_norms, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
@@ -209,13 +282,13 @@ int os_sft_run(const os_sft_args *a) {
             agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             if ((exit_code = weights_finite(m, &s.rt, a, step, saved, start - 1))) break;
-            agree_or_die(os_checkpoint_save(m, &s.rt, a, step));
+            agree_or_die(os_checkpoint_save(m, &s.rt, a, step, &run));
             saved = step;
         }
     }
     if (!exit_code && saved < total) exit_code = weights_finite(m, &s.rt, a, total, saved, start - 1);
     if (!exit_code) {
-        if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total));
+        if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total, &run));
         char out[4200];
         snprintf(out, sizeof out, "%s/final_model", a->output_dir);
         agree_or_die(os_export(m, &s.rt, a->model, out));

@@ -3,18 +3,44 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
+#include "io/atomic.h"
+#include <cjson/cJSON.h>
 #include "zero/comm.h"
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total, int append) {
+// rewrite the log with only its lines of steps <= keep (a line cut by a crash is dropped too)
+static void keep_steps(const char *path, int64_t keep) {
+    size_t n;
+    char *text = access(path, F_OK) == 0 ? os_read_file(path, &n) : NULL;
+    if (!text) return;
+    char *out = os_alloc(n + 1, "log"), *line = text, *nl;
+    size_t k = 0;
+    int64_t dropped = 0;
+    for (; *line; line = nl ? nl + 1 : line + strlen(line)) {
+        nl = strchr(line, '\n');
+        if (!nl) { dropped++; break; }   // no newline: cut mid-line
+        cJSON *o = cJSON_ParseWithLength(line, (size_t)(nl - line));
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
+        if (cJSON_IsNumber(st) && st->valuedouble <= (double)keep) memcpy(out + k, line, (size_t)(nl - line) + 1), k += (size_t)(nl - line) + 1;
+        else dropped++;
+        cJSON_Delete(o);
+    }
+    if (dropped && os_write_file_atomic(path, out, k) < 0) os_die_err();
+    if (dropped) os_info("omnishard: %s: dropped %lld line(s) after step %lld (the resumed run logs those steps again)", path,
+                         (long long)dropped, (long long)keep);
+    os_free(out), os_free(text);
+}
+
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total, int64_t keep_through) {
     memset(l, 0, sizeof *l);
     l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
     if (!root) return;
     char path[4200];
     snprintf(path, sizeof path, "%s/logging.jsonl", output_dir);
-    l->f = fopen(path, append ? "a" : "w");
+    if (keep_through >= 0) keep_steps(path, keep_through);
+    l->f = fopen(path, keep_through >= 0 ? "a" : "w");
     if (!l->f) os_die("%s: cannot write the log: %m", path);
 }
 
@@ -70,6 +96,8 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "grad_norm/layers", sqrt(layers));
     num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
+    for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
+    if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
     num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
     fprintf(f, "}\n");

@@ -9,10 +9,13 @@ typedef struct {
     int root, tty;
     int64_t total;
     double t_start, tokens_total;
+    const int64_t *sample_ids;   // when set (OMNISHARD_LOG_SAMPLES=1): the step's samples, logged as "sample_ids"
+    int64_t n_sample_ids;
 } os_steplog;
 
-// append: keep the lines of an earlier run (resume)
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int append);
+// keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten
+// atomically), so every step is logged once; -1: start a new log
+void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int64_t keep_through);
 // loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
                      double term_loss, const os_step_stats *acc, double lr, double grad_norm,
