@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int export_checkpoint(const char *ckpt, const char *out) {
+static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) {
     char path[4200];
     os_qwen2_config cfg;
     os_omni_config oc;
@@ -22,12 +22,13 @@ static int export_checkpoint(const char *ckpt, const char *out) {
     if (slam < 0) return -1;
     os_model m;
     if (os_model_build(&m, &cfg, &oc) < 0) return -1;
+    for (int b = 0; b < m.reg.nb; b++) os_reg_freeze(&m.reg, b);   // parameters only: no gradients, no moments
     zr_runtime rt;
     int N = comm_size();
     zr_init(&rt, &m.reg, N > 1 ? 3 : 0, comm_rank(), N);
     int64_t step;
     int rc = os_checkpoint_load(&m, &rt, ckpt, &step);
-    if (rc == 0) rc = os_export(&m, &rt, ckpt, out);
+    if (rc == 0) rc = os_export(&m, &rt, ckpt, out, merge_lora);
     if (rc == 0 && comm_rank() == 0) os_info("omnishard export: step %lld of %s written to %s", (long long)step, ckpt, out);
     zr_free(&rt);
     os_model_free(&m);
@@ -36,13 +37,18 @@ static int export_checkpoint(const char *ckpt, const char *out) {
 
 int cmd_export(int argc, char **argv) {
     const char *ckpt = NULL, *out = NULL;
+    int merge = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT\n");
+            printf("usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT [--merge_lora true|false]\n"
+                   "  --merge_lora  LoRA checkpoints: true (default) merges the adapters into the weights; false writes the\n"
+                   "                base weights and OUT/lora_adapter/ for PeftModel.from_pretrained (docs/training.md)\n");
             return 0;
         }
         if (i + 1 < argc && !strcmp(argv[i], "--checkpoint")) ckpt = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--output_dir")) out = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--merge_lora") && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false")))
+            merge = !strcmp(argv[++i], "true");
         else {
             fprintf(stderr, "omnishard export: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -53,7 +59,7 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     comm_init(&argc, &argv);
-    int rc = export_checkpoint(ckpt, out);
+    int rc = export_checkpoint(ckpt, out, merge);
     if (comm_any_failed(rc < 0)) {
         if (rc < 0) os_info("omnishard export: %s", os_errmsg());
         comm_finalize();

@@ -33,6 +33,7 @@ static void usage(FILE *f) {
                "       [--max_length 3072] [--batch 1] [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
                "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
                "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
+               "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
                "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
 }
 
@@ -53,6 +54,9 @@ int cmd_plan(int argc, char **argv) {
     long nproc = 1, L = 2048, B = 1, G = 3;
     double dev = 0;
     os_freeze_opts fz = {0, 0, 0, NULL};
+    os_lora_config lora = {0, 32.0f, 0.05f, 0};
+    int lora_rank = 8;
+    const char *targets = "all-linear";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
@@ -74,6 +78,10 @@ int cmd_plan(int argc, char **argv) {
                 return fprintf(stderr, "omnishard plan: %s: expected true or false, got '%s'\n", k, v), 2;
             *(k[9] == 'l' ? &fz.llm : &fz.group_decode_adapter) = on;
         } else if (!strcmp(k, "--trainable_embed_rows")) fz.embed_rows = v;
+        else if (!strcmp(k, "--train_type") && (!strcmp(v, "lora") || !strcmp(v, "full"))) lora.rank = v[0] == 'l';
+        else if (!strcmp(k, "--lora_rank")) lora_rank = atoi(v);
+        else if (!strcmp(k, "--lora_dropout")) lora.dropout = (float)atof(v);
+        else if (!strcmp(k, "--target_modules")) targets = v;
         else if (!strcmp(k, "--device_memory")) {
             if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
         } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
@@ -87,6 +95,12 @@ int cmd_plan(int argc, char **argv) {
         char p[4200];
         snprintf(p, sizeof p, "%s/slam_omni.json", model);
         if (os_omni_config_load(p, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    }
+    if (lora.rank) {
+        if (lora_rank < 1 || os_lora_parse_targets(targets, &lora.targets) < 0)
+            return fprintf(stderr, "omnishard plan: %s\n", lora_rank < 1 ? "--lora_rank: expected >= 1" : os_errmsg()), 2;
+        lora.rank = lora_rank;
+        oc.lora = lora;
     }
     os_model m;
     if (os_model_build(&m, &cfg, &oc) < 0 || os_model_freeze(&m, &fz) < 0)

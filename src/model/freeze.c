@@ -18,13 +18,16 @@ int os_model_freeze(os_model *m, const os_freeze_opts *f) {
         return os_errf("--freeze_encoder_projector: the model has no encoder projector (no --speech_encoder and none in the checkpoint)");
     if (f->group_decode_adapter && m->b_adapter < 0)
         return os_errf("--freeze_group_decode_adapter: the model has no group-decode adapter (code_layer %d)", m->oc.G);
-    if (f->llm) {
+    // LoRA freezes the LLM's own weights; the new embedding rows train by default (with the adapter and projector:
+    // PEFT's modules_to_save of this model)
+    int lora = m->oc.lora.rank > 0, llm = f->llm || lora;
+    if (llm) {
         for (int64_t l = 0; l < m->nlayers; l++) os_reg_freeze(r, m->b_layer[l]);
         os_reg_freeze(r, m->b_norm);
     }
     if (f->encoder_projector) os_reg_freeze(r, m->b_proj);
     if (f->group_decode_adapter) os_reg_freeze(r, m->b_adapter);
-    const char *rows = f->embed_rows ? f->embed_rows : f->llm ? "none" : "all";
+    const char *rows = f->embed_rows ? f->embed_rows : lora && m->oc.G > 0 ? "new" : llm ? "none" : "all";
     int heads[2] = {m->b_embed, m->b_head};
     for (int k = 0; k < (m->b_head == m->b_embed ? 1 : 2); k++) {
         if (!strcmp(rows, "none")) {

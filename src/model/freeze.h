@@ -10,7 +10,8 @@ typedef struct {
     int llm, encoder_projector, group_decode_adapter;   // freeze_* switches
     // rows of embed_tokens / lm_head that train: "all", "new" (the 64 special text ids and the audio ids: rows
     // [T-64, V)), "audio" (rows [T, V), the reference's train_audio_embed_only range) or "none";
-    // NULL: "all", or "none" under freeze_llm
+    // NULL: "all", "none" under freeze_llm, "new" with LoRA (m->oc.lora.rank > 0, which also freezes the LLM's
+    // own weights)
     const char *embed_rows;
 } os_freeze_opts;
 

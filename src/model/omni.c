@@ -6,6 +6,28 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *const os_lora_module[OS_LORA_N] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+
+int os_lora_parse_targets(const char *s, unsigned *targets) {
+    *targets = 0;
+    if (!strcmp(s, "all-linear")) {
+        *targets = (1u << OS_LORA_N) - 1;
+        return 0;
+    }
+    for (const char *p = s; *p;) {
+        size_t n = strcspn(p, ",");
+        int hit = -1;
+        for (int t = 0; t < OS_LORA_N; t++)
+            if (strlen(os_lora_module[t]) == n && !strncmp(p, os_lora_module[t], n)) hit = t;
+        if (hit < 0)
+            return os_errf("--target_modules: unknown module '%.*s' (expected all-linear or a comma-separated list of "
+                           "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)", (int)n, p);
+        *targets |= 1u << hit;
+        p += n + (p[n] == ',');
+    }
+    return *targets ? 0 : os_errf("--target_modules: empty list");
+}
+
 void os_omni_config_default(os_omni_config *oc, int G) {
     memset(oc, 0, sizeof *oc);
     oc->G = G;
@@ -64,8 +86,19 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         rc = -1;
     else if (rc == 0 && G > OS_MAX_G)
         rc = os_errf("%s: field 'code_layer': at most %d supported, got %lld", path, OS_MAX_G, (long long)G);
+    int64_t lr = oc->lora.rank;
+    if (rc == 0 && json_int(o, path, "lora_rank", 0, &lr) < 0) rc = -1;
+    os_lora_config lora = oc->lora;
+    lora.rank = (int)lr;
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(o, "lora_alpha"), *ld = cJSON_GetObjectItemCaseSensitive(o, "lora_dropout"),
+                *lt = cJSON_GetObjectItemCaseSensitive(o, "lora_target_modules");
+    if (la) lora.alpha = cJSON_IsNumber(la) ? (float)la->valuedouble : (rc = os_errf("%s: field 'lora_alpha': expected a number", path), 0);
+    if (ld) lora.dropout = cJSON_IsNumber(ld) ? (float)ld->valuedouble : (rc = os_errf("%s: field 'lora_dropout': expected a number", path), 0);
+    if (rc == 0 && lt && (!cJSON_IsString(lt) || os_lora_parse_targets(lt->valuestring, &lora.targets) < 0))
+        rc = os_err_ctx("%s: field 'lora_target_modules'", path);
     if (rc == 0) {
         os_omni_config_default(oc, (int)G);
+        oc->lora = lora;
         oc->text_vocab = T;
         oc->audio_vocab = A;
         oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk, oc->proj_kind = kind;
@@ -100,6 +133,13 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
                       "  \"encoder_projector_ds_rate\": %lld",
                       os_proj_kind_name(oc->proj_kind), (long long)oc->speech_dim, (long long)oc->proj_hidden,
                       (long long)oc->proj_k);
+    if (oc->lora.rank > 0) {
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\n  \"lora_rank\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n"
+                      "  \"lora_target_modules\": \"", oc->lora.rank, oc->lora.alpha, oc->lora.dropout);
+        for (int t = 0, k = 0; t < OS_LORA_N; t++)
+            if (oc->lora.targets >> t & 1) n += snprintf(buf + n, sizeof buf - (size_t)n, k++ ? ",%s" : "%s", os_lora_module[t]);
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\"");
+    }
     n += snprintf(buf + n, sizeof buf - (size_t)n, "\n}\n");
     return os_write_file_atomic(path, buf, (size_t)n);
 }
@@ -200,7 +240,36 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
         m->proj_b2 = param1(r, "encoder_projector.linear2.bias", m->C, OS_INIT_LINEAR_B, 0);
         r->p[m->proj_b2].fan_in = Hd;
     }
+    for (int64_t l = 0; l < m->nlayers; l++)
+        for (int t = 0; t < OS_LORA_N; t++) m->layer[l].lora_a[t] = m->layer[l].lora_b[t] = -1;
+    const os_lora_config *lc = &m->oc.lora;
+    if (lc->rank > 0) {   // PEFT's init: lora_A kaiming_uniform(a=sqrt 5) = uniform(+-1/sqrt(in)), lora_B zeros
+        m->b_lora = os_alloc(sizeof(int) * (size_t)m->nlayers, "LoRA buckets");
+        for (int64_t l = 0; l < m->nlayers; l++) {
+            snprintf(nm, sizeof nm, "lora.layers.%lld", (long long)l);
+            m->b_lora[l] = os_reg_bucket(r, nm, 1);
+            for (int t = 0; t < OS_LORA_N; t++) {
+                if (!(lc->targets >> t & 1)) continue;
+                int64_t O, I;
+                const char *base = r->p[os_lora_base(m, l, t, &O, &I)].name;
+                size_t bl = strlen(base) - strlen(".weight");
+                snprintf(nm, sizeof nm, "%.*s.lora_A.weight", (int)bl, base);
+                m->layer[l].lora_a[t] = param2(r, nm, lc->rank, I, OS_INIT_LINEAR_W, 0);
+                snprintf(nm, sizeof nm, "%.*s.lora_B.weight", (int)bl, base);
+                m->layer[l].lora_b[t] = param2(r, nm, O, lc->rank, OS_INIT_ZEROS, 0);
+            }
+        }
+    }
     return 0;
+}
+
+int os_lora_base(const os_model *m, int64_t l, int t, int64_t *O, int64_t *I) {
+    const os_layer_ids *L = &m->layer[l];
+    int64_t C = m->C, q = m->H * m->D, kv = m->KH * m->D, F = m->F;
+    const int id[OS_LORA_N] = {L->q_w, L->k_w, L->v_w, L->o_w, L->gate, L->up, L->down};
+    const int64_t o[OS_LORA_N] = {q, kv, kv, C, F, F, C}, i[OS_LORA_N] = {C, C, C, q, C, C, F};
+    *O = o[t], *I = i[t];
+    return id[t];
 }
 
 int os_model_own_buckets(const os_model *m) { return m->enc.nlayers > 0 ? m->enc.b_front : m->reg.nb; }
@@ -210,5 +279,6 @@ void os_model_free(os_model *m) {
     os_reg_free(&m->reg);
     os_free(m->layer);
     os_free(m->b_layer);
+    os_free(m->b_lora);
     memset(m, 0, sizeof *m);
 }

@@ -13,6 +13,18 @@
 
 #define OS_MAX_G 8
 
+// LoRA (docs/training.md "LoRA"): per decoder layer, for each targeted linear W [O, I], lora_A [r, I] and lora_B
+// [O, r] in the layer's LoRA bucket; y = W x + b + (alpha / r) * B A dropout(x). Targets in this order:
+enum { OS_LORA_Q, OS_LORA_K, OS_LORA_V, OS_LORA_O, OS_LORA_GATE, OS_LORA_UP, OS_LORA_DOWN, OS_LORA_N };
+extern const char *const os_lora_module[OS_LORA_N];   // "q_proj", ... "down_proj" (PEFT target_modules names)
+typedef struct {
+    int rank;             // r; 0: no LoRA
+    float alpha, dropout;
+    unsigned targets;     // bit t set: module t has LoRA
+} os_lora_config;
+// "all-linear" or comma-separated module names -> target bits; -1 + message on an unknown name
+int os_lora_parse_targets(const char *s, unsigned *targets);
+
 typedef struct {
     int G;                 // code layers (0 = plain LLM)
     int64_t text_vocab;    // T (padded text vocabulary); for G = 0 the whole vocabulary
@@ -25,10 +37,12 @@ typedef struct {
     int64_t proj_hidden;   // projector hidden size (default 2048)
     int64_t proj_k;        // encoder frames concatenated per LLM position (default 5)
     int proj_kind;         // os_proj_kind: slam_omni.json "encoder_projector", "linear" (default) | "cov1d-linear"
+    os_lora_config lora;   // LoRA adapters on the decoder's linear layers (rank 0: none)
 } os_omni_config;
 
 typedef struct {
     int ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, ln2, gate, up, down;
+    int lora_a[OS_LORA_N], lora_b[OS_LORA_N];   // -1: module not targeted
 } os_layer_ids;
 
 typedef struct {
@@ -42,6 +56,7 @@ typedef struct {
     int64_t ckpt_vocab;   // vocabulary rows found in the checkpoint (rows beyond are initialised)
     int b_proj, proj_w1, proj_b1, proj_w2, proj_b2;   // speech projector (-1 when oc.speech_dim is 0)
     int proj_cw, proj_cb;                             // its convolution (cov1d-linear; else -1)
+    int *b_lora;          // per layer: its LoRA bucket (NULL without LoRA)
     os_whisper enc;       // frozen speech encoder, declared after os_model_build (enc.nlayers 0: none)
 } os_model;
 
@@ -49,7 +64,8 @@ typedef struct {
 void os_omni_config_default(os_omni_config *oc, int G);
 // Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
 // loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate, encoder_projector, num_latency_tokens,
-// do_layershift); absent keys keep oc's values. Returns 1 if the file exists, 0 if not, -1 on error.
+// do_layershift, lora_rank, lora_alpha, lora_dropout, lora_target_modules); absent keys keep oc's values. Returns 1
+// if the file exists, 0 if not, -1 on error.
 int os_omni_config_load(const char *path, os_omni_config *oc);
 int os_omni_config_write(const char *path, const os_omni_config *oc);
 // Set layer shift (the adapter goes with it) and the latency tokens of oc
@@ -67,3 +83,5 @@ void os_model_free(os_model *m);
 // Buckets [0, n) hold the model's own parameters (exported and checkpointed); the frozen speech encoder's, declared
 // last, are read from --speech_encoder and written nowhere.
 int os_model_own_buckets(const os_model *m);
+// LoRA module t of layer l: the base weight's parameter id and its sizes [O, I]
+int os_lora_base(const os_model *m, int64_t l, int t, int64_t *O, int64_t *I);

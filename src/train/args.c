@@ -70,6 +70,12 @@ static const opt opts[] = {
                               "code_layer or loss weights differ from the checkpoint's run (default false)"),
     B(save_only_model, "checkpoints without optimizer state (default false)"),
     S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
+    C(train_type, "full|lora", "full (default) or lora: the LLM frozen, LoRA adapters on its linear layers (docs/training.md)"),
+    N(lora_rank, T_INT, "[1,4096]", "LoRA rank r (default 8)"),
+    N(lora_alpha, T_F64, "(0,inf)", "LoRA alpha: the update is scaled by alpha / r (default 32)"),
+    N(lora_dropout, T_F64, "[0,1)", "dropout on the LoRA input (default 0.05; counter-RNG masks, not PyTorch's)"),
+    S(target_modules, "LoRA targets: all-linear (default) or a list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
+    B(merge_lora, "final_model with LoRA merged (default true) or base + PEFT adapter directory final_model/lora_adapter"),
     B(freeze_llm, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
     B(freeze_encoder, "the speech encoder is always frozen (default true; false is refused)"),
     B(freeze_encoder_projector, "freeze the speech projector (default false)"),
@@ -85,7 +91,6 @@ static const opt opts[] = {
     S(dump_grads, "write the first step's reduced gradients to this safetensors file"),
     P(dump_logits, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
     // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
-    C(train_type, "full", "fine-tuning type (LoRA is not implemented)"),
     C(torch_dtype, "float32|fp32", "training precision"),
     C(ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
     C(device, "cpu", "device to train on"),
@@ -147,6 +152,8 @@ static void defaults(os_sft_args *a) {
     a->gradient_checkpointing = 1;
     a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
     a->freeze_encoder = 1;
+    a->target_modules = "all-linear";
+    a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
 }
 
 // x within o's range ("[lo,hi)" etc.); -1 + message naming the option, the range and the value when not
@@ -246,6 +253,8 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     if (a->trainable_embed_rows && strcmp(a->trainable_embed_rows, "all") && strcmp(a->trainable_embed_rows, "new") &&
         strcmp(a->trainable_embed_rows, "audio") && strcmp(a->trainable_embed_rows, "none"))
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);
+    unsigned targets;
+    if (os_lora_parse_targets(a->target_modules, &targets) < 0) return -1;
     return 0;
 }
 

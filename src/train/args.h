@@ -13,14 +13,16 @@ typedef struct {
     const char *lr_scheduler_type, *truncation_strategy, *val_dataset, *trainable_embed_rows;
     // ms-swift flags accepted only with the values omnishard implements (the options table lists them)
     const char *train_type, *torch_dtype, *ddp_backend, *device, *lazy_tokenize, *check_model, *report_to;
+    const char *target_modules;   // LoRA targets (docs/training.md "LoRA")
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
-        adam_epsilon, split_dataset_ratio, ddp_timeout;
+        adam_epsilon, split_dataset_ratio, ddp_timeout, lora_alpha, lora_dropout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
         save_steps, logging_steps, eval_steps, seed, dataloader_num_workers;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model, resume_override_config;
     int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
     int mask_equal_length_audio;
+    int lora_rank, merge_lora;
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];

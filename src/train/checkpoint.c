@@ -205,7 +205,7 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, 
         os_free(bytes), os_free(sums);
         if (rc == 0) rc = os_copy_model_files(a->model, tmp, 1);
         snprintf(path, sizeof path, "%s/slam_omni.json", tmp);   // the sizes in use (speech projector included)
-        if (rc == 0 && m->oc.G > 0) rc = os_omni_config_write(path, &m->oc);
+        if (rc == 0 && (m->oc.G > 0 || m->oc.lora.rank > 0)) rc = os_omni_config_write(path, &m->oc);   // + LoRA
         if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
     }
     os_free(all);

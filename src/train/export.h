@@ -8,7 +8,12 @@
 #include "model/omni.h"
 #include "zero/runtime.h"
 
-int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir);
+// LoRA (docs/training.md "LoRA"): merge_lora 1 writes every targeted weight as W + (alpha/r) B A (the directory
+// loads in transformers unchanged); 0 writes the base weights and OUT/lora_adapter/ (adapter_config.json +
+// adapter_model.safetensors) for PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(OUT), OUT/lora_adapter).
+int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, int merge_lora);
+// 1 for a LoRA parameter (lora_A / lora_B)
+int os_is_lora_param(const char *name);
 // 1 if the parameter belongs in slam_omni.safetensors rather than model.safetensors
 int os_is_slam_param(const char *name);
 // Copy the tokenizer files (and with_configs: config.json, slam_omni.json) found in src_dir to dst_dir.

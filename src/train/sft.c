@@ -237,6 +237,7 @@ int os_sft_run(const os_sft_args *a) {
             else if (os_speech_prepare(&s.speech, &b, ds, smp, n ? perm + first : NULL, n) < 0) rc = -1;   // WAV -> log-mel
             agree_or_die(rc);
             os_step_stats st;
+            s.trainer.lora_key = os_lora_dropout_key((uint64_t)a->seed, step, k * N + rank);
             int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;
             if (dump) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
             os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
@@ -291,7 +292,7 @@ int os_sft_run(const os_sft_args *a) {
         if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total, &run));
         char out[4200];
         snprintf(out, sizeof out, "%s/final_model", a->output_dir);
-        agree_or_die(os_export(m, &s.rt, a->model, out));
+        agree_or_die(os_export(m, &s.rt, a->model, out, a->merge_lora));
         if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
         os_sft_report_skips(ds, ev, a);
     }

@@ -1,6 +1,7 @@
 #include "train/step.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "kernels/kernels.h"
 #include "train/head.h"
 #include "train/layer.h"
@@ -121,12 +122,30 @@ static void embed_bwd(os_trainer *t, const os_batch *b, const float *dx0) {
     }
 }
 
+uint64_t os_lora_dropout_key(uint64_t seed, int64_t step, int64_t g) {
+    return os_rng_u64(os_rng_u64(seed ^ 0x10AD0D0FULL, (uint64_t)step), (uint64_t)g);
+}
+
+// a decoder layer's buckets: its own and its LoRA bucket (when the model has LoRA)
+static void layer_gather(zr_runtime *rt, const os_model *m, int64_t l) {
+    zr_gather(rt, m->b_layer[l]);
+    if (m->b_lora) zr_gather(rt, m->b_lora[l]);
+}
+static void layer_release(zr_runtime *rt, const os_model *m, int64_t l) {
+    zr_release(rt, m->b_layer[l]);
+    if (m->b_lora) zr_release(rt, m->b_lora[l]);
+}
+static void layer_prefetch(zr_runtime *rt, const os_model *m, int64_t l) {
+    zr_prefetch(rt, m->b_layer[l]);
+    if (m->b_lora) zr_prefetch(rt, m->b_lora[l]);
+}
+
 // whether anything below the head is trained, so dL/dx must flow down (same answer on every rank)
 static int trains_below_head(const os_trainer *t) {
     const os_model *m = t->m;
     const os_bucket *k = m->reg.b;
     int any = k[m->b_norm].trainable || k[m->b_embed].trainable || (t->speech && k[m->b_proj].trainable);
-    for (int64_t l = 0; l < m->nlayers; l++) any |= k[m->b_layer[l]].trainable;
+    for (int64_t l = 0; l < m->nlayers; l++) any |= k[m->b_layer[l]].trainable || (m->b_lora && k[m->b_lora[l]].trainable);
     return any;
 }
 
@@ -138,7 +157,8 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     for (int64_t i = 0; i < N; i++) st->tokens += b->keymask[i];
 
     os_layer_ctx lc;
-    os_layer_ctx_init(&lc, m, b);
+    os_layer_ctx_init(&lc, m, b, t->forward_only ? 0.0f : m->oc.lora.dropout);
+    lc.lora_key = t->lora_key;
     // residual stream: xs[l] is the input of layer l, xs[nl] the last layer's output
     float **xs = os_alloc(sizeof(float *) * (size_t)(nl + 1), "layer inputs");
     for (int64_t l = 0; l <= nl; l++) xs[l] = os_alloc(sizeof(float) * (size_t)(N * C), "layer input");
@@ -151,13 +171,13 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     zr_gather(rt, m->b_embed);
     embed_fwd(t, b, xs[0]);
     zr_release(rt, m->b_embed);
-    zr_prefetch(rt, m->b_layer[0]);
+    if (nl > 0) layer_prefetch(rt, m, 0);
     for (int64_t l = 0; l < nl; l++) {
-        if (l + 1 < nl) zr_prefetch(rt, m->b_layer[l + 1]);
+        if (l + 1 < nl) layer_prefetch(rt, m, l + 1);
         else zr_prefetch(rt, m->b_norm);
-        zr_gather(rt, m->b_layer[l]);
+        layer_gather(rt, m, l);
         os_layer_fwd(&lc, (int)l, rt, xs[l], &acts[nacts == 1 ? 0 : l], xs[l + 1]);
-        zr_release(rt, m->b_layer[l]);
+        layer_release(rt, m, l);
     }
 
     // ---- head: final norm, fused lm_head + losses (forward and backward), norm backward ----
@@ -170,24 +190,30 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     // parameter terms over the frozen buckets below still have their values (and no gradient)
     if (!below) {
         for (int64_t l = 0; !t->forward_only && l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_layer[l]);
+        for (int64_t l = 0; !t->forward_only && m->b_lora && l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_lora[l]);
         if (!t->forward_only) st->term_loss += os_apply_param_terms(t, m->b_embed);
         if (!t->forward_only && t->speech) st->term_loss += os_speech_bwd(t->speech, t);
         goto done;
     }
 
     // ---- layers backward ----
-    if (nl > 0) zr_prefetch(rt, m->b_layer[nl - 1]);
+    if (nl > 0) layer_prefetch(rt, m, nl - 1);
     for (int64_t l = nl - 1; l >= 0; l--) {
-        if (l > 0) zr_prefetch(rt, m->b_layer[l - 1]);
-        int bk = m->b_layer[l];
-        zr_gather(rt, bk);
+        if (l > 0) layer_prefetch(rt, m, l - 1);
+        int bk = m->b_layer[l], bl = m->b_lora ? m->b_lora[l] : -1;
+        layer_gather(rt, m, l);
         os_layer_act *a = &acts[nacts == 1 ? 0 : l];
         if (t->grad_ckpt) os_layer_fwd(&lc, (int)l, rt, xs[l], a, NULL);
         zr_grad_open(rt, bk);
+        if (bl >= 0) zr_grad_open(rt, bl);
         os_layer_bwd(&lc, (int)l, rt, xs[l], a, dx);
         st->term_loss += os_apply_param_terms(t, bk);
         zr_grad_close(rt, bk);
-        zr_release(rt, bk);
+        if (bl >= 0) {
+            st->term_loss += os_apply_param_terms(t, bl);
+            zr_grad_close(rt, bl);
+        }
+        layer_release(rt, m, l);
     }
 
     // ---- embedding backward (the embedding gradient scope is still open when lm_head is tied) ----

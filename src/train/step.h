@@ -29,7 +29,12 @@ typedef struct {
     int forward_only;     // evaluation: losses only, no backward, no gradient scope, no parameter terms (every
                           // rank must be in the same mode: the gradient scopes' collectives are skipped)
     float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
+    uint64_t lora_key;    // LoRA dropout stream of this micro-batch (os_lora_dropout_key); unused without dropout
 } os_trainer;
+
+// The LoRA dropout stream of global micro-batch g (= k * ranks + rank) of optimizer step `step`: the same samples
+// get the same masks on any number of ranks.
+uint64_t os_lora_dropout_key(uint64_t seed, int64_t step, int64_t g);
 
 typedef struct {
     double loss;                        // weighted data loss of this micro-batch

@@ -51,6 +51,11 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t G = m->oc.G, A = m->oc.audio_vocab;
     int64_t layer_act = 3 * n * C + 2 * n + 2 * n * HD + 2 * n * KD + B * m->H * L * L + 3 * n * F;
     int64_t scratch = 3 * n * F + n * C + 2 * n * HD + 2 * n * KD + L * m->D;   // layer ctx (+ rope tables)
+    if (m->oc.lora.rank > 0) {   // LoRA: u [n, r] per targeted module; du [n, r] and the dropped input in the ctx
+        int64_t r_ = m->oc.lora.rank, wide = F > C ? F : C;
+        for (int t = 0; t < OS_LORA_N; t++) layer_act += (m->oc.lora.targets >> t & 1) * n * r_;
+        scratch += n * r_ + (m->oc.lora.dropout > 0 ? n * (HD > wide ? HD : wide) : 0);
+    }
     int64_t resid = (m->nlayers + 1) * n * C;                                    // layer inputs
     int64_t acts = (ckpt ? 1 : m->nlayers) * layer_act;
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks

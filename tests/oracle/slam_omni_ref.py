@@ -272,9 +272,8 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
         params.update({f"encoder_projector.{k}": v for k, v in projector.named_parameters()})
     params = {k: v for k, v in params.items() if v.requires_grad}
     kept = {}   # name -> (tensor, rows below embed_row0 as they were)
-    for name in ("model.embed_tokens.weight", "lm_head.weight"):
-        if embed_row0 is not None and name in params:
-            p = params[name]
+    for name, p in params.items():   # (under PEFT the names carry a "base_model.model." prefix)
+        if embed_row0 is not None and name.endswith(("embed_tokens.weight", "lm_head.weight")):
             p.register_hook(lambda g, r0=embed_row0: torch.cat([torch.zeros_like(g[:r0]), g[r0:]]))
             kept[name] = (p, p.detach()[:embed_row0].clone())
     feats = {}
