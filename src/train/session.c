@@ -29,7 +29,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
         os_omni_config_codes(oc, shift, latency);
     }
     oc->lora = (os_lora_config){0};   // LoRA comes from the flags only (docs/training.md "LoRA")
-    if (!strcmp(a->train_type, "lora")) {
+    if (a->train_type && !strcmp(a->train_type, "lora")) {
         oc->lora = (os_lora_config){a->lora_rank, (float)a->lora_alpha, (float)a->lora_dropout, 0};
         if (os_lora_parse_targets(a->target_modules, &oc->lora.targets) < 0) return -1;
     }
