@@ -42,13 +42,55 @@ def setup(tmp_path, targets, tied=True, seed=0):
     return mdir, data, pm, adapter
 
 
-@pytest.mark.parametrize("targets,tied", [("all-linear", True), ("q_proj,v_proj,down_proj", False)])
-def test_lora_matches_peft(tmp_path, targets, tied):
-    names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] if targets == "all-linear" \
-        else targets.split(",")
+MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix64(z):
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def rng_uniform(key, n):
+    """os_rng_uniform(key, 0..n-1) of src/core/rng.c, vectorised"""
+    with np.errstate(over="ignore"):
+        z = _mix64(np.uint64(key)) + (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    return (_mix64(z) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+class CounterDropout(torch.nn.Module):
+    """PEFT's lora_dropout replaced by omnishard's masks (docs/training.md "LoRA"): element (row, i) of module t in
+    layer l at optimizer step s (1 rank, one micro-batch per step: global micro-batch 0) is kept when value row*I+i of
+    stream rng_u64(rng_u64(rng_u64(seed ^ 0x10AD0D0F, s), 0), l*7+t) is >= p."""
+    def __init__(self, p, l, t, step):
+        super().__init__()
+        self.p, self.l, self.t, self.step = np.float32(p), l, t, step
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        key = ref.rng_u64(ref.rng_u64(ref.rng_u64(42 ^ 0x10AD0D0F, self.step[0]), 0), self.l * 7 + self.t)
+        keep = rng_uniform(key, x.numel()) >= float(self.p)
+        mask = torch.from_numpy(keep.reshape(x.shape)).to(x.dtype)
+        return x * mask * torch.tensor(np.float32(1) / (np.float32(1) - self.p))
+
+
+@pytest.mark.parametrize("targets,tied,p", [("all-linear", True, 0.0), ("q_proj,v_proj,down_proj", False, 0.0),
+                                            ("all-linear", True, 0.3)])
+def test_lora_matches_peft(tmp_path, targets, tied, p):
+    names = MODULES if targets == "all-linear" else targets.split(",")
     mdir, data, pm, adapter = setup(tmp_path, names, tied)
+    if p > 0:   # the same masks as omnishard's counter RNG (PyTorch's own RNG is not reproduced)
+        step = [0]
+        pm.get_base_model().register_forward_pre_hook(lambda *_: step.__setitem__(0, step[0] + 1))
+        for n, mod in pm.named_modules():
+            if hasattr(mod, "lora_dropout") and "default" in mod.lora_dropout:
+                mod.lora_dropout["default"] = CounterDropout(p, int(n.split(".layers.")[1].split(".")[0]),
+                                                             MODULES.index(n.rsplit(".", 1)[1]), step)
     out = tmp_path / "out"
-    sft(mdir, data, out, 3, [*COMMON, "--target_modules", targets, "--lora_dropout", 0, "--merge_lora", "false",
+    sft(mdir, data, out, 3, [*COMMON, "--target_modules", targets, "--lora_dropout", p, "--merge_lora", "false",
                              "--dump_grads", str(tmp_path / "g.safetensors")])
     # PEFT: LoRA trained; the new embedding rows (and untied lm_head's) and the adapter as modules_to_save
     base = pm.get_base_model()
@@ -64,7 +106,7 @@ def test_lora_matches_peft(tmp_path, targets, tied):
             assert abs(cl[k] - rl[k]) <= 1e-5 * abs(rl[k]), (k, cl[k], rl[k])
     cg = load_file(str(tmp_path / "g.safetensors"))
     assert set(cg) == set(rgrads), set(cg) ^ set(rgrads)
-    assert sum("lora_A" in k for k in cg) == 2 * len(names)
+    assert sum("lora_A" in k for k in cg) == 2 * len(names)   # (2 layers)
     for k, g in rgrads.items():
         assert rel(cg[k], g.numpy()) <= 1e-4, (k, rel(cg[k], g.numpy()))
     # the adapter directory: PEFT's own names and values, loadable with PeftModel.from_pretrained
@@ -94,7 +136,7 @@ def test_lora_matches_peft(tmp_path, targets, tied):
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_lora_n_ranks_equal_one_rank_with_dropout(tmp_path, stage):
-    mdir, data, _, _ = setup(tmp_path, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    mdir, data, _, _ = setup(tmp_path, MODULES)
     flags = [*COMMON, "--lora_dropout", 0.3, "--merge_lora", "false"]
     sft(mdir, data, tmp_path / "one", 3, [*flags, "--gradient_accumulation_steps", 2])
     sft(mdir, data, tmp_path / "two", 3, [*flags, "--zero_stage", stage], np_=2)
