@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
     "usage: omnishard plot LOGGING_JSONL [-o OUT.svg] [--log]\n"
@@ -179,7 +180,11 @@ int cmd_plot(int argc, char **argv) {
     if (rc == 0 && !o) rc = os_errf("%s: cannot write: %m", out);
     if (rc == 0) {
         write_svg(o, s, ns, logy, in);
-        if (fclose(o) != 0) rc = os_errf("%s: write failed: %m", out);
+        int bad = ferror(o);   // a failed write earlier than the last flush
+        if (fclose(o) != 0 || bad) {
+            rc = os_errf("%s: write failed: %m", out);
+            unlink(out);   // no half-written picture
+        }
     }
     for (int i = 0; i < ns; i++) os_free(s[i].x), os_free(s[i].y);
     if (rc < 0) {

@@ -1,6 +1,7 @@
 // omnishard: entry point and sub-command dispatch. Each sub-command lives in its own cmd_*.c file.
 #include "core/cpu.h"
 #include "core/err.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,14 +31,21 @@ static void usage(FILE *f) {
         if (cmds[i].fn) fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
 }
 
+// what a command wrote to standard output (tokenize, infer, help) and could not be written is an error, not a loss
+static int check_stdout(int rc) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "omnishard: writing standard output failed: %s\n", strerror(errno));
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     os_cpu_setup(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return check_stdout(argc < 2 ? 2 : 0);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return check_stdout(cmds[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "omnishard: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

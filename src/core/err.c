@@ -4,15 +4,31 @@
 
 int os_rank = -1;
 static _Thread_local char g_msg[4096];
+static _Thread_local int g_echo;
 static void (*g_hook)(int) = NULL;
+
+static void vset(int echo, const char *fmt, va_list ap) {
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    g_echo = echo;
+}
 
 int os_errf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    vset(0, fmt, ap);
     va_end(ap);
     return -1;
 }
+
+int os_err_echo(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vset(1, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int os_err_is_echo(void) { return g_echo; }
 
 int os_err_ctx(const char *fmt, ...) {
     char pre[1024], old[sizeof g_msg - 1100];
@@ -55,6 +71,13 @@ _Noreturn void os_die(const char *fmt, ...) {
 }
 
 _Noreturn void os_die_err(void) { os_die("%s", os_errmsg()); }
+
+void os_report(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+}
 
 void os_info(const char *fmt, ...) {
     if (os_rank > 0) return;

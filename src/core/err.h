@@ -10,6 +10,10 @@ int os_errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // prefix the stored message with "prefix: " (adds context while unwinding); returns -1
 int os_err_ctx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *os_errmsg(void);
+// like os_errf, for a rank that stops only because another rank failed: the run's stop message then prefers the
+// failing rank's own message (train/stop.h)
+int os_err_echo(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int os_err_is_echo(void);   // 1 when the stored message was set by os_err_echo
 
 // The rank shown in messages ("rank 3: ..."); -1 when not running under MPI.
 extern int os_rank;
@@ -19,6 +23,8 @@ void os_set_abort_hook(void (*hook)(int code));
 _Noreturn void os_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // os_die with the stored error message
 _Noreturn void os_die_err(void);
+// the line os_die prints, without stopping (every rank prints its own)
+void os_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // informational line on stderr, from rank 0 (or rank -1) only
 void os_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

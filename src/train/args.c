@@ -55,6 +55,7 @@ static const opt opts[] = {
     C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
     N(logging_steps, T_I64, "[1,inf)", "log every N steps, and the last (default 1)"),
     N(save_steps, T_I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
+    N(save_total_limit, T_I64, "[0,inf)", "keep the newest N checkpoints (and the best by eval_loss), 0 = all (default 0)"),
     N(eval_steps, T_I64, "[0,inf)", "evaluate every N steps, 0 = at save_steps (needs val_dataset or split_dataset_ratio)"),
     S(val_dataset, "evaluation data"),
     N(split_dataset_ratio, T_F64, "[0,1)", "fraction of dataset held out for evaluation (default 0)"),

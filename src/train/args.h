@@ -17,7 +17,7 @@ typedef struct {
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
         adam_epsilon, split_dataset_ratio, ddp_timeout, lora_alpha, lora_dropout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
-        save_steps, logging_steps, eval_steps, seed, dataloader_num_workers;
+        save_steps, save_total_limit, logging_steps, eval_steps, seed, dataloader_num_workers;
     int zero_stage, gradient_checkpointing, code_layer, save_only_model, resume_override_config;
     int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)

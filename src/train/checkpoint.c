@@ -186,7 +186,7 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, 
         os_rm_rf(tmp);
         rc = os_mkdir_p(tmp);
     }
-    if (comm_any_failed(rc < 0)) return root ? -1 : os_errf("%s: rank 0 could not create the directory", tmp);
+    if (comm_any_failed(rc < 0)) return root ? -1 : os_err_echo("%s: rank 0 could not create the directory", tmp);
     snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, rt->rank);
     int64_t mine[2] = {0, 0};
     rc = write_rank_file(m, rt, path, with_optim);
@@ -211,7 +211,7 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_sft_args *a, 
     os_free(all);
     failed = comm_any_failed(rc < 0 || failed);
     if (failed) {
-        if (rc == 0) os_errf("%s: checkpoint not written (another rank failed)", dir);
+        if (rc == 0) os_err_echo("%s: checkpoint not written (another rank failed)", dir);
         else os_err_ctx("checkpoint %s", dir);
         if (root) os_rm_rf(tmp);
         return -1;
@@ -339,7 +339,7 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
     os_free(c.files), os_free(c.slice);
     cJSON_Delete(c.man);
     int failed = comm_any_failed(rc < 0);
-    if (failed && rc == 0) return os_errf("%s: another rank could not read the checkpoint", dir);
+    if (failed && rc == 0) return os_err_echo("%s: another rank could not read the checkpoint", dir);
     return failed ? -1 : 0;
 }
 

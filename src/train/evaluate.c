@@ -8,7 +8,7 @@
 // every rank learns whether any failed; the ranks that did not fail get a message too
 static int agree(int rc) {
     int failed = comm_any_failed(rc < 0);
-    if (failed && rc == 0) os_errf("stopping: %d other rank(s) reported an error", failed);
+    if (failed && rc == 0) os_err_echo("stopping: %d other rank(s) reported an error", failed);
     return failed ? -1 : 0;
 }
 

@@ -166,7 +166,7 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
         }
     }
     if (comm_any_failed(rc < 0)) {
-        if (!root) os_errf("export to %s failed on rank 0", out_dir);
+        if (!root) os_err_echo("export to %s failed on rank 0", out_dir);
         return -1;
     }
     return 0;

@@ -7,14 +7,17 @@
 #include "data/pretok.h"
 #include "data/sampler.h"
 #include "io/atomic.h"
+#include "io/dirlock.h"
 #include "optim/schedule.h"
 #include "train/agree.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_limit.h"
 #include "train/dump.h"
 #include "train/evaluate.h"
 #include "train/export.h"
 #include "train/session.h"
 #include "train/steplog.h"
+#include "train/stop.h"
 #include "zero/comm.h"
 #include <math.h>
 #include <signal.h>
@@ -24,12 +27,15 @@
 #include <stdio.h>
 #include <string.h>
 
-// stop every rank with the current message when any rank failed (each rank passes its own status)
-static void agree_or_die(int rc) {
-    int failed = comm_any_failed(rc < 0);
-    if (!failed) return;
-    if (rc < 0) os_die_err();
-    os_die("stopping: %d other rank(s) reported an error", failed);
+// stop every rank when any rank failed (each rank passes its own status); every rank prints the failing rank's message
+static void agree_or_die(int rc) { os_stop_if_failed(rc); }
+
+// checkpoint-STEP is complete: named by a stop from now on; --save_total_limit removes older ones (rank 0)
+static void checkpoint_done(const os_sft_args *a, int64_t step) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->output_dir, (long long)step);
+    os_stop_checkpoint(dir, step);
+    if (comm_rank() == 0) os_checkpoint_limit(a->output_dir, a->save_total_limit);
 }
 
 // fault injection for tests: OMNISHARD_FAULT=RANK:STEP:KIND, KIND error (a user error), crash (SIGSEGV),
@@ -131,16 +137,20 @@ int os_sft_run(const os_sft_args *a) {
     if (a->zero_stage == 0 && N > 1 && rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", N);
     agree_on_config(a);
+    // one run per output directory: locked before anything in it is touched (docs/operations.md)
+    int rc = rank == 0 ? os_dir_lock(a->output_dir) : 0;
+    agree_or_die(rc);
+    os_stop_install();
     os_ckpt_run run, was;   // this run's settings and data position; the resumed checkpoint's
     if (a->resume_from_checkpoint) {   // settings that decide whether the model and data can be opened come first
         run_args(a, &run);
         if (a->code_layer >= 0) run_set(&run, "--code_layer", "%d", a->code_layer);
-        int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &was);
+        rc = os_checkpoint_read_run(a->resume_from_checkpoint, &was);
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &was, &run, a->resume_override_config);
         agree_or_die(rc);
     }
     os_session s;
-    int rc = os_session_open(&s, a, rank, N);
+    rc = os_session_open(&s, a, rank, N);
     agree_or_die(rc);
     os_model *m = &s.model;
     int64_t R = m->oc.G > 0 ? m->oc.G + 1 : 1;
@@ -177,8 +187,6 @@ int os_sft_run(const os_sft_args *a) {
                 "%lld parameters (%lld trained)",
                 (long long)nsamp, N, a->zero_stage, (long long)total, (long long)steps_per_epoch, (long long)GB,
                 (long long)os_reg_numel(&m->reg, 0), (long long)os_reg_numel(&m->reg, 1));
-    if (rank == 0 && os_mkdir_p(a->output_dir) < 0) rc = -1;
-    agree_or_die(rc);
     if (rank == 0) os_checkpoint_cleanup(a->output_dir);
     int64_t start = 1;
     if (a->resume_from_checkpoint) {
@@ -196,9 +204,10 @@ int os_sft_run(const os_sft_args *a) {
                         "AdamW moments START FROM ZERO (bias correction restarts at 1); this is not the same run as an "
                         "uninterrupted one", a->resume_from_checkpoint);
         }
+        os_stop_checkpoint(a->resume_from_checkpoint, done);
     }
     os_steplog log;
-    os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint ? done : -1);
+    agree_or_die(os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint ? done : -1));
     int log_samples = getenv("OMNISHARD_LOG_SAMPLES") && !strcmp(getenv("OMNISHARD_LOG_SAMPLES"), "1");
 
     int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)nsamp, "sample order");
@@ -213,6 +222,8 @@ int os_sft_run(const os_sft_args *a) {
     int exit_code = 0;
     double *bucket_norms = os_alloc(sizeof(double) * (size_t)m->reg.nb, "bucket grad norms");
     for (int64_t step = start; step <= total; step++) {
+        os_stop_boundary(step - 1);   // a signal or a failed write on any rank ends every rank here (collective)
+        os_stop_step(step, total);
         double t0 = os_now();
         comm_set_step(step);
         maybe_fault(rank, step);
@@ -238,14 +249,15 @@ int os_sft_run(const os_sft_args *a) {
             agree_or_die(rc);
             os_step_stats st;
             s.trainer.lora_key = os_lora_dropout_key((uint64_t)a->seed, step, k * N + rank);
-            int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;
-            if (dump) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
+            int dump = a->dump_logits && step == 1 && k == 0, dump_rc = 0;
+            if (dump && rank == 0) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
             os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
-            if (dump) {
-                if (os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V) < 0) os_die_err();
+            if (dump && rank == 0) {
+                dump_rc = os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V);
                 os_free(s.trainer.dump_logits);
                 s.trainer.dump_logits = NULL;
             }
+            if (dump) agree_or_die(dump_rc);
             os_batch_free(&b);
             if (n) loss_sum += st.loss;
             term_loss = st.term_loss;
@@ -284,19 +296,26 @@ int os_sft_run(const os_sft_args *a) {
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             if ((exit_code = weights_finite(m, &s.rt, a, step, saved, start - 1))) break;
             agree_or_die(os_checkpoint_save(m, &s.rt, a, step, &run));
+            checkpoint_done(a, step);
             saved = step;
         }
     }
+    if (!exit_code) os_stop_boundary(total);
     if (!exit_code && saved < total) exit_code = weights_finite(m, &s.rt, a, total, saved, start - 1);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     if (!exit_code) {
-        if (saved < total) agree_or_die(os_checkpoint_save(m, &s.rt, a, total, &run));
-        char out[4200];
-        snprintf(out, sizeof out, "%s/final_model", a->output_dir);
+        if (saved < total) {
+            agree_or_die(os_checkpoint_save(m, &s.rt, a, total, &run));
+            checkpoint_done(a, total);
+        }
         agree_or_die(os_export(m, &s.rt, a->model, out, a->merge_lora));
+    }
+    agree_or_die(os_steplog_close(&log));   // the log's last lines are on disk
+    if (!exit_code) {
         if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
         os_sft_report_skips(ds, ev, a);
     }
-    os_steplog_close(&log);
     os_free(perm), os_free(smp), os_free(bucket_norms);
     ds->free(ds);
     if (ev) ev->free(ev);

@@ -5,6 +5,7 @@
 #include "data/logmel.h"
 #include "io/atomic.h"
 #include "train/speech_cache.h"
+#include "train/stop.h"
 #include <string.h>
 
 int64_t os_speech_positions(const os_model *m) {
@@ -135,8 +136,9 @@ void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
     os_free(mel), os_free(out);
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {
         if (sp->state[bi] != 1) continue;
+        // a failed cache write ends the run at the step boundary (every output is checked, docs/operations.md)
         if (os_feat_cache_write(sp->cache_dir, sp->key[bi], sp->feat + bi * sp->T_enc * sp->d, sp->T_enc, sp->d) < 0) {
-            if (!sp->cache_warned++) os_info("warning: speech feature cache not written (training goes on): %s", os_errmsg());
+            if (!sp->cache_warned++) os_err_ctx("--cache_speech_features"), os_stop_write_failed();
         } else
             sp->cache_writes++;
     }

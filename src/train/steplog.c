@@ -4,17 +4,22 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "io/atomic.h"
-#include <cjson/cJSON.h>
+#include "train/stop.h"
 #include "zero/comm.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 // rewrite the log with only its lines of steps <= keep (a line cut by a crash is dropped too)
-static void keep_steps(const char *path, int64_t keep) {
+static int keep_steps(const char *path, int64_t keep) {
     size_t n;
-    char *text = access(path, F_OK) == 0 ? os_read_file(path, &n) : NULL;
-    if (!text) return;
+    if (access(path, F_OK) != 0) return 0;   // no log yet (resumed into a new output directory)
+    char *text = os_read_file(path, &n);
+    if (!text) return -1;
     char *out = os_alloc(n + 1, "log"), *line = text, *nl;
     size_t k = 0;
     int64_t dropped = 0;
@@ -27,21 +32,62 @@ static void keep_steps(const char *path, int64_t keep) {
         else dropped++;
         cJSON_Delete(o);
     }
-    if (dropped && os_write_file_atomic(path, out, k) < 0) os_die_err();
-    if (dropped) os_info("omnishard: %s: dropped %lld line(s) after step %lld (the resumed run logs those steps again)", path,
+    int rc = dropped ? os_write_file_atomic(path, out, k) : 0;
+    if (dropped && rc == 0) os_info("omnishard: %s: dropped %lld line(s) after step %lld (the resumed run logs those steps again)", path,
                          (long long)dropped, (long long)keep);
     os_free(out), os_free(text);
+    return rc;
 }
 
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total, int64_t keep_through) {
+int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total, int64_t keep_through) {
     memset(l, 0, sizeof *l);
+    l->fd = -1;
     l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
-    if (!root) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/logging.jsonl", output_dir);
-    if (keep_through >= 0) keep_steps(path, keep_through);
-    l->f = fopen(path, keep_through >= 0 ? "a" : "w");
-    if (!l->f) os_die("%s: cannot write the log: %m", path);
+    if (!root) return 0;
+    snprintf(l->path, sizeof l->path, "%s/logging.jsonl", output_dir);
+    if (keep_through >= 0 && keep_steps(l->path, keep_through) < 0) return -1;
+    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through >= 0 ? 0 : O_TRUNC), 0666);
+    if (l->fd < 0) return os_errf("%s: cannot write the log: %s", l->path, strerror(errno));
+    return 0;
+}
+
+// a stream for the next line (NULL after a failure: nothing more is written)
+static FILE *line_begin(os_steplog *l) {
+    if (l->failed) return NULL;
+    FILE *f = open_memstream(&l->line, &l->line_len);
+    if (!f) {
+        l->failed = 1;
+        os_errf("%s: cannot format a line: %s", l->path, strerror(errno));
+        os_stop_write_failed();
+    }
+    return f;
+}
+
+// append the formatted line in one write; on failure cut the file back to its last complete line
+static void line_end(os_steplog *l, FILE *f) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        l->failed = 1;
+        os_errf("%s: cannot format a line", l->path);
+    }
+    off_t start = lseek(l->fd, 0, SEEK_END);
+    const char *p = l->line;
+    size_t left = l->failed ? 0 : l->line_len;
+    while (left > 0) {
+        ssize_t w = write(l->fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            l->failed = 1;
+            os_errf("%s: write failed: %s (the log keeps its complete lines)", l->path, w < 0 ? strerror(errno) : "no progress");
+            if (start >= 0 && ftruncate(l->fd, start) != 0) os_err_ctx("%s: cut back to %lld bytes failed", l->path, (long long)start);
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    free(l->line);
+    l->line = NULL;
+    if (l->failed) os_stop_write_failed();
 }
 
 static void num(FILE *f, const char *key, double v) {
@@ -64,7 +110,8 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     double loss = (nonempty ? v[0] / (double)nonempty : NAN) + term_loss;
     l->tokens_total += v[1];
     if (!l->root || !write) return;
-    FILE *f = l->f;
+    FILE *f = line_begin(l);
+    if (!f) return;
     fprintf(f, "{\"step\": %lld", (long long)step);
     num(f, "epoch", epoch);
     num(f, "loss", loss);
@@ -101,7 +148,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
     num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
     fprintf(f, "}\n");
-    fflush(f);
+    line_end(l, f);
     double el = os_now() - l->t_start, eta = el / (double)step * (double)(l->total - step);
     fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %.0fs%s",
             l->tty ? "\r" : "", (long long)step, (long long)l->total, loss, lr, gnorm,
@@ -111,7 +158,8 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
 
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r) {
     if (!l->root) return;
-    FILE *f = l->f;
+    FILE *f = line_begin(l);
+    if (!f) return;
     fprintf(f, "{\"step\": %lld", (long long)step);
     num(f, "epoch", epoch);
     num(f, "eval_loss", r->samples ? r->loss : NAN);
@@ -126,14 +174,19 @@ void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "eval_tokens", (double)r->tokens);
     num(f, "eval_runtime_s", r->seconds);
     fprintf(f, "}\n");
-    fflush(f);
+    line_end(l, f);
     fprintf(stderr, "%seval at step %lld/%lld: eval_loss %.4f (%lld samples, %.1fs)%s\n", l->tty ? "\r" : "", (long long)step,
             (long long)l->total, r->loss, (long long)r->samples, r->seconds, l->tty ? "            " : "");
     fflush(stderr);
 }
 
-void os_steplog_close(os_steplog *l) {
-    if (l->f) fclose(l->f);
+int os_steplog_close(os_steplog *l) {
+    int rc = 0;
+    if (l->fd >= 0) {
+        if (fsync(l->fd) != 0 && errno != EINVAL) rc = os_errf("%s: fsync failed: %s", l->path, strerror(errno));
+        if (close(l->fd) != 0 && rc == 0) rc = os_errf("%s: close failed: %s", l->path, strerror(errno));
+    }
     if (l->root && l->tty) fputc('\n', stderr);
-    l->f = NULL;
+    l->fd = -1;
+    return rc;
 }

@@ -1,11 +1,16 @@
 // Per-step metrics: reduced over ranks every step (collective), written by rank 0 as one JSON object per logged
 // step to OUTPUT_DIR/logging.jsonl, and shown as a progress line on stderr (rewritten in place on a terminal).
+// Each line is formatted in memory and written with one checked write; a failed write (disk full) cuts the file
+// back to its last complete line and is recorded with os_stop_write_failed (the run ends at the step boundary).
 #pragma once
 #include "train/step.h"
 #include <stdio.h>
 
 typedef struct {
-    FILE *f;
+    int fd, failed;
+    char path[4200];
+    char *line;        // the line being formatted (open_memstream)
+    size_t line_len;
     int root, tty;
     int64_t total;
     double t_start, tokens_total;
@@ -14,8 +19,8 @@ typedef struct {
 } os_steplog;
 
 // keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten
-// atomically), so every step is logged once; -1: start a new log
-void os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int64_t keep_through);
+// atomically), so every step is logged once; -1: start a new log. 0, or -1 + message on rank 0 (not collective)
+int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int64_t keep_through);
 // loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
                      double term_loss, const os_step_stats *acc, double lr, double grad_norm,
@@ -25,4 +30,5 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
 // "eval_samples", "eval_runtime_s"} (rank 0; the result is already reduced) and a line on stderr.
 typedef struct os_eval_result os_eval_result;   // train/evaluate.h
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r);
-void os_steplog_close(os_steplog *l);
+// fsync and close (rank 0); 0, or -1 + message naming the file
+int os_steplog_close(os_steplog *l);
