@@ -3,6 +3,7 @@
 #include <string.h>
 
 int os_rank = -1;
+volatile sig_atomic_t os_stop_signal;
 static _Thread_local char g_msg[4096];
 static _Thread_local int g_echo;
 static void (*g_hook)(int) = NULL;

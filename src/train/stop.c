@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 // read by the signal handler: only sig_atomic_t flags and buffers that are complete before they are published
-static volatile sig_atomic_t g_sig, g_step, g_note_cur;
+static volatile sig_atomic_t g_step, g_note_cur;
+#define g_sig os_stop_signal   // core/err.h: the watchdog reads it too
 static char g_prefix[64], g_of_total[32];
 static char g_note[2][8500];   // "Last complete checkpoint: ..." (the handler reads g_note[g_note_cur])
 // read by the collective paths only

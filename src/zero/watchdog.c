@@ -87,6 +87,9 @@ static void describe(char *out, size_t n, int64_t seq, enum wd_kind kind, int64_
 // The deadline passed (trigger < 0) or rank `trigger` reported that its own did: ask every rank where it is,
 // print the report, let the other reporting ranks print theirs, then end the job.
 static _Noreturn void expire(int64_t seq, double waited, int trigger) {
+    // a rank told to stop (SIGINT/SIGTERM: mpirun tearing the job down, Ctrl-C) that cannot finish a collective ends
+    // without a report of its own; the ranks that saw the collective fail report it (docs/operations.md)
+    if (os_stop_signal) _Exit(128 + os_stop_signal);
     static int64_t mine[S_N], done[S_N];
     mine[S_ISSUED] = g_issued, mine[S_WAITING] = seq, mine[S_KIND] = kind_of(seq), mine[S_STEP] = g_step;
     send_all(mine, TAG_STATE);
