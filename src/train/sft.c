@@ -249,15 +249,14 @@ int os_sft_run(const os_sft_args *a) {
             agree_or_die(rc);
             os_step_stats st;
             s.trainer.lora_key = os_lora_dropout_key((uint64_t)a->seed, step, k * N + rank);
-            int dump = a->dump_logits && step == 1 && k == 0, dump_rc = 0;
-            if (dump && rank == 0) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
+            int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;   // a per-rank option: no collective here
+            if (dump) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
             os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
-            if (dump && rank == 0) {
-                dump_rc = os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V);
+            if (dump) {   // a failed write ends every rank at the step boundary
+                if (os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V) < 0) os_stop_write_failed();
                 os_free(s.trainer.dump_logits);
                 s.trainer.dump_logits = NULL;
             }
-            if (dump) agree_or_die(dump_rc);
             os_batch_free(&b);
             if (n) loss_sum += st.loss;
             term_loss = st.term_loss;
