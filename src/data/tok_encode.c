@@ -31,8 +31,10 @@ static const char *with_stand_ins(enc_state *st, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     unsigned char *out = NULL;
     for (size_t i = 0; i < n;) {
-        if (u[i] < 0x80) {
-            i++;
+        if (u[i] < 0x80) {   // ASCII needs none: skip it 8 bytes at a time
+            uint64_t w;
+            while (i + 8 <= n && (memcpy(&w, u + i, 8), !(w & 0x8080808080808080ull))) i += 8;
+            while (i < n && u[i] < 0x80) i++;
             continue;
         }
         size_t at = i;

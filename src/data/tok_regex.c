@@ -7,7 +7,7 @@
 // Other escapes and properties (scripts, \w, \d, ...) are passed to PCRE2 as they are.
 // Explicit ranges make PCRE2 2-4x slower; so when PCRE2's tables have the version gc_table.c starts from (Debian 12),
 // the properties are kept and the regex runs on a copy of the text whose code points with a changed category are
-// replaced by stand-ins of their current category instead (os_tok_stand_ins in tok_encode.c).
+// replaced by stand-ins of their current category instead (with_stand_ins in tok_encode.c).
 #include "core/alloc.h"
 #include "data/growbuf.h"
 #include "data/gc_table.h"
