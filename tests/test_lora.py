@@ -186,3 +186,17 @@ def test_plan_lora():
     assert f"{trained / 1e9:.3f}B trained" in out, out
     row = [l.split() for l in out.splitlines() if l.split()[:1] == ["0"]][0]
     assert abs(float(row[4]) - 8 * trained / 1e9) <= 2e-3, row
+
+
+def test_lora_resume_is_bitwise(tmp_path):
+    """A LoRA checkpoint (its slam_omni.json records the LoRA) resumes bitwise on 2 ranks at ZeRO-3."""
+    mdir, data, _, _ = setup(tmp_path, MODULES)
+    flags = [*COMMON, "--deepspeed", "zero3", "--save_steps", 2]
+    sft(mdir, data, tmp_path / "full", 4, flags, np_=2)
+    cfg = json.load(open(tmp_path / "full" / "checkpoint-2" / "slam_omni.json"))
+    assert (cfg["lora_rank"], cfg["lora_alpha"], cfg["lora_dropout"]) == (R, ALPHA, 0.05)
+    sft(mdir, data, tmp_path / "res", 4, [*flags, "--resume_from_checkpoint", tmp_path / "full" / "checkpoint-2"], np_=2)
+    assert [x["loss"] for x in logs(tmp_path / "full")[2:]] == [x["loss"] for x in logs(tmp_path / "res")]
+    wa, wb = weights(tmp_path / "full" / "final_model"), weights(tmp_path / "res" / "final_model")
+    for k in wa:
+        assert np.array_equal(wa[k], wb[k]), k

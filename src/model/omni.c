@@ -4,7 +4,16 @@
 #include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+const char *os_float_str(float x, char *buf, size_t n) {
+    for (int digits = 6; digits <= 9; digits++) {   // the shortest text that reads back as the same float
+        snprintf(buf, n, "%.*g", digits, (double)x);
+        if (strtof(buf, NULL) == x) break;
+    }
+    return buf;
+}
 
 const char *const os_lora_module[OS_LORA_N] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
@@ -134,8 +143,10 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
                       os_proj_kind_name(oc->proj_kind), (long long)oc->speech_dim, (long long)oc->proj_hidden,
                       (long long)oc->proj_k);
     if (oc->lora.rank > 0) {
-        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\n  \"lora_rank\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n"
-                      "  \"lora_target_modules\": \"", oc->lora.rank, oc->lora.alpha, oc->lora.dropout);
+        char al[32], dr[32];
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\n  \"lora_rank\": %d,\n  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n"
+                      "  \"lora_target_modules\": \"", oc->lora.rank, os_float_str(oc->lora.alpha, al, sizeof al),
+                      os_float_str(oc->lora.dropout, dr, sizeof dr));
         for (int t = 0, k = 0; t < OS_LORA_N; t++)
             if (oc->lora.targets >> t & 1) n += snprintf(buf + n, sizeof buf - (size_t)n, k++ ? ",%s" : "%s", os_lora_module[t]);
         n += snprintf(buf + n, sizeof buf - (size_t)n, "\"");

@@ -7,6 +7,7 @@
 // sharding runtime's buckets (src/zero/runtime.h).
 #pragma once
 #include "io/hfconfig.h"
+#include <stddef.h>
 #include "model/projector.h"
 #include "model/registry.h"
 #include "model/whisper.h"
@@ -22,6 +23,8 @@ typedef struct {
     float alpha, dropout;
     unsigned targets;     // bit t set: module t has LoRA
 } os_lora_config;
+// x as the shortest decimal text that reads back as the same float (0.05f -> "0.05"), in buf
+const char *os_float_str(float x, char *buf, size_t n);
 // "all-linear" or comma-separated module names -> target bits; -1 + message on an unknown name
 int os_lora_parse_targets(const char *s, unsigned *targets);
 

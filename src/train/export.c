@@ -66,14 +66,14 @@ static int open_writer(const os_model *m, const char *path, int which, os_st_wri
 // PEFT's adapter_config.json for the model's LoRA (base: the directory the adapter belongs to)
 static int write_adapter_config(const os_model *m, const char *path, const char *base) {
     const os_lora_config *lc = &m->oc.lora;
-    char buf[2048], mods[160] = "";
+    char buf[2048], mods[160] = "", al[32], dr[32];
     for (int t = 0, k = 0; t < OS_LORA_N; t++)
         if (lc->targets >> t & 1) k += snprintf(mods + k, sizeof mods - (size_t)k, "%s\"%s\"", k ? ", " : "", os_lora_module[t]);
     int n = snprintf(buf, sizeof buf,
                      "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": \"%s\",\n"
-                     "  \"r\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n  \"target_modules\": [%s],\n"
+                     "  \"r\": %d,\n  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n  \"target_modules\": [%s],\n"
                      "  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n  \"use_rslora\": false,\n  \"inference_mode\": true\n}\n",
-                     base, lc->rank, lc->alpha, lc->dropout, mods);
+                     base, lc->rank, os_float_str(lc->alpha, al, sizeof al), os_float_str(lc->dropout, dr, sizeof dr), mods);
     return os_write_file_atomic(path, buf, (size_t)n);
 }
 

@@ -316,7 +316,8 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
                     for name, p in params.items():
                         if name.startswith(prefix):
                             loss = loss + (coef * (p * p).sum() if kind == "l2" else 0.0 * p.sum())
-            loss.backward()
+            if loss.requires_grad:   # (frozen: a micro-batch may reach no trained parameter)
+                loss.backward()
             tot += sum(wt * float(s.detach()) / c for wt, (s, c, _) in zip(w, terms) if c > 0)
             for acc, (s, c, corr) in zip(sums, terms):
                 acc[0] += float(s.detach()); acc[1] += c; acc[2] += corr
