@@ -200,3 +200,20 @@ def test_lora_resume_is_bitwise(tmp_path):
     wa, wb = weights(tmp_path / "full" / "final_model"), weights(tmp_path / "res" / "final_model")
     for k in wa:
         assert np.array_equal(wa[k], wb[k]), k
+
+
+def test_recomputation_and_adapter_directory_refused(tmp_path):
+    """LoRA with and without recomputation (dropout masks regenerated) gives the same run; a base + adapter export is
+    refused as --model (omnishard would not apply the adapter)."""
+    mdir, data, _, _ = setup(tmp_path, MODULES)
+    flags = [*COMMON, "--lora_dropout", 0.2, "--merge_lora", "false"]
+    sft(mdir, data, tmp_path / "rc", 2, flags)
+    sft(mdir, data, tmp_path / "no", 2, [*flags, "--gradient_checkpointing", "false"])
+    for x, y in zip(logs(tmp_path / "rc"), logs(tmp_path / "no")):
+        assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(y["loss"]), (x, y)
+    f = "final_model/lora_adapter/adapter_model.safetensors"
+    wa, wb = load_file(str(tmp_path / "rc" / f)), load_file(str(tmp_path / "no" / f))
+    for k in wa:
+        assert rel(wa[k], wb[k]) <= 1e-5, k
+    p = sft(tmp_path / "rc" / "final_model", data, tmp_path / "x", 1, COMMON, check=False)
+    assert p.returncode != 0 and "carries a PEFT LoRA adapter" in p.stderr, p.stderr

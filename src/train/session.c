@@ -70,9 +70,14 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     os_qwen2_config cfg;
     os_omni_config oc;
     if (model_config(a, &cfg, &oc) < 0) return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", a->model);
+    if (access(path, F_OK) == 0)   // a base + PEFT adapter export (--merge_lora false): not applied here, so refused
+        return os_errf("%s: this model directory carries a PEFT LoRA adapter (lora_adapter/) that omnishard does not "
+                       "apply; use a merged export (omnishard export --checkpoint DIR --merge_lora true) or remove it",
+                       a->model);
     s->ckpt = os_st_dir_open(a->model);
     if (!s->ckpt) return -1;
-    char path[4200];
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
     if (oc.G > 0 && access(path, F_OK) == 0 && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
     if (oc.layershift && os_st_dir_find(s->ckpt, "group_decode_adapter.linear.weight"))
