@@ -217,3 +217,37 @@ def test_recomputation_and_adapter_directory_refused(tmp_path):
         assert rel(wa[k], wb[k]) <= 1e-5, k
     p = sft(tmp_path / "rc" / "final_model", data, tmp_path / "x", 1, COMMON, check=False)
     assert p.returncode != 0 and "carries a PEFT LoRA adapter" in p.stderr, p.stderr
+
+
+def test_lora_plain_qwen2_matches_peft(tmp_path):
+    """--model_type qwen2 (G = 0) with LoRA: only the LoRA matrices train (no new rows); the LoRA weights start from
+    model.safetensors; 2 ranks at ZeRO-2 against PEFT; export from the checkpoint, merged and as an adapter."""
+    V = 200
+    mdir, data = str(tmp_path / "model"), str(tmp_path / "data.jsonl")
+    model, _ = ref.make_model(mdir, T=V, A=A, G=0, tied=True)
+    ref.make_data(data, 8, G=0, T=V, A=A)
+    pm = get_peft_model(model, LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=["k_proj", "o_proj"]))
+    torch.manual_seed(3)
+    init = {}
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_" in n:
+                p.copy_(0.2 * torch.randn_like(p))
+                init[peft_name(n)] = p.detach().clone()
+    path = os.path.join(mdir, "model.safetensors")
+    save_file({**load_torch(path), **init}, path, metadata={"format": "pt"})
+    out = tmp_path / "out"
+    sft(mdir, data, out, 3, [*COMMON, "--model_type", "qwen2", "--target_modules", "k_proj,o_proj", "--lora_dropout", 0,
+                             "--zero_stage", 2, "--save_steps", 3], np_=2)
+    rlogs, _, rfinal = ref.train(pm, None, ref.load_data(data, 32), G=0, T=V, A=A, steps=3, lr=1e-3, wd=0.1,
+                                 sched="cosine", warmup=1, accum=2)
+    for cl, rl in zip(logs(out), rlogs):
+        assert abs(cl["loss"] - rl["loss"]) <= 1e-5 * abs(rl["loss"]), (cl["loss"], rl["loss"])
+    assert set(rfinal) == {k for k in rfinal if "lora_" in k}
+    run(["export", "--checkpoint", out / "checkpoint-3", "--output_dir", tmp_path / "ad", "--merge_lora", "false"])
+    ad = load_file(str(tmp_path / "ad" / "lora_adapter" / "adapter_model.safetensors"))
+    for k, v in get_peft_model_state_dict(pm).items():
+        assert rel(ad[k], v.numpy()) <= 1e-4, k
+    merged = AutoModelForCausalLM.from_pretrained(str(out / "final_model"))
+    for k, v in pm.merge_and_unload().state_dict().items():
+        assert rel(merged.state_dict()[k].numpy(), v.numpy()) <= 1e-5, k

@@ -89,7 +89,7 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
                      "\"q-former\" is not supported), got %s", path, cJSON_IsString(pj) ? pj->valuestring : "a non-string");
     if (rc == 0 && (json_int(o, path, "num_latency_tokens", 0, &lat) < 0 || json_int(o, path, "code_layer", 0, &G) < 0 ||
                     json_int(o, path, "padded_text_vocabsize", 1, &T) < 0 ||
-                    json_int(o, path, "padded_audio_vocabsize", 1, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
+                    json_int(o, path, "padded_audio_vocabsize", 0, &A) < 0 || json_int(o, path, "encoder_dim", 0, &sd) < 0 ||
                     json_int(o, path, "projector_hidden", 1, &ph) < 0 ||
                     json_int(o, path, "encoder_projector_ds_rate", 1, &pk) < 0))
         rc = -1;
