@@ -58,6 +58,14 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
         Wa = zr_param(rt, m->adapter_w), ba = zr_param(rt, m->adapter_b);
         if (!fo) dWa = zr_grad(rt, m->adapter_w), dba = zr_grad(rt, m->adapter_b);
     }
+    // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing"): the rest of its
+    // gradient would be dropped, so it is not computed
+    int64_t row0 = 0;
+    if (dW) {
+        const os_bucket *hb = &rt->reg->b[m->b_head];
+        int64_t off = rt->reg->p[m->lm_head].offset;
+        row0 = hb->train_lo > off ? (hb->train_lo - off) / C : 0;
+    }
     int64_t rows = os_head_chunk_rows(V, N);
     float *logits = os_alloc(sizeof(float) * (size_t)(rows * V), "logits chunk");
     float *al = ad ? os_alloc(sizeof(float) * (size_t)(rows * G * A), "adapter logits") : NULL;
@@ -93,7 +101,8 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
             memset(logits + i * V + T + Va, 0, sizeof(float) * (size_t)(V - T - Va));
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
         if (dh) memset(dhn + r0 * C, 0, sizeof(float) * (size_t)(n * C));
-        k_linear_bwd(dh ? dhn + r0 * C : NULL, dW, NULL, logits, h, W, n, C, V);
+        k_linear_bwd(dh ? dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
+        if (dW) k_gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
     }
     os_free(logits), os_free(al), os_free(dA);
     for (int k = 0; k < nterms; k++) os_free(y[k]);
