@@ -91,3 +91,146 @@ def test_help_and_docs_give_every_numeric_option_its_range():
         assert re.search(rf"`--{name}`[^\n]*`{re.escape(rng)}`", doc), (name, rng)
     for name, h in opts:   # every option is documented
         assert f"`--{name}`" in doc, name
+
+
+# ---- model files (docs/model-directory.md "Tensors read, ignored and initialised") ----
+
+import json, os, shutil, struct, subprocess, wave
+from safetensors.numpy import load_file, save_file
+from oracle import slam_omni_ref as ref
+from omni_run import logs
+from conftest import BIN, BUILD
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
+    ref.make_data(str(d / "data.jsonl"), 3, G=3, T=128, A=64)
+    return d
+
+
+def train(model, data, out, *extra, steps=1):
+    return run(["sft", "--model", model, "--dataset", data, "--output_dir", out, "--max_steps", steps, *extra],
+               check=False, timeout=120)
+
+
+def edited_model(tiny, tmp_path, edit, file="slam_omni.safetensors"):
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "model", m)
+    w = load_file(str(m / file))
+    save_file(edit(w), str(m / file), metadata={"format": "pt"})
+    return m
+
+
+def test_an_adapter_with_other_names_is_an_error_not_a_new_adapter(tiny, tmp_path):
+    m = edited_model(tiny, tmp_path, lambda w: {"model." + k: v for k, v in w.items()})
+    p = train(m, tiny / "data.jsonl", tmp_path / "o")
+    assert p.returncode != 0
+    for k in ("model.group_decode_adapter.linear.weight", "model.group_decode_adapter.linear.bias"):
+        assert f"'{k}'" in p.stderr, p.stderr
+    assert "no parameter of the model reads" in p.stderr and not (tmp_path / "o" / "final_model").exists()
+
+
+def test_an_unused_tensor_is_named(tiny, tmp_path):
+    m = edited_model(tiny, tmp_path, lambda w: {**w, "extra.proj.weight": w["model.norm.weight"]}, "model.safetensors")
+    p = train(m, tiny / "data.jsonl", tmp_path / "o")
+    assert p.returncode != 0 and "'extra.proj.weight'" in p.stderr, p.stderr
+
+
+def test_a_partly_missing_adapter_is_an_error(tiny, tmp_path):
+    m = edited_model(tiny, tmp_path, lambda w: {k: v for k, v in w.items() if not k.endswith("weight")})
+    p = train(m, tiny / "data.jsonl", tmp_path / "o")
+    assert p.returncode != 0
+    assert "tensor 'group_decode_adapter.linear.weight [192, 64]' is missing" in p.stderr, p.stderr
+
+
+def test_a_first_slam_run_from_qwen2_says_what_it_initialises(tiny, tmp_path):
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "model", m)
+    os.remove(m / "slam_omni.safetensors")
+    p = train(m, tiny / "data.jsonl", tmp_path / "o")
+    assert p.returncode == 0, p.stderr
+    line = [l for l in p.stderr.splitlines() if "initialised (not in the directory: no slam_omni.safetensors, a first SLAM-Omni run" in l]
+    assert len(line) == 1, p.stderr
+    for k in ("group_decode_adapter.linear.weight [192, 64]", "group_decode_adapter.linear.bias [192]", "torch.nn.Linear"):
+        assert k in line[0], line
+
+
+def test_a_tied_lm_head_in_the_checkpoint_is_reported_as_ignored(tiny, tmp_path):
+    m = edited_model(tiny, tmp_path, lambda w: {**w, "lm_head.weight": w["model.embed_tokens.weight"]}, "model.safetensors")
+    p = train(m, tiny / "data.jsonl", tmp_path / "o")
+    assert p.returncode == 0, p.stderr
+    assert "ignored (tie_word_embeddings" in p.stderr and "lm_head.weight" in p.stderr, p.stderr
+
+
+# ---- data (docs/dataset.md, docs/speech.md) ----
+
+def wav_bytes(channels=1, rate=16000, frames=1600, width=2):
+    data = b"\0" * (frames * channels * width)
+    fmt = struct.pack("<HHIIHH", 1, channels, rate, rate * channels * width, channels * width, 8 * width)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+BAD_WAVS = {
+    "empty": (lambda p: p.write_bytes(b""), "empty file (0 bytes)"),
+    "directory": (lambda p: p.mkdir(), "is a directory"),
+    "header_only": (lambda p: p.write_bytes(wav_bytes(frames=0)), "no audio samples"),
+    "text": (lambda p: p.write_text("this is not audio\n" * 10), "not a readable audio file"),
+    "zero_channels": (lambda p: p.write_bytes(wav_bytes(channels=0)), ""),
+    "absurd_rate": (lambda p: p.write_bytes(wav_bytes(rate=10)), ""),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_WAVS))
+def test_a_bad_wav_is_found_when_the_dataset_is_opened(tmp_path, case):
+    from oracle import slam_samples_ref as sref
+    make, why = BAD_WAVS[case]
+    ref_dir = tmp_path / "m"
+    ref_dir.mkdir()
+    sref.train_tokenizer(ref_dir / "tokenizer.json", vocab_size=300)
+    json.dump({"code_layer": 3, "padded_text_vocabsize": 512, "padded_audio_vocabsize": 80}, open(ref_dir / "slam_omni.json", "w"))
+    (tmp_path / "good.wav").write_bytes(wav_bytes())
+    make(tmp_path / "bad.wav")
+    rec = lambda w: json.dumps({"source_wav": w, "source_text": "<USER>: q", "target_text": "x", "target_token": [1, 2]})
+    (tmp_path / "data.jsonl").write_text(rec("good.wav") + "\n" + rec("good.wav") + "\n" + rec("bad.wav") + "\n")
+    # the sample tool opens the dataset and builds the samples' ids; it never decodes audio
+    p = subprocess.run([str(BUILD / "tests" / "test_samples_tool"), tmp_path / "data.jsonl", ref_dir, "4096", "right"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "data.jsonl:3: field 'source_wav': " in p.stderr and "bad.wav" in p.stderr and why in p.stderr, p.stderr
+
+
+def test_a_pretokenized_line_that_is_not_utf8_is_an_error(tiny, tmp_path):
+    lines = open(tiny / "data.jsonl", "rb").read().splitlines()
+    bad = lines[1].replace(b"}", b', "note": "caf\xe9"}', 1)
+    (tmp_path / "d.jsonl").write_bytes(lines[0] + b"\n" + bad + b"\n")
+    p = train(tiny / "model", tmp_path / "d.jsonl", tmp_path / "o")
+    assert p.returncode != 0 and "d.jsonl:2: not valid UTF-8" in p.stderr, p.stderr
+
+
+def no_targets(line):
+    o = json.loads(line)
+    o["labels"] = [[-100] * len(r) for r in o["labels"]]
+    return json.dumps(o)
+
+
+def test_a_step_without_targets_logs_loss_null_and_plot_still_works(tiny, tmp_path):
+    lines = open(tiny / "data.jsonl").read().splitlines()
+    (tmp_path / "d.jsonl").write_text(lines[0] + "\n" + no_targets(lines[1]) + "\n")
+    p = train(tiny / "model", tmp_path / "d.jsonl", tmp_path / "o", "--num_train_epochs", 1, steps=0)
+    assert p.returncode == 0, p.stderr
+    losses = [l["loss"] for l in logs(tmp_path / "o")]
+    assert len(losses) == 2 and losses.count(None) == 1 and all(x is None or x > 0 for x in losses), losses
+    q = run(["plot", tmp_path / "o" / "logging.jsonl", "--output", tmp_path / "loss.svg"], check=False, timeout=60)
+    assert q.returncode == 0 and (tmp_path / "loss.svg").exists(), q.stderr
+
+
+def test_no_target_in_any_step_is_an_error(tiny, tmp_path):
+    lines = open(tiny / "data.jsonl").read().splitlines()
+    (tmp_path / "d.jsonl").write_text("".join(no_targets(l) + "\n" for l in lines))
+    p = train(tiny / "model", tmp_path / "d.jsonl", tmp_path / "o", steps=2)
+    assert p.returncode != 0 and "no step had a target token" in p.stderr, p.stderr
+    assert not (tmp_path / "o" / "final_model").exists()
+    assert [l["loss"] for l in logs(tmp_path / "o")] == [None, None]

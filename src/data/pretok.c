@@ -4,6 +4,7 @@
 #include "data/audio.h"
 #include "data/dataset.h"
 #include "data/pretok.h"
+#include "data/utf8.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,11 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
         char *s = buf;
         while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
         if (!*s) continue;
+        int64_t bad = os_utf8_invalid_at(buf, (size_t)got);
+        if (bad >= 0) {
+            rc = os_errf("%s:%lld: not valid UTF-8 (byte %lld of the line)", path, (long long)line, (long long)bad);
+            break;
+        }
         cJSON *o = cJSON_Parse(s);
         if (!o || !cJSON_IsObject(o)) {
             cJSON_Delete(o);

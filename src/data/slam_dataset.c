@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "data/audio.h"
 #include "data/jsonrec.h"
 #include "data/slam_record.h"
 #include "data/tokenizer.h"
@@ -225,7 +226,11 @@ static char *resolve_wav(const char *dataset, const char *wav, int64_t line) {
     else
         os_errf("%s:%lld: field 'source_wav': cannot read '%s': %m", dataset, (long long)line, wav);
     return NULL;
-found:;
+found:
+    if (os_audio_check(buf) < 0) {   // the header, probed at open (docs/speech.md): not when the sample is reached
+        os_err_ctx("%s:%lld: field 'source_wav'", dataset, (long long)line);
+        return NULL;
+    }
     size_t n = strlen(buf);
     char *s = os_alloc(n + 1, "wav path");
     memcpy(s, buf, n);

@@ -2,6 +2,7 @@
 #include "core/err.h"
 #include "model/freeze.h"
 #include "model/load.h"
+#include "model/load_audit.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,7 +80,9 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     s->ckpt = os_st_dir_open(a->model);
     if (!s->ckpt) return -1;
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
-    if (oc.G > 0 && access(path, F_OK) == 0 && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
+    os_audit_rules rules = {.first_slam = oc.G > 0 && access(path, F_OK) != 0, .first_speech = a->speech_encoder != NULL,
+                            .tied = cfg.tie_word_embeddings};
+    if (oc.G > 0 && !rules.first_slam && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
     if (oc.layershift && os_st_dir_find(s->ckpt, "group_decode_adapter.linear.weight"))
         return os_errf("%s: do_layershift gives every audio layer its own vocabulary rows and no group-decode adapter, "
                        "but the model has one (group_decode_adapter.linear.weight); use a model without it, or "
@@ -101,6 +104,7 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
+    if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
     zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     for (int b = 0; b < m->reg.nb; b++) {
         int64_t lo, hi;

@@ -107,8 +107,10 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     for (int t = 0; t <= G; t++)
         v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
     comm_allreduce_sum_f64(v, n);
-    double loss = (nonempty ? v[0] / (double)nonempty : NAN) + term_loss;
-    l->tokens_total += v[1];
+    double targets = 0.0;   // target tokens of the step over all ranks and loss terms
+    for (int t = 0; t <= G; t++) targets += v[3 + G + t];
+    double loss = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
+    l->tokens_total += v[1], l->targets_total += targets;
     if (!l->root || !write) return;
     FILE *f = line_begin(l);
     if (!f) return;

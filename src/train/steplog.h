@@ -16,6 +16,7 @@ typedef struct {
     double t_start, tokens_total;
     const int64_t *sample_ids;   // when set (OMNISHARD_LOG_SAMPLES=1): the step's samples, logged as "sample_ids"
     int64_t n_sample_ids;
+    double targets_total;   // target tokens trained over all steps and ranks (0: every sample was skipped)
 } os_steplog;
 
 // keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten
