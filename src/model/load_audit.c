@@ -34,7 +34,14 @@ static void add(char *buf, size_t n, const char *fmt, const char *a, const char 
     if (w < 0 || (size_t)w >= n - k) snprintf(buf + n - 4, 4, "...");
 }
 
+static int is_lora(const char *name) { return strstr(name, ".lora_A.") || strstr(name, ".lora_B."); }
+
 static int may_init(const os_st_dir *d, const char *name, const os_audit_rules *ru) {
+    if (is_lora(name)) {   // --train_type lora: a new adapter, unless the directory has LoRA tensors already
+        for (int i = 0; i < os_st_dir_count(d); i++)
+            if (is_lora(os_st_dir_at(d, i)->name)) return 0;
+        return 1;
+    }
     for (size_t m = 0; m < sizeof MODULES / sizeof MODULES[0]; m++) {
         if (!starts(name, MODULES[m])) continue;
         for (int i = 0; i < os_st_dir_count(d); i++)   // a module partly present is not initialised
@@ -45,7 +52,7 @@ static int may_init(const os_st_dir *d, const char *name, const os_audit_rules *
 }
 
 int os_params_audit(const os_registry *r, const os_st_dir *d, const char *dir, int nb, const os_audit_rules *ru) {
-    int np = nb < r->nb ? r->b[nb].first : r->np, unused = 0;
+    int np = nb < r->nb ? r->b[nb].first : r->np, unused = 0, lora = 0;
     char bad[1024] = "", ignored[512] = "", init[2048] = "", desc[160];
     for (int i = 0; i < os_st_dir_count(d); i++) {
         const char *name = os_st_dir_at(d, i)->name;
@@ -76,12 +83,22 @@ int os_params_audit(const os_registry *r, const os_st_dir *d, const char *dir, i
             return os_errf("%s: tensor '%s' is missing: it is trained and is initialised only in a first SLAM-Omni run "
                            "(a Qwen2 directory without slam_omni.safetensors) or, for the projector, a first run with "
                            "--speech_encoder (docs/model-directory.md)", dir, desc);
+        if (is_lora(p->name)) {   // counted, not listed (7 per layer)
+            lora++;
+            continue;
+        }
         add(init, sizeof init, "%s%s ", init[0] ? "; " : "", desc);
         add(init, sizeof init, "%s%s", how(p->init), "");
+    }
+    if (lora) {
+        char text[160];
+        snprintf(text, sizeof text, "%d LoRA matrices: *.lora_A.weight %s, *.lora_B.weight zeros (as PEFT)", lora,
+                 how(OS_INIT_LINEAR_W));
+        add(init, sizeof init, "%s%s", init[0] ? "; " : "", text);
     }
     if (ignored[0]) os_info("note: %s: ignored (tie_word_embeddings / a recomputed buffer, as transformers does): %s", dir, ignored);
     if (init[0])
         os_info("note: %s: initialised (not in the directory%s; --seed keys the values): %s", dir,
-                ru->first_slam ? ": no slam_omni.safetensors, a first SLAM-Omni run" : "", init);
+                ru->first_slam ? ": no slam_omni.safetensors, a first SLAM-Omni run" : lora ? ": a new LoRA adapter" : "", init);
     return 0;
 }

@@ -12,6 +12,7 @@ typedef struct {
 
 // Over the parameters of buckets [0, nb) and every tensor of d (directory dir): -1 + message naming them when
 // tensors are read by no parameter, or when a parameter that could be initialised (adapter, projector) is
-// missing outside the rules' cases. Otherwise 0; rank 0 prints one line listing what is initialised and how
-// (also the vocabulary rows a resize adds), and one naming the tensors ignored by rule.
+// missing outside the rules' cases (and a first LoRA run: no LoRA tensor in d). Otherwise 0; rank 0 prints one
+// line listing what is initialised and how (also the vocabulary rows a resize adds), and one naming the tensors
+// ignored by rule.
 int os_params_audit(const os_registry *r, const os_st_dir *d, const char *dir, int nb, const os_audit_rules *rules);
