@@ -161,7 +161,7 @@ static void defaults(os_sft_args *a) {
 static int in_range(const opt *o, double x, const char *v) {
     char lb, rb;
     double lo, hi;
-    OS_ASSERT(sscanf(o->range, "%c%lf,%lf%c", &lb, &lo, &hi, &rb) == 4);
+    OS_ASSERT(o->range && sscanf(o->range, "%c%lf,%lf%c", &lb, &lo, &hi, &rb) == 4);   // every number has a range
     int ok = (lb == '[' ? x >= lo : x > lo) && (rb == ']' ? x <= hi : x < hi);
     return ok ? 0 : os_errf("--%s: expected a value in %s, got '%s'", o->name, o->range, v);
 }
