@@ -173,3 +173,35 @@ def test_save_total_limit_without_evaluation(small, tmp_path):
 def test_a_failed_write_of_standard_output_is_an_error():
     p = subprocess.run(f"{BIN} sft --help > /dev/full", shell=True, capture_output=True, text=True)
     assert p.returncode != 0 and "standard output" in p.stderr
+
+
+
+from test_speech_train import setup, COMMON as SPEECH   # noqa: E402,F401  (the speech model fixture)
+
+
+def test_a_feature_cache_that_cannot_be_written_ends_the_run(setup, tmp_path):
+    """--cache_speech_features on a file system without free inodes: every rank stops at the end of the step naming
+    the cache file (the old code warned on rank 0 only and trained on)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    d = setup[0]
+    mnt = tmp_path / "cache"
+    mnt.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=1", "tmpfs", str(mnt)], capture_output=True,
+                       text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+    try:
+        out = tmp_path / "o"
+        p = run(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", 3,
+                 *SPEECH, "--speech_encoder", d / "enc", "--cache_speech_features", mnt, "--deepspeed", "zero3"],
+                np_=2, check=False, timeout=120)
+    finally:
+        if subprocess.run(["umount", str(mnt)]).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)])
+    assert p.returncode != 0
+    for r in (0, 1):
+        line = [l for l in p.stderr.splitlines() if l.startswith(f"omnishard: rank {r}:")]
+        assert line and f"--cache_speech_features: {mnt}/" in line[0] and "No space left on device" in line[0], p.stderr
+    assert "stopped (a write failed) after step 1 of 3" in p.stderr, p.stderr
+    assert not (out / "final_model").exists()
