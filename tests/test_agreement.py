@@ -54,11 +54,12 @@ CASES = {
 
 def test_options_that_differ_on_one_rank_stop_every_rank(tiny):
     # every differing option is named in the one message (one launch checks them all)
-    a0 = [x for c in CASES.values() for x in c[0]]
-    a1 = [x for c in CASES.values() for x in c[1]]
+    cases = dict(CASES, val_dataset=([], ["--val_dataset", tiny / "data.jsonl"], "(not given)", str(tiny / "data.jsonl")))
+    a0 = [x for c in cases.values() for x in c[0]]
+    a1 = [x for c in cases.values() for x in c[1]]
     p = mpmd([(base(tiny) + a0, tiny), (base(tiny) + a1, tiny)])
     assert p.returncode != 0
-    for name, (_, _, v0, v1) in CASES.items():
+    for name, (_, _, v0, v1) in cases.items():
         want = f"ranks disagree on --{name}: rank 0 has '{v0}', rank 1 has '{v1}'"
         for r in (0, 1):
             assert any(want in l for l in lines_of(p, r)), (want, p.stderr)
