@@ -2,14 +2,14 @@
 over TCP between them, a launcher agent that enters the other host's namespace (docs/operations.md, "Multi-node
 launch"). A ZeRO-3 run across them equals the single-host run bitwise; with one host's link cut mid-run every
 process ends within the watchdog bound."""
-import os, re, shutil, subprocess, time, uuid
+import os, re, shutil, subprocess
 import numpy as np
 import pytest
 
 from oracle import slam_omni_ref as ref
 from omni_run import sft, logs, weights
 from conftest import BIN
-from test_watchdog import tagged_pids, cleanup, wait_for_steps
+from fault_run import run_with_fault, tagged_pids
 
 HOSTS = {"10.213.0.1": "a", "10.213.0.2": "b"}
 TIMEOUT = 2
@@ -89,28 +89,16 @@ def test_cut_link_ends_every_process(hosts, tmp_path):
     daemon on b, mpirun) is gone within --ddp_timeout + 10 s. The namespaces have net.ipv4.tcp_retries2=3: after
     the watchdog's MPI_Abort mpirun's kill order to host b's daemon is never acknowledged, and with Linux's default
     mpirun would wait ~15 min for TCP to give up (docs/operations.md, "Multi-node launch")."""
-    h, tag, out = hosts, uuid.uuid4().hex, tmp_path / "o"
+    h, out = hosts, tmp_path / "o"
     cmd = [*mpirun_two_hosts(h), str(BIN), "sft", "--model", str(h["dir"] / "model"), "--dataset",
            str(h["dir"] / "data.jsonl"), "--output_dir", str(out), "--max_steps", "100000", "--save_steps", "0",
            "--ddp_timeout", str(TIMEOUT), *ARGS]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", OMNISHARD_TEST_TAG=tag))
-    try:
-        wait_for_steps(out, 3, p)
+
+    def cut(tag):
         assert set(tagged_pids(tag)) == {0, 1}
         assert ip("-n", h["ns"]["10.213.0.2"], "link", "set", h["dev_b"], "down").returncode == 0
-        t = time.time()
-        try:
-            _, err = p.communicate(timeout=TIMEOUT + 10)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"mpirun still running {TIMEOUT + 10} s after the link went down")
-        left = tagged_pids(tag, ranks_only=False)
-        assert not left, f"processes left {time.time() - t:.1f} s after the link went down: {left}"
-    finally:
-        cleanup(tag, ranks_only=False)
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode != 0
+
+    rc, err = run_with_fault(cmd, out, cut, TIMEOUT + 10, "the link went down")
+    assert rc != 0
     line = [l for l in err.splitlines() if l.startswith("omnishard: rank 0: collective watchdog")]
     assert line and re.search(r"did not arrive at [^:]*: rank 1 \(no answer", line[0]), err
