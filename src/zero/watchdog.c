@@ -8,8 +8,11 @@
 #include <time.h>
 
 // A wait first spins on MPI_Testall (as MPI_Wait would: Open MPI progresses non-blocking collectives only inside
-// MPI calls); after SPIN_S it naps NAP_NS between tests and listens for other ranks' reports.
-#define SPIN_S 0.1
+// MPI calls, and yields the core in them when oversubscribed), reading the clock every 256 tests; after LISTEN_S it
+// also listens for other ranks' reports; after SPIN_S it naps NAP_NS between tests (a nap costs at most NAP_NS
+// plus a wake-up, against a wait of over a second already).
+#define LISTEN_S 0.1
+#define SPIN_S 1.0
 #define NAP_NS 1000000L
 #define HISTORY 64   // the kinds and sizes of the last HISTORY collectives, for messages
 enum { TAG_STATE = 7401, TAG_DONE = 7402 };
@@ -156,12 +159,13 @@ void wd_wait(MPI_Request *r, int n, int64_t seq) {
     for (unsigned it = 1;; it++) {
         MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (done) return;
-        if (t < SPIN_S && it % 256) continue;   // spinning: read the clock now and then
+        if (t < SPIN_S && it % 256) continue;
         t = os_now() - t0;
-        if (t < SPIN_S) continue;
+        if (t < LISTEN_S) continue;
         int src;
         if (pending(TAG_STATE, &src)) expire(seq, t, src);
         if (g_timeout > 0 && t >= g_timeout) expire(seq, t, -1);
+        if (t < SPIN_S) continue;
         nap();
     }
 }
