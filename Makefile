@@ -1,4 +1,4 @@
-# omnishard build. `make` builds build/omnishard and the C unit tests; `make test` runs every test;
+# omnishard build. `make` builds build/omnishard and the C unit tests; `make test` runs `make layering` and every test;
 # `make asan` builds the unit tests with ASan+UBSan into build-asan/ and runs them.
 # BUILD=dir puts every output under another folder (parallel builds of different people do not collide).
 BUILD  ?= build
@@ -36,7 +36,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-test: all
+# every #include "..." of src/ against the folder order in tools/check_layering.py, and no cycle between modules
+layering:
+	python3 tools/check_layering.py
+
+test: all layering
 	$(PY) -m pytest -q tests
 
 asan:
@@ -47,5 +51,5 @@ asan:
 clean:
 	rm -rf $(BUILD) build-asan
 
-.PHONY: all test asan clean
+.PHONY: all test asan clean layering
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d)

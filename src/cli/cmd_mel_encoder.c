@@ -125,14 +125,15 @@ int cmd_mel_encoder(int argc, char **argv) {
     float *enc = os_alloc(sizeof(float) * (size_t)(T * w->d), "encoder output");
     const float *mels[1] = {mel};
     float *outs[1] = {enc};
-    os_whisper_fwd(w, &e.rt, 1, mels, T_mel, outs);
+    os_weights wt = zr_weights(&e.rt);
+    os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
     if (bench > 0) {
         double tm = 0.0, te = 0.0;
         for (int r = 0; r < bench; r++) {
             double t0 = os_now();
             if (wav && wav_mel(wav, n_wave, (int)w->n_mels, mel) < 0) os_die_err();
             double t1 = os_now();
-            os_whisper_fwd(w, &e.rt, 1, mels, T_mel, outs);
+            os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
             tm += t1 - t0, te += os_now() - t1;
         }
         double secs = (double)T_mel * OS_MEL_HOP / OS_AUDIO_RATE;

@@ -2,7 +2,7 @@
 // Collation (slam-omni.md): the part before the answer (prompt + speech, `lead` positions) is left-padded and the
 // answer right-padded to the longest of the batch, pad id in every row, labels -100, key mask 0 on padding.
 #pragma once
-#include "train/batch.h"
+#include "data/batch.h"
 #include <stdint.h>
 
 typedef struct {
@@ -54,8 +54,9 @@ os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char
 // Hold out round(n * ratio) samples (at least 1, at most n-1), chosen by a permutation keyed by seed, as *val;
 // the rest, in file order, as *train. The two views share d (freed with the last of them).
 int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **train, os_dataset **val);
-// Collective: samples skipped over all ranks (at open, plus the distinct lazily found ones).
-int64_t os_dataset_skipped_total(os_dataset *d);
+// Collective: samples skipped over all ranks (at open, plus the distinct lazily found ones). allreduce_max: the
+// ranks' element-wise maximum of buf[n] in place (comm_allreduce_max_i64 of zero/comm.h; data/ calls no MPI).
+int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *buf, int64_t n));
 
 // collate samples s[0..n) into b (allocated here); pad_id fills padding
 void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id);

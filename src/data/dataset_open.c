@@ -5,7 +5,6 @@
 #include "data/jsonrec.h"
 #include "data/sampler.h"
 #include "data/slam_dataset.h"
-#include "zero/comm.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +110,7 @@ int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **tr
     return 0;
 }
 
-int64_t os_dataset_skipped_total(os_dataset *d) {
+int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *buf, int64_t n)) {
     const view_ds *v = d->get == view_get ? (const view_ds *)d : NULL;
     os_dataset *full = v ? v->full : d;
     int64_t total = 0, chunk[4096];
@@ -119,7 +118,7 @@ int64_t os_dataset_skipped_total(os_dataset *d) {
         for (int64_t s = 0; s < full->n; s += 4096) {
             int64_t m = full->n - s < 4096 ? full->n - s : 4096;
             for (int64_t i = 0; i < m; i++) chunk[i] = full->lazy_skipped[s + i];
-            comm_allreduce_max_i64(chunk, m);
+            allreduce_max(chunk, m);
             for (int64_t i = 0; i < m; i++) total += chunk[i];
         }
     return total + full->skipped;

@@ -10,10 +10,9 @@
 // shorter of text / audio in the answer; asr: every audio label, as the reference skips the audio loss for asr).
 #pragma once
 #include "data/dataset.h"
+#include "data/slam_record.h"   // os_slam_task
 
 #define OS_SPEECH_POSITIONS 300   // the reference's T_s: 30 s -> 1500 Whisper frames -> 300 projector outputs
-
-typedef enum { OS_TASK_S2S = 0, OS_TASK_ASR = 1, OS_TASK_TTS = 2 } os_slam_task;
 
 typedef struct {
     int G;                      // audio code layers (>= 1)

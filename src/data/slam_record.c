@@ -2,7 +2,6 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "data/json_kind.h"
-#include "data/slam_dataset.h"
 #include "data/utf8.h"
 #include <string.h>
 

@@ -4,6 +4,8 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+typedef enum { OS_TASK_S2S = 0, OS_TASK_ASR = 1, OS_TASK_TTS = 2 } os_slam_task;
+
 typedef struct {
     int task;                     // os_slam_task
     const char *wav;              // source_wav (as written) or NULL

@@ -84,6 +84,9 @@ void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, 
 // argmax (first maximum) equals the label.
 double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
                       int64_t *ncorrect);
+// rows per chunk of N rows over a vocabulary of V columns (about 128 MB of logits; at least 64, at most N): the
+// head's chunk, and the activation plan's size of it
+int64_t k_xent_chunk_rows(int64_t V, int64_t N);
 
 // ---- elementwise helpers ----
 void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a + b (out may alias)

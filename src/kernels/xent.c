@@ -2,6 +2,12 @@
 #include "kernels/kernels.h"
 #include <math.h>
 
+int64_t k_xent_chunk_rows(int64_t V, int64_t N) {
+    int64_t rows = ((int64_t)1 << 25) / (V > 0 ? V : 1);
+    if (rows < 64) rows = 64;
+    return rows < N ? rows : N;
+}
+
 double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
                       int64_t *ncorrect) {
     double loss = 0.0;

@@ -94,36 +94,36 @@ typedef struct {
 } enc_scratch;
 
 // x[T, d] in place through block l (its bucket gathered)
-static void block_fwd(const os_whisper *w, int64_t l, zr_runtime *rt, float *x, int64_t T, enc_scratch *s) {
+static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, float *x, int64_t T, enc_scratch *s) {
     const os_whisper_layer_ids *P = &w->layer[l];
     int64_t d = w->d, H = w->H, F = w->F;
-    k_layernorm_fwd(s->ln, NULL, NULL, x, zr_param(rt, P->ln1_w), zr_param(rt, P->ln1_b), T, d, 1e-5f);
-    k_linear_fwd(s->q, s->ln, zr_param(rt, P->q_w), zr_param(rt, P->q_b), T, d, d);
-    k_linear_fwd(s->k, s->ln, zr_param(rt, P->k_w), NULL, T, d, d);
-    k_linear_fwd(s->v, s->ln, zr_param(rt, P->v_w), zr_param(rt, P->v_b), T, d, d);
+    k_layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
+    k_linear_fwd(s->q, s->ln, os_weight(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
+    k_linear_fwd(s->k, s->ln, os_weight(wt, P->k_w), NULL, T, d, d);
+    k_linear_fwd(s->v, s->ln, os_weight(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
     k_attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, 0, 1, T, H, H, d / H);
-    k_linear_fwd(s->tmp, s->ao, zr_param(rt, P->o_w), zr_param(rt, P->o_b), T, d, d);
+    k_linear_fwd(s->tmp, s->ao, os_weight(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
     k_add(x, x, s->tmp, T * d);
-    k_layernorm_fwd(s->ln, NULL, NULL, x, zr_param(rt, P->ln2_w), zr_param(rt, P->ln2_b), T, d, 1e-5f);
-    k_linear_fwd(s->hid, s->ln, zr_param(rt, P->fc1_w), zr_param(rt, P->fc1_b), T, d, F);
+    k_layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
+    k_linear_fwd(s->hid, s->ln, os_weight(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
     k_gelu_fwd(s->hid, s->hid, T * F);
-    k_linear_fwd(s->tmp, s->hid, zr_param(rt, P->fc2_w), zr_param(rt, P->fc2_b), T, F, d);
+    k_linear_fwd(s->tmp, s->hid, os_weight(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
     k_add(x, x, s->tmp, T * d);
 }
 
-void os_whisper_fwd(const os_whisper *w, zr_runtime *rt, int64_t n, const float *const *mel, int64_t T_mel,
+void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const float *const *mel, int64_t T_mel,
                     float *const *out) {
     int64_t d = w->d, T = os_whisper_out_frames(T_mel);
     OS_ASSERT(T <= w->n_pos);
     // ---- front: convolutions, GELU, positions ----
-    zr_gather(rt, w->b_front);
-    if (w->nlayers > 0) zr_prefetch(rt, w->b_layer[0]);
+    wt->gather(wt->ctx, w->b_front);
+    if (w->nlayers > 0) wt->prefetch(wt->ctx, w->b_layer[0]);
     float *c1 = n ? F32(d * T_mel, "encoder conv1 out[d, T_mel]") : NULL, *c2 = n ? F32(d * T, "encoder conv2 out[d, T]") : NULL;
-    const float *pos = zr_param(rt, w->pos);
+    const float *pos = os_weight(wt, w->pos);
     for (int64_t i = 0; i < n; i++) {
-        k_conv1d_fwd(c1, mel[i], zr_param(rt, w->conv1_w), zr_param(rt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
+        k_conv1d_fwd(c1, mel[i], os_weight(wt, w->conv1_w), os_weight(wt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
         k_gelu_fwd(c1, c1, d * T_mel);
-        k_conv1d_fwd(c2, c1, zr_param(rt, w->conv2_w), zr_param(rt, w->conv2_b), d, T_mel, d, 3, 2, 1);
+        k_conv1d_fwd(c2, c1, os_weight(wt, w->conv2_w), os_weight(wt, w->conv2_b), d, T_mel, d, 3, 2, 1);
         k_gelu_fwd(c2, c2, d * T);
         float *x = out[i];
 #pragma omp parallel for schedule(static)
@@ -131,7 +131,7 @@ void os_whisper_fwd(const os_whisper *w, zr_runtime *rt, int64_t n, const float 
             for (int64_t c = 0; c < d; c++) x[t * d + c] = c2[c * T + t] + pos[t * d + c];
     }
     os_free(c1), os_free(c2);
-    zr_release(rt, w->b_front);
+    wt->release(wt->ctx, w->b_front);
     // ---- blocks ----
     enc_scratch s = {0};
     if (n) {
@@ -140,16 +140,16 @@ void os_whisper_fwd(const os_whisper *w, zr_runtime *rt, int64_t n, const float 
         s.ao = F32(T * d, "encoder attn out"), s.tmp = F32(T * d, "encoder tmp"), s.hid = F32(T * w->F, "encoder mlp");
     }
     for (int64_t l = 0; l < w->nlayers; l++) {
-        zr_prefetch(rt, l + 1 < w->nlayers ? w->b_layer[l + 1] : w->b_final);
-        zr_gather(rt, w->b_layer[l]);
-        for (int64_t i = 0; i < n; i++) block_fwd(w, l, rt, out[i], T, &s);
-        zr_release(rt, w->b_layer[l]);
+        wt->prefetch(wt->ctx, l + 1 < w->nlayers ? w->b_layer[l + 1] : w->b_final);
+        wt->gather(wt->ctx, w->b_layer[l]);
+        for (int64_t i = 0; i < n; i++) block_fwd(w, l, wt, out[i], T, &s);
+        wt->release(wt->ctx, w->b_layer[l]);
     }
     float *bufs[] = {s.ln, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_free(bufs[k]);
     // ---- final LayerNorm ----
-    zr_gather(rt, w->b_final);
+    wt->gather(wt->ctx, w->b_final);
     for (int64_t i = 0; i < n; i++)
-        k_layernorm_fwd(out[i], NULL, NULL, out[i], zr_param(rt, w->lnf_w), zr_param(rt, w->lnf_b), T, d, 1e-5f);
-    zr_release(rt, w->b_final);
+        k_layernorm_fwd(out[i], NULL, NULL, out[i], os_weight(wt, w->lnf_w), os_weight(wt, w->lnf_b), T, d, 1e-5f);
+    wt->release(wt->ctx, w->b_final);
 }

@@ -108,8 +108,8 @@ int os_sft_eval(os_trainer *t, os_dataset *ev, const os_sft_args *a, int32_t pad
 }
 
 void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_args *a) {
-    int64_t ntrain = os_dataset_skipped_total(train);
-    int64_t neval = eval && eval->path != train->path ? os_dataset_skipped_total(eval) : 0;
+    int64_t ntrain = os_dataset_skipped_total(train, comm_allreduce_max_i64);
+    int64_t neval = eval && eval->path != train->path ? os_dataset_skipped_total(eval, comm_allreduce_max_i64) : 0;
     if (comm_rank() != 0 || ntrain + neval == 0) return;
     os_info("note: %lld sample(s) skipped (--max_length %lld, --truncation_strategy %s, or an empty answer; the first "
             "of each kind are named above, see docs/dataset.md)", (long long)(ntrain + neval), (long long)a->max_length,

@@ -8,14 +8,6 @@
 #include "train/args.h"
 #include "train/steplog.h"
 
-struct os_eval_result {
-    double sum[OS_MAX_G + 1];             // per loss term (0 text, 1+i audio layer i): summed CE
-    int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
-    int64_t samples, tokens;
-    double loss;                          // sum_k w_k * sum_k / count_k (token mean of each term, weighted)
-    double seconds;
-};
-
 // Per micro-batch hook before the micro-step (e.g. the speech front end); NULL for none. -1 + message to stop.
 typedef int (*os_micro_hook)(void *ctx, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
                              int64_t n);

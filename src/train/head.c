@@ -3,12 +3,6 @@
 #include "kernels/kernels.h"
 #include <string.h>
 
-int64_t os_head_chunk_rows(int64_t V, int64_t N) {
-    int64_t rows = ((int64_t)1 << 25) / (V > 0 ? V : 1);
-    if (rows < 64) rows = 64;
-    return rows < N ? rows : N;
-}
-
 // shifted targets of loss term k (0 = text, 1+i = audio layer i) for every row: [N]
 static int32_t *targets(const os_model *m, const os_batch *b, int k, int64_t *count) {
     int64_t L = b->L, R = b->R, G = m->oc.G;
@@ -66,7 +60,7 @@ void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx
         int64_t off = rt->reg->p[m->lm_head].offset;
         row0 = hb->train_lo > off ? (hb->train_lo - off) / C : 0;
     }
-    int64_t rows = os_head_chunk_rows(V, N);
+    int64_t rows = k_xent_chunk_rows(V, N);
     float *logits = os_alloc(sizeof(float) * (size_t)(rows * V), "logits chunk");
     float *al = ad ? os_alloc(sizeof(float) * (size_t)(rows * G * A), "adapter logits") : NULL;
     float *dA = ad && !fo ? os_alloc(sizeof(float) * (size_t)(rows * A), "adapter input grad") : NULL;

@@ -7,8 +7,7 @@
 // dx NULL in training: nothing below the head is trained (freezing), so dL/dx and the norm backward are skipped.
 // Frozen lm_head / adapter get no gradient (zr_grad gives NULL).
 #pragma once
-#include "train/step.h"
+#include "data/batch.h"
+#include "train/trainer.h"
 
 void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx, float dscale, os_step_stats *st);
-// rows per chunk for a vocabulary of V columns (about 128 MB of logits)
-int64_t os_head_chunk_rows(int64_t V, int64_t N);

@@ -302,7 +302,7 @@ int os_sft_run(const os_sft_args *a) {
     if (!exit_code) os_stop_boundary(total);
     if (!exit_code && start <= total && log.targets_total == 0)   // the same value on every rank (reduced each step)
         os_die("no step had a target token: every sample was skipped or has no trained position (%lld skipped; "
-               "--max_length %lld, --truncation_strategy %s; docs/dataset.md); no model written", (long long)os_dataset_skipped_total(ds),
+               "--max_length %lld, --truncation_strategy %s; docs/dataset.md); no model written", (long long)os_dataset_skipped_total(ds, comm_allreduce_max_i64),
                (long long)a->max_length, a->truncation_strategy);
     if (!exit_code && saved < total) exit_code = weights_finite(m, &s.rt, a, total, saved, start - 1);
     char out[4200];

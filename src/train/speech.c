@@ -132,7 +132,8 @@ void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
             mel[k] = sp->mel + bi * sp->n_mels * sp->T_mel;
             out[k++] = sp->feat + bi * sp->T_enc * sp->d;
         }
-    os_whisper_fwd(&m->enc, rt, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
+    os_weights wt = zr_weights(rt);
+    os_whisper_fwd(&m->enc, &wt, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
     os_free(mel), os_free(out);
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {
         if (sp->state[bi] != 1) continue;

@@ -10,8 +10,8 @@
 #include "data/dataset.h"
 #include "model/omni.h"
 #include "model/projector.h"
-#include "train/batch.h"
-#include "train/step.h"
+#include "data/batch.h"
+#include "train/trainer.h"
 #include "zero/runtime.h"
 
 typedef struct os_speech {

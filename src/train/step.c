@@ -28,50 +28,6 @@ int os_batch_check(const os_model *m, const os_batch *b) {
     return 0;
 }
 
-int os_param_term_parse(const char *s, os_param_term *out) {
-    memset(out, 0, sizeof *out);
-    char pre[96];
-    float c;
-    if (sscanf(s, "l2:%f:%95s", &c, pre) == 2) {
-        out->kind = OS_TERM_L2, out->coef = c;
-    } else if (sscanf(s, "dummy:%95s", pre) == 1) {
-        out->kind = OS_TERM_DUMMY, out->coef = 0.0f;
-    } else
-        return os_errf("--param_loss '%s': expected l2:COEF:PARAM_PREFIX or dummy:PARAM_PREFIX", s);
-    snprintf(out->prefix, sizeof out->prefix, "%s", pre);
-    return 0;
-}
-
-// Loss terms over the parameters of bucket b: evaluated inside its gather scope, their gradient added to the
-// bucket's gradient before it is reduced (design invariant 5). Called with b's gradient scope open.
-double os_apply_param_terms(os_trainer *t, int b) {
-    float dscale = t->term_scale;
-    double loss = 0.0;
-    const os_registry *r = &t->m->reg;
-    for (int k = 0; k < t->nterms; k++) {
-        const os_param_term *pt = &t->terms[k];
-        size_t n = strlen(pt->prefix);
-        int gathered = 0;
-        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
-            if (strncmp(r->p[i].name, pt->prefix, n)) continue;
-            if (!gathered) zr_gather(t->rt, b), gathered = 1;
-            const float *p = zr_param(t->rt, i);
-            float *g = zr_grad(t->rt, i);   // NULL: frozen (the term has a value but moves nothing)
-            int64_t ne = r->p[i].numel;
-            if (pt->kind == OS_TERM_L2) {
-                loss += pt->coef * k_sumsq(p, ne);
-                if (g) k_axpy(g, 2.0f * pt->coef * dscale, p, ne);
-            } else {
-                double s = 0.0;
-                for (int64_t j = 0; j < ne; j++) s += p[j];
-                loss += 0.0 * s;   // d(0 * sum p)/dp = 0: nothing to add, but the value is honest (NaN stays NaN)
-            }
-        }
-        if (gathered) zr_release(t->rt, b);
-    }
-    return loss;
-}
-
 // x0[B*L, C] = mean over the R rows of embed[ids]. Speech splice (docs/speech.md): at the j-th speech position
 // of a sample every audio row's embedding is replaced by its projector output proj[j], so
 // x0 = (G * proj[j] + E[text id]) / (G+1).

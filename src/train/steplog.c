@@ -1,5 +1,4 @@
 #include "train/steplog.h"
-#include "train/evaluate.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"

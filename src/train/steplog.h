@@ -29,7 +29,13 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
                      const zr_runtime *rt, int write);
 // An evaluation's line {"step", "epoch", "eval_loss", "eval_text_loss", "eval_audio_loss_i", accuracies,
 // "eval_samples", "eval_runtime_s"} (rank 0; the result is already reduced) and a line on stderr.
-typedef struct os_eval_result os_eval_result;   // train/evaluate.h
+typedef struct os_eval_result {   // an evaluation's losses over all ranks (os_evaluate, train/evaluate.h)
+    double sum[OS_MAX_G + 1];             // per loss term (0 text, 1+i audio layer i): summed CE
+    int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
+    int64_t samples, tokens;
+    double loss;                          // sum_k w_k * sum_k / count_k (token mean of each term, weighted)
+    double seconds;
+} os_eval_result;
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r);
 // fsync and close (rank 0); 0, or -1 + message naming the file
 int os_steplog_close(os_steplog *l);

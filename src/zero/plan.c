@@ -1,6 +1,5 @@
 #include "zero/plan.h"
 #include "kernels/kernels.h"
-#include "train/head.h"
 #include <string.h>
 
 static int64_t pad(int64_t n, int N) {
@@ -59,7 +58,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t resid = (m->nlayers + 1) * n * C;                                    // layer inputs
     int64_t acts = (ckpt ? 1 : m->nlayers) * layer_act;
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
-    int64_t rows = os_head_chunk_rows(V, n);
+    int64_t rows = k_xent_chunk_rows(V, n);
     int64_t head = 2 * n * C + n + rows * V + (m->b_adapter >= 0 ? rows * (G * A + A) : 0) + (G + 1) * n;
     int64_t at_head = resid + acts + scratch + batch + head + n * C;            // + dx
     int64_t at_bwd = resid + acts + scratch + batch + n * C + K_ATTN_BQ * L;    // + dx + attention dS (1 thread)

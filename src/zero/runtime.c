@@ -145,6 +145,15 @@ float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {
     return rt->full[p->bucket] + p->offset;
 }
 
+static void w_prefetch(void *rt, int b) { zr_prefetch(rt, b); }
+static void w_gather(void *rt, int b) { zr_gather(rt, b); }
+static void w_release(void *rt, int b) { zr_release(rt, b); }
+static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
+
+os_weights zr_weights(zr_runtime *rt) {
+    return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param};
+}
+
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
     const os_param *p = &rt->reg->p[pid];
     if (!rt->reg->b[p->bucket].trainable) return NULL;

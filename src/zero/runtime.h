@@ -10,6 +10,7 @@
 //   stage 3: + parameters sharded (gathered per bucket for forward and again for backward, then dropped)
 #pragma once
 #include "model/registry.h"
+#include "model/weights.h"
 #include <stdint.h>
 
 typedef struct {
@@ -52,6 +53,8 @@ void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside t
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
+// the runtime's parameters as a model forward reads them (model/weights.h): zr_prefetch/zr_gather/zr_release/zr_param
+os_weights zr_weights(zr_runtime *rt);
 
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
 // stage 0/1: all-reduce the full gradients (sum over ranks)

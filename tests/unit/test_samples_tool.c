@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "data/dataset.h"
 #include "model/omni.h"
+#include "zero/comm.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,7 @@ int main(int argc, char **argv) {
         printf("]}\n");
         os_batch_free(&b);
     }
-    printf("{\"n\": %lld, \"skipped\": %lld}\n", (long long)d->n, (long long)os_dataset_skipped_total(d));
+    printf("{\"n\": %lld, \"skipped\": %lld}\n", (long long)d->n, (long long)os_dataset_skipped_total(d, comm_allreduce_max_i64));
     d->free(d);
     return 0;
 }

@@ -1,4 +1,4 @@
-#include "train/batch.h"
+#include "data/batch.h"
 #include "core/alloc.h"
 #include <string.h>
 

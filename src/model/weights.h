@@ -1,0 +1,15 @@
+// How a model forward reaches its weights without knowing where they live: a table of calls that the owner of
+// the parameters fills (the sharding runtime: zr_weights in zero/runtime.h). A forward opens a bucket (gather),
+// may announce the next one early (prefetch), reads parameters by id while the bucket is open, and closes it
+// (release); the owner checks every access and decides what each call costs (ZeRO-3: a collective).
+#pragma once
+
+typedef struct {
+    void *ctx;                                              // the owner (e.g. a zr_runtime)
+    void (*prefetch)(void *ctx, int bucket);                // start making bucket available (may do nothing)
+    void (*gather)(void *ctx, int bucket);                  // open bucket: its parameters are readable until release
+    void (*release)(void *ctx, int bucket);                 // close it
+    const float *(*param)(void *ctx, int pid, const char *caller);   // parameter pid's data (its bucket open)
+} os_weights;
+
+#define os_weight(w, pid) ((w)->param((w)->ctx, (pid), __func__))

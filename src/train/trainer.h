@@ -1,0 +1,42 @@
+// What one micro-step works on (os_trainer: the model, the runtime, the speech path, the parameter loss terms)
+// and what it reports (os_step_stats); the step (train/step.h), the head and the speech path share these.
+#pragma once
+#include "model/omni.h"
+#include "zero/runtime.h"
+
+typedef enum { OS_TERM_L2, OS_TERM_DUMMY } os_term_kind;
+// A loss term over parameters (design invariant 5): applies to every parameter whose name starts with prefix.
+typedef struct {
+    os_term_kind kind;
+    float coef;           // L2: coef * sum p^2 ; DUMMY: 0 * sum p (the DDP "unused parameters" trick)
+    char prefix[96];
+} os_param_term;
+
+struct os_speech;   // train/speech.h
+
+typedef struct {
+    os_model *m;
+    zr_runtime *rt;
+    struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
+    int grad_ckpt;        // recompute each layer in the backward
+    os_param_term *terms;
+    int nterms;
+    float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
+    int forward_only;     // evaluation: losses only, no backward, no gradient scope, no parameter terms (every
+                          // rank must be in the same mode: the gradient scopes' collectives are skipped)
+    float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
+    uint64_t lora_key;    // LoRA dropout stream of this micro-batch (os_lora_dropout_key); unused without dropout
+} os_trainer;
+
+typedef struct {
+    double loss;                        // weighted data loss of this micro-batch
+    double term_loss;                   // value of the parameter loss terms
+    double sum[OS_MAX_G + 1];           // per loss term: summed CE, valid count, correct argmax
+    int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
+    int64_t tokens;                     // real (unpadded) positions
+} os_step_stats;
+
+// Parse "l2:COEF:PREFIX" or "dummy:PREFIX"; -1 + message on bad syntax.
+int os_param_term_parse(const char *s, os_param_term *out);
+// Evaluate the loss terms over bucket b's parameters (its gradient scope must be open); returns their value.
+double os_apply_param_terms(os_trainer *t, int b);

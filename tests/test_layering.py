@@ -1,0 +1,86 @@
+"""make layering (tools/check_layering.py): the tree keeps its folder order and has no include cycle between
+modules; a wrong include, a planted cycle and a stale exception each fail with file:line."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECK = os.path.join(ROOT, "tools", "check_layering.py")
+_spec = importlib.util.spec_from_file_location("check_layering", CHECK)
+layering = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(layering)
+
+
+def run(root):
+    p = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def copy_tree(tmp_path):
+    shutil.copytree(os.path.join(ROOT, "src"), tmp_path / "src")
+    return tmp_path
+
+
+def add_line(path, line):
+    text = path.read_text()
+    path.write_text(text + line + "\n")
+    return text.count("\n") + 1   # the line number of the added line
+
+
+def test_tree_passes():
+    rc, out = run(ROOT)
+    assert rc == 0, out
+    assert "layering: ok" in out
+
+
+def fails_with_added_include(tmp_path, rel, header, message):
+    """add `#include "header"` to the copied tree's src/rel: the checker (the script, as make runs it) exits 1 and
+    prints src/rel:LINE: message"""
+    root = copy_tree(tmp_path)
+    no = add_line(root / "src" / rel, '#include "%s"' % header)
+    rc, out = run(str(root))
+    assert rc == 1, out
+    assert 'src/%s:%d: #include "%s": %s' % (rel, no, header, message) in out, out
+
+
+def test_upward_include_fails(tmp_path):
+    fails_with_added_include(tmp_path, "kernels/norm.c", "zero/runtime.h", "kernels -> zero points up")
+
+
+def test_missing_header_fails(tmp_path):
+    fails_with_added_include(tmp_path, "io/atomic.c", "core/no_such.h", "no such header")
+
+
+def test_exception_lets_one_pair_through(tmp_path, monkeypatch):
+    # an exception names one (file, header) pair: that include passes, the same header from a sibling file fails
+    root = copy_tree(tmp_path)
+    add_line(root / "src" / "kernels" / "norm.c", '#include "zero/comm.h"')
+    no = add_line(root / "src" / "kernels" / "rope.c", '#include "zero/comm.h"')
+    monkeypatch.setattr(layering, "EXCEPTIONS", {("src/kernels/norm.c", "zero/comm.h"): "test"})
+    problems = layering.check(str(root))
+    assert problems == ['src/kernels/rope.c:%d: #include "zero/comm.h": kernels -> zero points up (a folder uses only '
+                        "those before it: %s)" % (no, " < ".join(layering.LAYERS))], problems
+
+
+def test_stale_exception_fails(tmp_path, monkeypatch):
+    # once an excepted include is gone, the exception must be deleted (the list only shrinks)
+    monkeypatch.setattr(layering, "EXCEPTIONS", {("src/kernels/norm.c", "zero/comm.h"): "test"})
+    problems = layering.check(ROOT)
+    assert problems == ['src/kernels/norm.c: exception for #include "zero/comm.h" no longer needed: delete it from '
+                        "EXCEPTIONS in tools/check_layering.py"], problems
+
+
+def test_planted_cycle_fails(tmp_path):
+    root = copy_tree(tmp_path)
+    core = root / "src" / "core"
+    (core / "cyc_a.h").write_text('#pragma once\n#include "core/cyc_b.h"\n')
+    (core / "cyc_b.h").write_text("#pragma once\n")
+    (core / "cyc_b.c").write_text('#include "core/cyc_b.h"\n#include "core/cyc_a.h"\n')
+    rc, out = run(str(root))
+    assert rc == 1, out
+    assert "include cycle between modules core/cyc_a <-> core/cyc_b" in out, out
+    assert "core/cyc_a -> core/cyc_b (src/core/cyc_a.h:2)" in out, out
+    assert "core/cyc_b -> core/cyc_a (src/core/cyc_b.c:2)" in out, out
+

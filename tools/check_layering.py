@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""make layering: every `#include "..."` in src/*/*.{c,h} points down the folder order, and no two modules use
+each other (a module = X.c + X.h in one folder; module A uses B when A.c or A.h includes B.h).
+
+The folder order below is the one place the layering is written; README.md ("Layout") repeats it in words.
+A folder may include its own headers and those of the folders before it in LAYERS, nothing after it.
+Usage: tools/check_layering.py [ROOT]   (ROOT holds src/; default: the repository of this script)
+Exit 0 when clean; 1 with one `file:line: what is wrong` line per problem."""
+import os
+import re
+import sys
+
+# Lowest first. Decisions against docs' first sketch (design.md listed core, io, kernels, model, zero, optim,
+# data, train, cli): optim sits below zero (the runtime applies AdamW to its shards) and data below model
+# (the Whisper encoder takes the log-mel front end's sizes from data/logmel.h).
+LAYERS = ["core", "io", "kernels", "optim", "data", "model", "zero", "train", "cli"]
+
+# Temporary exceptions: exact (including file, included header) pairs that break the order today, each with the
+# reason and the move that removes it (issue 11). Only these pairs are let through; a NEW wrong include fails.
+# An exception that no longer occurs fails too: delete it from this list when its include is gone.
+EXCEPTIONS = {
+}
+
+# Private headers that belong to another module (one module split over several files), "folder/stem" -> module.
+PARTS = {
+    "data/tok_internal": "data/tokenizer",   # the tokenizer's internals, shared by tokenizer.c and tok_*.c
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+
+
+def sources(root):
+    src = os.path.join(root, "src")
+    for folder in sorted(os.listdir(src)):
+        d = os.path.join(src, folder)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".c", ".h")):
+                yield folder, name
+
+
+def includes(root, folder, name):
+    """(line number, header path relative to src/) of each quoted include"""
+    with open(os.path.join(root, "src", folder, name), encoding="utf-8", errors="replace") as f:
+        for no, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                inc = m.group(1)
+                yield no, inc if "/" in inc else folder + "/" + inc
+
+
+def find_cycle(graph, scc):
+    """one cycle through the strongly connected component scc: a list of modules, first == last"""
+    start = min(scc)
+    prev, queue = {start: None}, [start]
+    while queue:   # breadth-first inside scc from start until an edge back to start
+        a = queue.pop(0)
+        for b in sorted(graph.get(a, {})):
+            if b == start:
+                path = [a]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                return path[::-1] + [start]
+            if b in scc and b not in prev:
+                prev[b] = a
+                queue.append(b)
+    return [start, start]
+
+
+def components(graph):
+    """strongly connected components of more than one module (Tarjan, iterative)"""
+    index, low, on, stack, out, n = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = n[0]; n[0] += 1; stack.append(root); on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = n[0]; n[0] += 1; stack.append(w); on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, {})))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop(); on.discard(w); comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(comp)
+    return out
+
+
+def check(root):
+    problems, used = [], set()
+    graph = {}   # module "folder/stem" -> {used module: "file:line"}
+    for folder, name in sources(root):
+        path = "src/%s/%s" % (folder, name)
+        mod = PARTS.get("%s/%s" % (folder, name[:-2]), "%s/%s" % (folder, name[:-2]))
+        graph.setdefault(mod, {})
+        for no, inc in includes(root, folder, name):
+            where = "%s:%d" % (path, no)
+            to = inc.split("/")[0]
+            if not os.path.isfile(os.path.join(root, "src", inc)):
+                problems.append('%s: #include "%s": no such header under src/' % (where, inc))
+                continue
+            if to not in LAYERS or folder not in LAYERS:
+                bad = to if to not in LAYERS else folder
+                problems.append("%s: folder %s/ is not in LAYERS of tools/check_layering.py (add it where it "
+                                "belongs)" % (where, bad))
+                continue
+            if LAYERS.index(to) > LAYERS.index(folder):
+                if (path, inc) in EXCEPTIONS:
+                    used.add((path, inc))
+                else:
+                    problems.append('%s: #include "%s": %s -> %s points up (a folder uses only those before it: '
+                                    "%s)" % (where, inc, folder, to, " < ".join(LAYERS)))
+            dep = inc[:-2] if inc.endswith(".h") else inc
+            dep = PARTS.get(dep, dep)
+            if dep != mod:
+                graph[mod].setdefault(dep, where)
+    for pair in sorted(set(EXCEPTIONS) - used):
+        problems.append('%s: exception for #include "%s" no longer needed: delete it from EXCEPTIONS in '
+                        "tools/check_layering.py" % pair)
+    for comp in components(graph):
+        cyc = find_cycle(graph, comp)
+        arrows = ", ".join("%s -> %s (%s)" % (a, b, graph[a][b]) for a, b in zip(cyc, cyc[1:]))
+        problems.append("%s: include cycle between modules %s: %s" % (graph[cyc[0]][cyc[1]],
+                                                                      " <-> ".join(sorted(comp)), arrows))
+    return problems
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    problems = check(root)
+    for p in problems:
+        print(p)
+    if problems:
+        print("layering: %d problem(s); the order and its exceptions are in tools/check_layering.py" % len(problems))
+        return 1
+    print("layering: ok (%s)" % " < ".join(LAYERS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
