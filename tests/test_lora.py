@@ -23,6 +23,19 @@ def peft_name(n):   # PEFT's in-memory name -> omnishard's registry name
     return n.replace("base_model.model.", "", 1).replace(".default.", ".")
 
 
+def plant_lora(pm, path, seed, metadata=None):
+    """Non-zero LoRA matrices (PEFT starts B at 0, which would hide the A gradients), set in the PEFT model and
+    written to the model file under omnishard's names, so both sides start from the same factors."""
+    torch.manual_seed(seed)
+    init = {}
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_" in n:
+                p.copy_(0.2 * torch.randn_like(p))
+                init[peft_name(n)] = p.detach().clone()
+    save_file({**load_torch(path), **init}, path, metadata=metadata)
+
+
 def setup(tmp_path, targets, tied=True, seed=0):
     """Model dir + data + the PEFT model; random LoRA A and B (B non-zero so that A gets a gradient at step 1) are
     written into slam_omni.safetensors, where omnishard reads them as its starting point."""
@@ -30,15 +43,7 @@ def setup(tmp_path, targets, tied=True, seed=0):
     model, adapter = ref.make_model(mdir, T=T, A=A, G=3, tied=tied, seed=seed)
     ref.make_data(data, 7, G=3, T=T, A=A)
     pm = get_peft_model(model, LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=targets))
-    torch.manual_seed(7)
-    init = {}
-    with torch.no_grad():
-        for n, p in pm.named_parameters():
-            if "lora_" in n:
-                p.copy_(0.2 * torch.randn_like(p))
-                init[peft_name(n)] = p.detach().clone()
-    path = os.path.join(mdir, "slam_omni.safetensors")
-    save_file({**load_torch(path), **init}, path)
+    plant_lora(pm, os.path.join(mdir, "slam_omni.safetensors"), seed=7)
     return mdir, data, pm, adapter
 
 
@@ -227,15 +232,7 @@ def test_lora_plain_qwen2_matches_peft(tmp_path):
     model, _ = ref.make_model(mdir, T=V, A=A, G=0, tied=True)
     ref.make_data(data, 8, G=0, T=V, A=A)
     pm = get_peft_model(model, LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=["k_proj", "o_proj"]))
-    torch.manual_seed(3)
-    init = {}
-    with torch.no_grad():
-        for n, p in pm.named_parameters():
-            if "lora_" in n:
-                p.copy_(0.2 * torch.randn_like(p))
-                init[peft_name(n)] = p.detach().clone()
-    path = os.path.join(mdir, "model.safetensors")
-    save_file({**load_torch(path), **init}, path, metadata={"format": "pt"})
+    plant_lora(pm, os.path.join(mdir, "model.safetensors"), seed=3, metadata={"format": "pt"})
     out = tmp_path / "out"
     sft(mdir, data, out, 3, [*COMMON, "--model_type", "qwen2", "--target_modules", "k_proj,o_proj", "--lora_dropout", 0,
                              "--zero_stage", 2, "--save_steps", 3], np_=2)
