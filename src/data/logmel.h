@@ -1,5 +1,5 @@
 // Whisper's log-mel front end (openai-whisper audio.log_mel_spectrogram; formulas in
-// ../shared/docs/whisper-frontend.md): 16 kHz wave -> [n_mels, n/160] with n_fft 400, hop 160.
+// docs/spec/whisper-frontend.md): 16 kHz wave -> [n_mels, n/160] with n_fft 400, hop 160.
 #pragma once
 #include <stdint.h>
 

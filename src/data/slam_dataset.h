@@ -1,4 +1,4 @@
-// SLAM-Omni spoken-dialogue records -> training samples [G+1, L] by the rules of ../shared/docs/slam-omni.md
+// SLAM-Omni spoken-dialogue records -> training samples [G+1, L] by the rules of docs/spec/slam-omni.md
 // ("One training sample"); the record schema, the truncation policy and the errors are in docs/dataset.md.
 //   prompt  [P = 2 + np]   text: input_t, tokens("<SYSTEM>: {system_prompt}\n " + history), eot; audio: pad_a
 //   input   [S = Q + 3]    text: input_t, Q x (pad_t | question/tts text ids), eot, answer_t (every task: the

@@ -3,7 +3,7 @@
 // split into G layers (G = 1: logits[:, T:T+A] directly). G = 0 is a plain Qwen2 causal LM (one text row).
 // With layer shift (the reference's do_layershift) every layer has its own A rows: vocabulary T + G*A, layer g's
 // id a is T + g*A + a, its logits are logits[:, T+g*A : T+(g+1)*A], and there is no adapter.
-// See ../shared/docs/slam-omni.md. Parameters are declared in a registry (registry.h), data lives in the
+// See docs/spec/slam-omni.md. Parameters are declared in a registry (registry.h), data lives in the
 // sharding runtime's buckets (src/zero/runtime.h).
 #pragma once
 #include "io/hfconfig.h"

@@ -1,4 +1,4 @@
-// The frozen Whisper speech encoder (Hugging Face WhisperEncoder; ../shared/docs/whisper-frontend.md):
+// The frozen Whisper speech encoder (Hugging Face WhisperEncoder; docs/spec/whisper-frontend.md):
 //   mel[n_mels, T_mel] -> conv1 (k 3, pad 1) + GELU -> conv2 (k 3, stride 2, pad 1) + GELU -> x[T, d]
 //   + embed_positions[:T] -> nlayers pre-LN blocks:  x += out_proj(attn(q(ln1 x), k(ln1 x), v(ln1 x)))
 //                                                     x += fc2(gelu(fc1(ln2 x)))

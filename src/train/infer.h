@@ -1,4 +1,4 @@
-// Generation from a trained SLAM-Omni model (omnishard infer, docs/inference.md; ../shared/docs/slam-omni.md
+// Generation from a trained SLAM-Omni model (omnishard infer, docs/inference.md; docs/spec/slam-omni.md
 // "Inference"). The prompt is the part of a training sample before the answer (prompt + input span, built by the
 // dataset code of src/data/slam_*.c); each step predicts the next text token (over logits[:T]) and G audio tokens
 // in parallel (adapter over logits[T:T+A], one per layer; layer shift: layer g's own columns), appends them as a new

@@ -2,7 +2,7 @@
 
 The vocabulary (`qwen.tiktoken`: 151,643 lines `base64(token bytes) rank`) ships inside the `dashscope` wheel on
 PyPI. We fetch the wheel with `pip download --no-deps` (no dependencies installed), read the file from the zip and
-build the tokenizer.json described in shared/docs/qwen2-tokenizer.md:
+build the tokenizer.json described in docs/spec/qwen2-tokenizer.md:
   - vocab: byte-level string of each token -> its rank;
   - merges: for every multi-byte token, the pair that BPE over the ranks (limited to ranks below the token's)
     ends with; merges are ordered by the merged token's rank, so merge i produces id 256 + i;

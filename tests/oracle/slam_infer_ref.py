@@ -1,4 +1,4 @@
-"""PyTorch reference of SLAM-Omni generation (written from ../shared/docs/slam-omni.md "Inference", with the step
+"""PyTorch reference of SLAM-Omni generation (written from docs/spec/slam-omni.md "Inference", with the step
 rules of the reference implementation's `generate`): omnishard infer must print the same tokens.
 
 The prompt is the part of a training sample before its answer (slam_samples_ref.build, cut at `lead`). At each

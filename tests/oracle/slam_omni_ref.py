@@ -1,4 +1,4 @@
-"""PyTorch reference for SLAM-Omni training (written from ../shared/docs/slam-omni.md).
+"""PyTorch reference for SLAM-Omni training (written from docs/spec/slam-omni.md).
 
 Builds tiny random models with transformers' Qwen2ForCausalLM plus the group-decode adapter, writes
 pretokenized datasets, and trains with torch.optim.AdamW, clip_grad_norm_ and transformers' get_scheduler,

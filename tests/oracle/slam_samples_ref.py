@@ -1,4 +1,4 @@
-"""Python port of the SLAM-Omni sample rules (../shared/docs/slam-omni.md "One training sample", and the
+"""Python port of the SLAM-Omni sample rules (docs/spec/slam-omni.md "One training sample", and the
 schema / truncation policy of docs/dataset.md), written independently of the C code, with Hugging Face
 `tokenizers` for the text ids. omnishard's samples (src/data/slam_*.c) must equal these.
 
