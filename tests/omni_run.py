@@ -4,6 +4,18 @@ import numpy as np
 from safetensors.numpy import load_file
 from conftest import BIN, ROOT
 
+def tiny_slam(tmp_path_factory, name, samples, val_samples=0):
+    """A directory with the smallest SLAM-Omni model of the run tests (hidden 16, 1 layer, G=3, T=128, A=64, random
+    weights by the oracle) and `samples` pretokenized samples in data.jsonl (and val.jsonl when val_samples > 0)."""
+    from oracle import slam_omni_ref as ref
+    d = tmp_path_factory.mktemp(name)
+    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
+    ref.make_data(str(d / "data.jsonl"), samples, G=3, T=128, A=64)
+    if val_samples:
+        ref.make_data(str(d / "val.jsonl"), val_samples, G=3, T=128, A=64, seed=9)
+    return d
+
+
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 

@@ -4,17 +4,13 @@ MPMD launches (`mpirun -np 1 A : -np 1 B`) give each rank its own command line."
 import os, random, shutil, subprocess
 import pytest
 
-from oracle import slam_omni_ref as ref
-from omni_run import MPIRUN
+from omni_run import MPIRUN, tiny_slam
 from conftest import BIN
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("agree")
-    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
-    ref.make_data(str(d / "data.jsonl"), 4, G=3, T=128, A=64)
-    return d
+    return tiny_slam(tmp_path_factory, "agree", 4)
 
 
 def mpmd(ranks, timeout=60):

@@ -3,16 +3,12 @@ import json, os, shutil
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from oracle import slam_omni_ref as ref
-from omni_run import run
+from omni_run import run, tiny_slam
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    d = tmp_path_factory.mktemp("good")
-    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
-    ref.make_data(str(d / "data.jsonl"), 3, G=3, T=128, A=64)
-    return d
+    return tiny_slam(tmp_path_factory, "good", 3)
 
 
 def sft_fails(model, data, out, np_=None, extra=()):

@@ -4,7 +4,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 import pytest
 
-from omni_run import run
+from omni_run import run, tiny_slam
 from conftest import ROOT
 
 
@@ -97,17 +97,13 @@ def test_help_and_docs_give_every_numeric_option_its_range():
 
 import json, os, shutil, struct, subprocess, wave
 from safetensors.numpy import load_file, save_file
-from oracle import slam_omni_ref as ref
 from omni_run import logs
 from conftest import BIN, BUILD
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("inputs")
-    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
-    ref.make_data(str(d / "data.jsonl"), 3, G=3, T=128, A=64)
-    return d
+    return tiny_slam(tmp_path_factory, "inputs", 3)
 
 
 def train(model, data, out, *extra, steps=1):

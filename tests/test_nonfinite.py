@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from oracle import slam_omni_ref as ref
-from omni_run import run, sft
+from omni_run import run, sft, tiny_slam
 
 FNV_BASIS, FNV_PRIME = 1469598103934665603, 0x100000001B3   # src/core/rng.h (OS_FNV_BASIS)
 
@@ -21,10 +20,7 @@ def fnv1a(data):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("nonfinite")
-    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
-    ref.make_data(str(d / "data.jsonl"), 6, G=3, T=128, A=64)
-    return d
+    return tiny_slam(tmp_path_factory, "nonfinite", 6)
 
 
 def param_names(model_dir):

@@ -3,19 +3,14 @@ stop at a step boundary naming the last complete checkpoint, --save_total_limit.
 import json, os, pathlib, signal, socket, subprocess, time, uuid
 import pytest
 
-from oracle import slam_omni_ref as ref
-from omni_run import run, logs, MPIRUN
+from omni_run import run, logs, MPIRUN, tiny_slam
 from conftest import BIN
 from fault_run import tagged_pids, cleanup
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    d = tmp_path_factory.mktemp("outputs")
-    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=128, A=64, G=3)
-    ref.make_data(str(d / "data.jsonl"), 8, G=3, T=128, A=64)
-    ref.make_data(str(d / "val.jsonl"), 4, G=3, T=128, A=64, seed=9)
-    return d
+    return tiny_slam(tmp_path_factory, "outputs", 8, val_samples=4)
 
 
 def sft_args(d, out, steps, *extra):
