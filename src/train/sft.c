@@ -27,9 +27,6 @@
 #include <stdio.h>
 #include <string.h>
 
-// stop every rank when any rank failed (each rank passes its own status); every rank prints the failing rank's message
-static void agree_or_die(int rc) { os_stop_if_failed(rc); }
-
 // checkpoint-STEP is complete: named by a stop from now on; --save_total_limit removes older ones (rank 0)
 static void checkpoint_done(const os_sft_args *a, int64_t step) {
     char dir[4200];
@@ -139,7 +136,7 @@ int os_sft_run(const os_sft_args *a) {
     agree_on_config(a);
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
     int rc = rank == 0 ? os_dir_lock(a->output_dir) : 0;
-    agree_or_die(rc);
+    os_stop_if_failed(rc);
     os_stop_install();
     os_ckpt_run run, was;   // this run's settings and data position; the resumed checkpoint's
     if (a->resume_from_checkpoint) {   // settings that decide whether the model and data can be opened come first
@@ -147,21 +144,21 @@ int os_sft_run(const os_sft_args *a) {
         if (a->code_layer >= 0) run_set(&run, "--code_layer", "%d", a->code_layer);
         rc = os_checkpoint_read_run(a->resume_from_checkpoint, &was);
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &was, &run, a->resume_override_config);
-        agree_or_die(rc);
+        os_stop_if_failed(rc);
     }
     os_session s;
     rc = os_session_open(&s, a, rank, N);
-    agree_or_die(rc);
+    os_stop_if_failed(rc);
     os_model *m = &s.model;
     int64_t R = m->oc.G > 0 ? m->oc.G + 1 : 1;
     os_dataset *ds = NULL, *ev = NULL;   // training and evaluation data (docs/dataset.md)
-    agree_or_die(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
+    os_stop_if_failed(os_sft_datasets(a, m, os_speech_positions(m), &ds, &ev));
     agree_on_data(ds, ev);
     char digest[128];   // of the whole --dataset file (a resumed run must read the same data)
     os_digest_text(ds->bytes, ds->digest, digest, sizeof digest);
-    agree_or_die(os_pretok_speech_len(ds, os_speech_positions(m)));
-    if (ev) agree_or_die(os_pretok_speech_len(ev, os_speech_positions(m)));
-    agree_or_die(os_sft_split(a, &ds, &ev));
+    os_stop_if_failed(os_pretok_speech_len(ds, os_speech_positions(m)));
+    if (ev) os_stop_if_failed(os_pretok_speech_len(ev, os_speech_positions(m)));
+    os_stop_if_failed(os_sft_split(a, &ds, &ev));
     int64_t nsamp = ds->n, Bm = a->per_device_train_batch_size, K = a->gradient_accumulation_steps;
     int64_t GB = (int64_t)N * K * Bm, steps_per_epoch = (nsamp + GB - 1) / GB;
     // the data position: where the sample stream continues (a resumed run: where the checkpoint's run stopped)
@@ -171,7 +168,7 @@ int os_sft_run(const os_sft_args *a) {
         os_ckpt_run late = {.n = 0};
         snprintf(late.dataset, sizeof late.dataset, "%s", a->dataset);
         run_model(m, digest, &late);
-        agree_or_die(os_checkpoint_check_run(a->resume_from_checkpoint, &was, &late, a->resume_override_config));
+        os_stop_if_failed(os_checkpoint_check_run(a->resume_from_checkpoint, &was, &late, a->resume_override_config));
         done = was.step, cur = was.next, seen = was.samples_seen;
         if (cur.pos >= nsamp) cur.epoch++, cur.pos = 0;   // (a smaller dataset under --resume_override_config)
     }
@@ -191,7 +188,7 @@ int os_sft_run(const os_sft_args *a) {
     int64_t start = 1;
     if (a->resume_from_checkpoint) {
         int64_t loaded = 0;
-        agree_or_die(os_checkpoint_load(m, &s.rt, a->resume_from_checkpoint, &loaded));
+        os_stop_if_failed(os_checkpoint_load(m, &s.rt, a->resume_from_checkpoint, &loaded));
         start = done + 1;
         if (rank == 0) os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples "
                                "trained on; global batch %lld, was %lld)", a->resume_from_checkpoint, (long long)done,
@@ -207,7 +204,7 @@ int os_sft_run(const os_sft_args *a) {
         os_stop_checkpoint(a->resume_from_checkpoint, done);
     }
     os_steplog log;
-    agree_or_die(os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint ? done : -1));
+    os_stop_if_failed(os_steplog_open(&log, a->output_dir, rank == 0, total, a->resume_from_checkpoint ? done : -1));
     int log_samples = getenv("OMNISHARD_LOG_SAMPLES") && !strcmp(getenv("OMNISHARD_LOG_SAMPLES"), "1");
 
     int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)nsamp, "sample order");
@@ -240,13 +237,13 @@ int os_sft_run(const os_sft_args *a) {
             int64_t first = base + (k * N + rank) * Bm, n = 0;
             for (int64_t i = 0; i < Bm && first + i < nsamp; i++, n++)
                 if (ds->get(ds, perm[first + i], &smp[i]) < 0) rc = -1;
-            agree_or_die(rc);
+            os_stop_if_failed(rc);
             os_batch b;
             if (n) os_collate(&b, smp, n, s.pad_id);
             else os_collate(&b, &empty, 1, s.pad_id);   // nothing left for this micro-batch: run with no targets
             if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (step %lld)", a->dataset, (long long)step);
             else if (os_speech_prepare(&s.speech, &b, ds, smp, n ? perm + first : NULL, n) < 0) rc = -1;   // WAV -> log-mel
-            agree_or_die(rc);
+            os_stop_if_failed(rc);
             os_step_stats st;
             s.trainer.lora_key = os_lora_dropout_key((uint64_t)a->seed, step, k * N + rank);
             int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;   // a per-rank option: no collective here
@@ -265,7 +262,7 @@ int os_sft_run(const os_sft_args *a) {
             acc.tokens += n ? st.tokens : 0;
         }
         zr_reduce_grads(&s.rt);
-        if (a->dump_grads && step == 1) agree_or_die(os_dump_grads(m, &s.rt, a->dump_grads));
+        if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(m, &s.rt, a->dump_grads));
         double gnorm = zr_grad_norm(&s.rt, bucket_norms);
         if (comm_any_failed(!isfinite(loss_sum) || !isfinite(term_loss)) || !isfinite(gnorm)) {
             char what[128];
@@ -291,10 +288,10 @@ int os_sft_run(const os_sft_args *a) {
                         loss_sum, nonempty, term_loss, &acc, lr, gnorm, bucket_norms, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));
         if (ev && os_sft_eval_due(a, step, total))
-            agree_or_die(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
+            os_stop_if_failed(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             if ((exit_code = weights_finite(m, &s.rt, a, step, saved, start - 1))) break;
-            agree_or_die(os_checkpoint_save(m, &s.rt, a, step, &run));
+            os_stop_if_failed(os_checkpoint_save(m, &s.rt, a, step, &run));
             checkpoint_done(a, step);
             saved = step;
         }
@@ -309,12 +306,12 @@ int os_sft_run(const os_sft_args *a) {
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     if (!exit_code) {
         if (saved < total) {
-            agree_or_die(os_checkpoint_save(m, &s.rt, a, total, &run));
+            os_stop_if_failed(os_checkpoint_save(m, &s.rt, a, total, &run));
             checkpoint_done(a, total);
         }
-        agree_or_die(os_export(m, &s.rt, a->model, out, a->merge_lora));
+        os_stop_if_failed(os_export(m, &s.rt, a->model, out, a->merge_lora));
     }
-    agree_or_die(os_steplog_close(&log));   // the log's last lines are on disk
+    os_stop_if_failed(os_steplog_close(&log));   // the log's last lines are on disk
     if (!exit_code) {
         if (rank == 0) os_info("omnishard sft: done; model written to %s", out);
         os_sft_report_skips(ds, ev, a);
