@@ -1,4 +1,4 @@
-"""SLAM-Omni samples built by omnishard (src/data/slam_*.c, via build/tests/test_samples_tool) against the Python
+"""SLAM-Omni samples built by omnishard (src/dataset/slam_*.c, via build/tests/test_samples_tool) against the Python
 port of the reference rules (tests/oracle/slam_samples_ref.py, HF `tokenizers` for the text ids), plus the
 errors and skips of docs/dataset.md."""
 import json, os, subprocess, wave

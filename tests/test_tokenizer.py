@@ -1,4 +1,4 @@
-"""omnishard's Qwen2 tokenizer (src/data/tok*.c, `omnishard tokenize`) against Hugging Face `tokenizers`.
+"""omnishard's Qwen2 tokenizer (src/tokenizer/tok*.c, `omnishard tokenize`) against Hugging Face `tokenizers`.
 
 The oracle is HF `tokenizers` loading the same tokenizer.json: the real Qwen2.5 one, built from the Qwen2
 vocabulary that the `dashscope` wheel ships (tests/oracle/qwen_vocab.py), and a small byte-level BPE trained here

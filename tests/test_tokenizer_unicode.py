@@ -1,5 +1,5 @@
 """The pre-tokenizer's letter and number classes follow Unicode 16, as Hugging Face tokenizers (Oniguruma) does,
-not the Unicode 14 tables of Debian 12's PCRE2 (src/data/tok_regex.c, gc_table.c).
+not the Unicode 14 tables of Debian 12's PCRE2 (src/tokenizer/tok_regex.c, gc_table.c).
 
 Oracle: HF `tokenizers` on the same tokenizer.json; the code points come from the PyPI package unicodedata2 16.0.0.
 Each case runs twice: as omnishard runs on Debian 12 (PCRE2's own property tables, the text seen through stand-ins
@@ -53,7 +53,7 @@ def changed_code_points():
 
 def test_unicode_versions():
     assert unicodedata2.unidata_version == "16.0.0"
-    assert unicodedata.unidata_version == "14.0.0"   # the base of the stand-in table (src/data/gc_table.c)
+    assert unicodedata.unidata_version == "14.0.0"   # the base of the stand-in table (src/tokenizer/gc_table.c)
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 #include "core/err.h"
 #include "io/hfconfig.h"
 #include "model/omni.h"
-#include "train/checkpoint.h"
-#include "train/export.h"
+#include "persist/checkpoint.h"
+#include "persist/export.h"
 #include "zero/comm.h"
 #include "zero/runtime.h"
 #include <stdio.h>

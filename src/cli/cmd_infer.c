@@ -3,9 +3,9 @@
 #include "cli/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "train/agree.h"
-#include "train/infer.h"
+#include "infer/infer.h"
 #include "zero/comm.h"
 #include <errno.h>
 #include <math.h>

@@ -3,8 +3,8 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
-#include "data/audio.h"
-#include "data/logmel.h"
+#include "audio/audio.h"
+#include "audio/logmel.h"
 #include "io/safetensors.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #include "io/hfconfig.h"
 #include "model/freeze.h"
 #include "model/omni.h"
-#include "zero/plan.h"
+#include "train/plan.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

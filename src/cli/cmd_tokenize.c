@@ -4,7 +4,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

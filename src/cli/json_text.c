@@ -1,7 +1,7 @@
 #include "cli/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "data/utf8.h"
+#include "tokenizer/utf8.h"
 #include <stdint.h>
 
 static int hex4(const char *s, size_t n, size_t i, uint32_t *v) {

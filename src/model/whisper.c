@@ -1,7 +1,7 @@
 #include "model/whisper.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "data/logmel.h"
+#include "audio/logmel.h"
 #include "kernels/kernels.h"
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 // backward, gradient scope or parameter term, so the gradient buffers are not touched. Every rank takes part in
 // the same mode (the gathers of a forward; no rank opens a gradient scope, so the collective schedule agrees).
 #pragma once
-#include "data/dataset.h"
+#include "dataset/dataset.h"
 #include "train/args.h"
 #include "train/steplog.h"
 

@@ -7,7 +7,7 @@
 // dx NULL in training: nothing below the head is trained (freezing), so dL/dx and the norm backward are skipped.
 // Frozen lm_head / adapter get no gradient (zr_grad gives NULL).
 #pragma once
-#include "data/batch.h"
+#include "dataset/batch.h"
 #include "train/trainer.h"
 
 void os_head_fwd_bwd(os_trainer *t, const os_batch *b, const float *x, float *dx, float dscale, os_step_stats *st);

@@ -4,7 +4,7 @@
 // gathered (and its gradient scope open in the backward) together with the layer's bucket.
 #pragma once
 #include "model/omni.h"
-#include "data/batch.h"
+#include "dataset/batch.h"
 #include "zero/runtime.h"
 
 typedef struct {

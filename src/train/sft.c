@@ -3,18 +3,18 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "data/dataset.h"
-#include "data/pretok.h"
-#include "data/sampler.h"
+#include "dataset/dataset.h"
+#include "dataset/pretok.h"
+#include "dataset/sampler.h"
 #include "io/atomic.h"
 #include "io/dirlock.h"
 #include "optim/schedule.h"
 #include "train/agree.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_limit.h"
-#include "train/dump.h"
+#include "persist/checkpoint.h"
+#include "persist/checkpoint_limit.h"
+#include "persist/dump.h"
 #include "train/evaluate.h"
-#include "train/export.h"
+#include "persist/export.h"
 #include "train/session.h"
 #include "train/steplog.h"
 #include "train/stop.h"
@@ -175,6 +175,7 @@ int os_sft_run(const os_sft_args *a) {
     run_args(a, &run);
     run_model(m, digest, &run);
     run.samples = nsamp, run.global_batch = GB;
+    const os_ckpt_dest dest = {a->output_dir, a->model, a->seed, a->save_only_model};
     int64_t total = a->max_steps > 0 ? a->max_steps
                                      : done + os_data_steps(cur, os_data_end(a->num_train_epochs, nsamp), nsamp, GB);
     if (total < 1 && !a->resume_from_checkpoint) total = 1;
@@ -291,7 +292,7 @@ int os_sft_run(const os_sft_args *a) {
             os_stop_if_failed(os_sft_eval(&s.trainer, ev, a, s.pad_id, eval_speech, &s.speech, &log, step, epoch_done));
         if (a->save_steps > 0 && step % a->save_steps == 0) {
             if ((exit_code = weights_finite(m, &s.rt, a, step, saved, start - 1))) break;
-            os_stop_if_failed(os_checkpoint_save(m, &s.rt, a, step, &run));
+            os_stop_if_failed(os_checkpoint_save(m, &s.rt, &dest, step, &run));
             checkpoint_done(a, step);
             saved = step;
         }
@@ -306,7 +307,7 @@ int os_sft_run(const os_sft_args *a) {
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     if (!exit_code) {
         if (saved < total) {
-            os_stop_if_failed(os_checkpoint_save(m, &s.rt, a, total, &run));
+            os_stop_if_failed(os_checkpoint_save(m, &s.rt, &dest, total, &run));
             checkpoint_done(a, total);
         }
         os_stop_if_failed(os_export(m, &s.rt, a->model, out, a->merge_lora));

@@ -7,10 +7,10 @@
 // gathers the projector and opens/closes its gradient scope, in the same order whether or not this rank's
 // micro-batch holds speech (design invariant 2).
 #pragma once
-#include "data/dataset.h"
+#include "dataset/dataset.h"
 #include "model/omni.h"
 #include "model/projector.h"
-#include "data/batch.h"
+#include "dataset/batch.h"
 #include "train/trainer.h"
 #include "zero/runtime.h"
 

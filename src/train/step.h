@@ -4,7 +4,7 @@
 //   (forward_only: stops after the head's losses)
 // Gradients accumulate in the runtime, scaled by dscale (1 / (ranks * accumulation steps)).
 #pragma once
-#include "data/batch.h"
+#include "dataset/batch.h"
 #include "train/trainer.h"
 
 // The LoRA dropout stream of global micro-batch g (= k * ranks + rank) of optimizer step `step`: the same samples

@@ -1,6 +1,6 @@
 """Python port of the SLAM-Omni sample rules (docs/spec/slam-omni.md "One training sample", and the
 schema / truncation policy of docs/dataset.md), written independently of the C code, with Hugging Face
-`tokenizers` for the text ids. omnishard's samples (src/data/slam_*.c) must equal these.
+`tokenizers` for the text ids. omnishard's samples (src/dataset/slam_*.c) must equal these.
 
 Also: a tiny byte-level BPE with the Qwen2 pre-tokenizer (for tiny test models) and the dataset generator used by
 the tests, the demo and the end-to-end test.

@@ -1,4 +1,4 @@
-// Unit tests for audio loading (src/data/audio.c), on files written here with libsndfile into a temp dir:
+// Unit tests for audio loading (src/audio/audio.c), on files written here with libsndfile into a temp dir:
 //  - 16-bit PCM at 16 kHz (WAV and FLAC) loads as exactly int16 / 32768, every int16 value;
 //  - channels are averaged; float files keep their values;
 //  - resampling: length ceil(n * 16000 / rate), a 1 kHz sine from 44.1 kHz against the analytic sine,
@@ -7,7 +7,7 @@
 #include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "data/audio.h"
+#include "audio/audio.h"
 #include <math.h>
 #include <sndfile.h>
 #include <stdio.h>

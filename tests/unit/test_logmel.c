@@ -1,4 +1,4 @@
-// Unit tests for the Whisper log-mel front end (src/data/logmel.c):
+// Unit tests for the Whisper log-mel front end (src/audio/logmel.c):
 //  - the mel filter banks hash to the published sha256 of openai-whisper's mel_filters.npz (80 and 128 mels);
 //  - 30 s of silence gives -1.5 everywhere;
 //  - a short random signal matches a direct double-precision evaluation of the formulas (no FFT, no BLAS);
@@ -8,8 +8,8 @@
 #include "core/cpu.h"
 #include "core/err.h"
 #include "core/timer.h"
-#include "data/audio.h"
-#include "data/logmel.h"
+#include "audio/audio.h"
+#include "audio/logmel.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

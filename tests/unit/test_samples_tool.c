@@ -6,7 +6,7 @@
 // --collate, one per batch of B consecutive samples: {"ids": [B][G+1][L], "labels", "keymask", "speech"}; then
 // {"n": N, "skipped": S}. Sizes (G, T, A, num_latency_tokens, do_layershift) come from MODEL_DIR/slam_omni.json. Errors: message on stderr, exit 1.
 #include "core/err.h"
-#include "data/dataset.h"
+#include "dataset/dataset.h"
 #include "model/omni.h"
 #include "zero/comm.h"
 #include <stdio.h>

@@ -1,4 +1,4 @@
-// Unit tests for the tokenizer (src/data/tok*.c) on a small byte-level BPE written here as tokenizer.json with
+// Unit tests for the tokenizer (src/tokenizer/tok*.c) on a small byte-level BPE written here as tokenizer.json with
 // cJSON (256 byte tokens, a few merges, one added token, the Qwen2 pipeline). The comparison with Hugging Face
 // on the real Qwen2.5 vocabulary is in tests/test_tokenizer.py; here:
 //  - look-ups: vocab size, token ids of byte-level texts and of the added token, -1 when absent;
@@ -9,9 +9,9 @@
 #include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "data/tok_internal.h"
-#include "data/tokenizer.h"
-#include "data/utf8.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

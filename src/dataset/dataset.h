@@ -1,0 +1,62 @@
+// Training samples and collation. A sample is R = G+1 rows of L ids and labels (audio rows first, text last).
+// Collation (slam-omni.md): the part before the answer (prompt + speech, `lead` positions) is left-padded and the
+// answer right-padded to the longest of the batch, pad id in every row, labels -100, key mask 0 on padding.
+#pragma once
+#include "dataset/batch.h"
+#include <stdint.h>
+
+typedef struct {
+    int64_t R, L;
+    int32_t *ids, *labels;   // [R, L]
+    uint8_t *speech;         // [L] or NULL: positions filled by the speech projector
+    int64_t lead;            // positions before the answer (left-padded); 0 = right-pad everything
+    int64_t wav_index;       // which speech input (-1 none); used by the speech front end
+    int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
+} os_sample;
+
+typedef struct os_dataset os_dataset;
+struct os_dataset {
+    int64_t n;
+    const char *path;
+    int64_t skipped;   // records skipped while loading (reported at the end), see docs/dataset.md
+    int64_t bytes;     // size of the file and a digest (os_fnv1a) of all of it, hashed while it was read at open
+    uint64_t digest;   // (the ranks compare them at start, docs/training.md)
+    // fill *s with sample i (the dataset owns the memory until the next get or free); -1 + message on error
+    int (*get)(os_dataset *d, int64_t i, os_sample *s);
+    void (*free)(os_dataset *d);
+    // path of speech input wav_index (a sample's os_sample.wav_index); NULL member when there is no speech
+    const char *(*wav_path)(os_dataset *d, int64_t wav_index);
+    // how many samples returned by get stay valid at once (the last `live` gets); 0 = all, until free
+    int64_t live;
+    // [n] or NULL: 1 = sample i was found unusable when this rank first built it (lazy tokenization); get
+    // then returns a one-position sample without targets. Counted over all ranks by os_dataset_skipped_total.
+    const uint8_t *lazy_skipped;
+};
+
+// Pretokenized JSONL: {"input_ids": [[...] x R], "labels": [[...] x R]} per line. Samples longer than
+// max_length are truncated per strategy ("right": keep the first max_length, "left": keep the last,
+// "delete": skip and count). Errors name the file and line.
+os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, const char *truncation);
+
+// The model sizes a dataset needs.
+typedef struct {
+    int G;                      // audio code layers (0: a plain LLM, pretokenized data only)
+    int64_t T, A;               // padded text / audio vocabulary (SLAM-Omni special ids at T-64+k, A-64+k)
+    int64_t speech_positions;   // positions of a spoken question (T_s); 0: the reference's 300
+    int latency, layershift;    // the model's num_latency_tokens and do_layershift (src/model/omni.h)
+    int mask_equal;             // mask every audio label when text and audio have the same length (the reference's)
+} os_data_sizes;
+
+// Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or
+// SLAM-Omni records (JSONL or a JSON array; tokenizer MODEL_DIR/tokenizer.json). See docs/dataset.md.
+os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char *model_dir, int64_t max_length,
+                            const char *truncation);
+// Hold out round(n * ratio) samples (at least 1, at most n-1), chosen by a permutation keyed by seed, as *val;
+// the rest, in file order, as *train. The two views share d (freed with the last of them).
+int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **train, os_dataset **val);
+// Collective: samples skipped over all ranks (at open, plus the distinct lazily found ones). allreduce_max: the
+// ranks' element-wise maximum of buf[n] in place (comm_allreduce_max_i64 of zero/comm.h; dataset/ calls no MPI).
+int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *buf, int64_t n));
+
+// collate samples s[0..n) into b (allocated here); pad_id fills padding
+void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id);

@@ -1,0 +1,191 @@
+// omnishard infer's generation loop (infer.h): full forward per step, rank 0 picks, every rank follows.
+#include "infer/infer.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/rng.h"
+#include "dataset/slam_dataset.h"
+#include "zero/comm.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// a one-record view for the speech front end: wav_index 0 is the prompt's WAV
+typedef struct {
+    os_dataset base;
+    const char *wav;
+} wav_view;
+
+static const char *view_wav(os_dataset *d, int64_t i) {
+    return i == 0 ? ((wav_view *)d)->wav : NULL;
+}
+
+// every rank learns whether any failed; the ranks that did not fail get a message too
+static int agree(int rc) {
+    int failed = comm_any_failed(rc < 0);
+    if (failed && rc == 0) os_err_echo("stopping: %d other rank(s) reported an error", failed);
+    return failed ? -1 : 0;
+}
+
+// one forward over seq [R, L] (rows of stride `cap`); rank 0 gets the lm_head logits [L, V] in dump
+static void forward(os_session *s, const os_infer_prompt *p, const int32_t *seq, int64_t cap, int64_t L, float *dump) {
+    int64_t R = p->R;
+    os_batch b;
+    os_batch_alloc(&b, 1, R, L);
+    for (int64_t r = 0; r < R; r++) memcpy(b.ids + r * L, seq + r * cap, sizeof(int32_t) * (size_t)L);
+    for (int64_t i = 0; i < R * L; i++) b.labels[i] = -100;
+    memset(b.keymask, 1, (size_t)L);
+    if (p->speech) memcpy(b.speech, p->speech, (size_t)p->L);
+    os_trainer *t = &s->trainer;
+    t->forward_only = 1;
+    t->dump_logits = dump;
+    os_step_stats st;
+    os_train_micro(t, &b, 0.0f, &st);
+    t->dump_logits = NULL;
+    t->forward_only = 0;
+    os_batch_free(&b);
+}
+
+static _Thread_local const float *g_order_z;
+
+// larger logit first, then the smaller index (the order of a stable descending sort)
+static int by_logit(const void *a, const void *b) {
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    float x = g_order_z[i], y = g_order_z[j];
+    if (x != y) return x > y ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+// the token from logits z[n]: argmax (the first maximum) when greedy, else a draw from softmax(z / temperature)
+// over the top_k largest (all when 0) with uniform u = os_rng_uniform(key, ctr) by the inverse CDF
+static int32_t pick(const float *z, int64_t n, const os_gen_opts *o, uint64_t key, uint64_t ctr, int32_t *idx) {
+    if (o->temperature <= 0.0) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (z[i] > z[best]) best = i;
+        return (int32_t)best;
+    }
+    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)i;
+    g_order_z = z;
+    qsort(idx, (size_t)n, sizeof(int32_t), by_logit);
+    int64_t k = o->top_k > 0 && o->top_k < n ? o->top_k : n;
+    double sum = 0.0, zmax = z[idx[0]];
+    for (int64_t i = 0; i < k; i++) sum += exp(((double)z[idx[i]] - zmax) / o->temperature);
+    double u = os_rng_uniform(key, ctr) * sum, c = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        c += exp(((double)z[idx[i]] - zmax) / o->temperature);
+        if (u < c) return idx[i];
+    }
+    return idx[k - 1];
+}
+
+// audio logits of layer g from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T+g*A : T+(g+1)*A]
+// (g*A only with layer shift); with it Wa[g*A + j, :] . z[T:T+A] + ba[g*A + j] (double accumulation) into out[A]
+static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, int64_t g, float *out) {
+    int64_t T = m->oc.text_vocab, A = m->oc.audio_vocab;
+    if (!Wa) return z + T + (m->oc.layershift ? g * A : 0);
+    for (int64_t j = 0; j < A; j++) {
+        const float *w = Wa + (g * A + j) * A;
+        double acc = ba[g * A + j];
+        for (int64_t k = 0; k < A; k++) acc += (double)w[k] * z[T + k];
+        out[j] = (float)acc;
+    }
+    return out;
+}
+
+// the codec stream: audio [G, n] row-major after the first `latency` positions (codec_utils.py:74) up to the first
+// eoa, special ids left out
+static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency) {
+    r->codec = os_alloc(sizeof(int32_t) * (size_t)(G * r->naudio + 1), "codec stream");
+    for (int64_t t = latency; t < r->naudio; t++)
+        for (int64_t g = 0; g < G; g++) {
+            int32_t a = r->audio[g * r->naudio + t];
+            if (a == os_eoa(A)) return;
+            if (a < os_eoa(A)) r->codec[r->ncodec++] = a;
+        }
+}
+
+int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r) {
+    const os_model *m = &s->model;
+    int64_t G = m->oc.G, R = G + 1, T = m->oc.text_vocab, A = m->oc.audio_vocab, V = m->V, N = o->max_new_tokens;
+    int64_t cap = p->L + N;
+    int rank0 = comm_rank() == 0;
+    memset(r, 0, sizeof *r);
+    if (p->R != R) return os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)p->R, (long long)R);
+
+    // speech front end: the WAV is read and log-mel'd once; the encoder runs at the first forward only
+    wav_view view = {.base = {.n = 1, .path = "the spoken question", .wav_path = view_wav}, .wav = p->wav};
+    if (s->trainer.speech || p->wav) {
+        os_batch b;
+        os_batch_alloc(&b, 1, R, p->L);
+        if (p->speech) memcpy(b.speech, p->speech, (size_t)p->L);
+        os_sample smp = {.R = R, .L = p->L, .wav_index = p->wav ? 0 : -1};
+        int64_t index = 0;
+        int rc = agree(os_speech_prepare(&s->speech, &b, &view.base, &smp, &index, 1));
+        os_batch_free(&b);
+        if (rc < 0) return -1;
+    }
+
+    // the adapter's weights, on rank 0 (gathered once; every rank takes part at ZeRO-3)
+    float *ad = NULL;
+    const float *Wa = NULL, *ba = NULL;
+    if (m->b_adapter >= 0) {
+        ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
+        zr_read_bucket(&s->rt, m->b_adapter, ad);
+        if (!rank0) os_free(ad), ad = NULL;
+        else Wa = ad + m->reg.p[m->adapter_w].offset, ba = ad + m->reg.p[m->adapter_b].offset;
+    }
+    float *dump = rank0 ? os_alloc(sizeof(float) * (size_t)(cap * V), "logits") : NULL;
+    float *al = rank0 ? os_alloc(sizeof(float) * (size_t)A, "audio logits") : NULL;
+    int32_t *idx = rank0 && o->temperature > 0 ? os_alloc(sizeof(int32_t) * (size_t)(T > A ? T : A), "sort order") : NULL;
+    uint64_t key = os_hash_str("omnishard infer sampling", o->seed);
+
+    int32_t *seq = os_alloc(sizeof(int32_t) * (size_t)(R * cap), "sequence");
+    for (int64_t q = 0; q < R; q++) memcpy(seq + q * cap, p->ids + q * p->L, sizeof(int32_t) * (size_t)p->L);
+    r->text = os_alloc(sizeof(int32_t) * (size_t)(N + 1), "text ids");
+    r->audio = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids");
+    int32_t *gen = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids by step");   // [N, G]
+    int audio_end = o->text_only || p->asr;
+    int64_t L = p->L;
+    for (int64_t step = 0; step < N; step++) {
+        forward(s, p, seq, cap, L, dump);
+        if (step == 0 && s->speech.on)   // the encoder output stays in the speech buffers: reuse it
+            for (int64_t bi = 0; bi < s->speech.B; bi++) s->speech.state[bi] = s->speech.state[bi] ? 2 : 0;
+        int32_t tok[OS_MAX_G + 1];   // [0, G) audio (raw), G text
+        if (rank0) {
+            const float *z = dump + (L - 1) * V;
+            uint64_t ctr = (uint64_t)step * (uint64_t)R;
+            tok[G] = r->text_end ? os_pad_t(T) : pick(z, T, o, key, ctr + (uint64_t)G, idx);
+            for (int64_t g = 0; g < G; g++)   // the first `latency` steps hold the audio back (slam_model_s2s.py:412)
+                tok[g] = audio_end || step < m->oc.latency ? os_pad_a(A)
+                                                           : pick(audio_logits(m, z, Wa, ba, g, al), A, o, key, ctr + (uint64_t)g, idx);
+        }
+        comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);
+        r->steps = step + 1;
+        if (!r->text_end) {
+            if (tok[G] == os_eot(T)) r->text_end = 1;
+            else r->text[r->ntext++] = tok[G];
+        }
+        if (!audio_end) {
+            for (int64_t g = 0; g < G; g++) {
+                gen[r->naudio * G + g] = tok[g];
+                audio_end |= tok[g] == os_eoa(A);
+            }
+            r->naudio++;
+            r->audio_end = audio_end;
+        }
+        if (r->text_end && audio_end) break;
+        for (int64_t g = 0; g < G; g++) seq[g * cap + L] = os_audio_token(&m->oc, g, tok[g]);
+        seq[G * cap + L] = tok[G];
+        L++;
+    }
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t t = 0; t < r->naudio; t++) r->audio[g * r->naudio + t] = gen[t * G + g];
+    codec_stream(r, G, A, m->oc.latency);
+    os_free(gen), os_free(seq), os_free(dump), os_free(al), os_free(idx), os_free(ad);
+    return 0;
+}
+
+void os_gen_result_free(os_gen_result *r) {
+    os_free(r->text), os_free(r->audio), os_free(r->codec);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,59 @@
+// Generation from a trained SLAM-Omni model (omnishard infer, docs/inference.md; docs/spec/slam-omni.md
+// "Inference"). The prompt is the part of a training sample before the answer (prompt + input span, built by the
+// dataset code of src/dataset/slam_*.c); each step predicts the next text token (over logits[:T]) and G audio tokens
+// in parallel (adapter over logits[T:T+A], one per layer; layer shift: layer g's own columns), appends them as a new
+// position (audio ids +T, layer shift +T+g*A) and goes on:
+//   - after eot the text row gets pad_t (no more text is predicted); the audio rows get pad_a once any layer has
+//     emitted eoa; stop when both streams ended or after max_new_tokens steps;
+//   - num_latency_tokens > 0: the first that many steps give pad_a in every audio row (not predicted).
+// No KV cache: every step reruns the forward (os_train_micro, forward only) over the whole sequence [G+1, L] and
+// reads the last row of the lm_head logits (os_trainer.dump_logits on rank 0). Collective: every rank runs the
+// same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
+#pragma once
+#include "train/session.h"
+#include <stdint.h>
+
+// The positions generation starts from: [G+1, L] model input ids (audio rows shifted by +T).
+typedef struct {
+    int64_t R, L;          // rows (G+1) and positions (P + S)
+    int32_t *ids;          // [R, L]
+    uint8_t *speech;       // [L] 1 = speech position (filled by the projector), NULL: none
+    char *wav;             // the spoken question of the speech span (NULL: none)
+    int asr;               // the input span ends with the asr marker (text answer only)
+} os_infer_prompt;
+
+// From a text (or spoken, wav) question, as omnishard builds a SLAM-Omni record {"source_text": question,
+// "source_wav": wav, "system_prompt": system, "task_type": task} (text before the last "<USER>:" is history);
+// task "tts": question is the text to speak. T_s: speech positions of a spoken question (0: 300). The tokenizer
+// is model_dir/tokenizer.json. 0, or -1 + message.
+int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *question,
+                             const char *wav, const char *system, const char *task, int64_t T_s);
+// Record `index` (0-based, among the records a training run would use) of a SLAM-Omni dataset file, built exactly as
+// for training (src/dataset/slam_dataset.c) and cut before the answer. 0, or -1 + message.
+int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,
+                            int64_t index, int64_t T_s);
+void os_infer_prompt_free(os_infer_prompt *p);
+
+typedef struct {
+    int64_t max_new_tokens;   // steps at most (>= 1)
+    double temperature;       // 0: greedy (argmax); > 0: sample softmax(logits / temperature)
+    int64_t top_k;            // sampling among the k largest logits (0: all)
+    uint64_t seed;            // sampling: the counter RNG stream (step, stream) -> uniform
+    int text_only;            // audio rows pad_a from the start, no audio predicted (the reference's decode_text_only)
+} os_gen_opts;
+
+typedef struct {
+    int64_t steps;            // forwards run (positions generated)
+    int32_t *text;            // text ids before eot (eot itself excluded) [ntext]
+    int64_t ntext;
+    int text_end, audio_end;  // eot / eoa was emitted
+    int64_t naudio;           // audio positions: up to and including the step that emitted eoa
+    int32_t *audio;           // [G, naudio] raw audio ids (0..A-1)
+    int32_t *codec;           // the codec stream: audio read row-major (t0g0, t0g1, .., t1g0, ..) from position
+                              //   num_latency_tokens up to the first eoa,
+    int64_t ncodec;           //   special ids (>= A-64) left out
+} os_gen_result;
+
+// Collective; the same result on every rank. 0, or -1 + message on every rank (e.g. an unreadable WAV).
+int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r);
+void os_gen_result_free(os_gen_result *r);

@@ -1,0 +1,396 @@
+#include "persist/checkpoint.h"
+#include "persist/export.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/rng.h"
+#include "io/atomic.h"
+#include "kernels/kernels.h"
+#include "io/safetensors.h"
+#include "zero/comm.h"
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FORMAT "omnishard-checkpoint-2"
+static const char *KINDS[3] = {"param", "exp_avg", "exp_avg_sq"};
+
+static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
+    size_t n;
+    char *d = os_read_file(path, &n);
+    if (!d) return -1;
+    *bytes = (int64_t)n, *sum = os_fnv1a(OS_FNV_BASIS, d, n);
+    os_free(d);
+    return 0;
+}
+
+// rank r's range of bucket b in a layout with slice S: [r*S, min((r+1)*S, numel))
+static int64_t range_len(int64_t numel, int64_t S, int r) {
+    int64_t lo = (int64_t)r * S, hi = lo + S < numel ? lo + S : numel;
+    return hi > lo ? hi - lo : 0;
+}
+
+// this rank's values of kind k (0 param, 1 m, 2 v) for its slice of bucket b, n of them: the parameters in place;
+// the moments into a new buffer (*tmp, freed by the caller), zero where the rank holds none (outside the trained
+// range of the bucket)
+static const float *slice_src(const zr_runtime *rt, int b, int k, int64_t n, float **tmp) {
+    int64_t off = rt->rank * rt->slice[b], mlo, mhi;
+    if (k == 0) return rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
+    zr_moment_range(rt, b, &mlo, &mhi);
+    *tmp = os_alloc(sizeof(float) * (size_t)(n ? n : 1), "checkpoint moments");
+    int64_t lo = mlo > off ? mlo : off, hi = mhi < off + n ? mhi : off + n;
+    const float *s = k == 1 ? rt->m[b] : rt->v[b];
+    if (hi > lo) memcpy(*tmp + (lo - off), s + (lo - mlo), sizeof(float) * (size_t)(hi - lo));
+    return *tmp;
+}
+
+static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *path, int with_optim) {
+    const os_registry *r = &m->reg;
+    int nt = 0, cap = 3 * r->nb;
+    char(*names)[96] = os_alloc(sizeof(char[96]) * (size_t)cap, "checkpoint names");
+    const char **np = os_alloc(sizeof(char *) * (size_t)cap, "checkpoint names");
+    int *nd = os_alloc(sizeof(int) * (size_t)cap, "checkpoint");
+    int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)cap, "checkpoint");
+    const float **src = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
+    float **tmp = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
+    for (int b = 0; b < os_model_own_buckets(m); b++)   // not the frozen speech encoder (docs/speech.md)
+        for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
+            snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
+            np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
+            src[nt] = slice_src(rt, b, k, sh[nt][0], &tmp[nt]);
+            nt++;
+        }
+    const char *meta[] = {"format", FORMAT, NULL};
+    os_st_writer *w = os_st_writer_begin(path, nt, np, nd, (const int64_t(*)[8])sh, meta);
+    int rc = w ? 0 : -1;
+    for (int i = 0; rc == 0 && i < nt; i++) rc = os_st_writer_put(w, src[i], sh[i][0]);
+    if (w) rc = rc == 0 ? os_st_writer_finish(w) : (os_st_writer_abort(w), -1);
+    for (int i = 0; i < nt; i++) os_free(tmp[i]);
+    os_free(names), os_free(np), os_free(nd), os_free(sh), os_free(src), os_free(tmp);
+    return rc;
+}
+
+static cJSON *int_array(const int64_t *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+    return a;
+}
+
+static void add_run(cJSON *o, const os_ckpt_run *run) {
+    cJSON *d = cJSON_AddObjectToObject(o, "data");
+    cJSON_AddNumberToObject(d, "epoch", (double)run->next.epoch);
+    cJSON_AddNumberToObject(d, "position", (double)run->next.pos);
+    cJSON_AddNumberToObject(d, "samples_seen", (double)run->samples_seen);
+    cJSON_AddNumberToObject(d, "global_batch", (double)run->global_batch);
+    cJSON_AddNumberToObject(d, "samples", (double)run->samples);
+    cJSON_AddStringToObject(d, "dataset", run->dataset);
+    cJSON *r = cJSON_AddObjectToObject(o, "run");
+    for (int i = 0; i < run->n; i++) cJSON_AddStringToObject(r, run->key[i], run->val[i]);
+}
+
+static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_ckpt_dest *a, int64_t step, int with_optim,
+                       const int64_t *bytes, const uint64_t *sums, const os_ckpt_run *run) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", FORMAT);
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "world_size", rt->nranks);
+    cJSON_AddNumberToObject(o, "zero_stage", rt->stage);
+    cJSON_AddNumberToObject(o, "seed", (double)a->seed);
+    cJSON_AddBoolToObject(o, "optimizer_state", with_optim);
+    cJSON_AddStringToObject(o, "model", a->model_dir);
+    cJSON_AddStringToObject(o, "dataset", run->dataset);
+    cJSON *bk = cJSON_AddArrayToObject(o, "buckets");
+    int nb = os_model_own_buckets(m), np = nb < m->reg.nb ? m->reg.b[nb].first : m->reg.np;
+    for (int b = 0; b < nb; b++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", m->reg.b[b].name);
+        cJSON_AddNumberToObject(e, "numel", (double)m->reg.b[b].numel);
+        cJSON_AddNumberToObject(e, "slice", (double)rt->slice[b]);
+        cJSON_AddItemToArray(bk, e);
+    }
+    cJSON *ps = cJSON_AddArrayToObject(o, "parameters");
+    for (int i = 0; i < np; i++) {
+        const os_param *p = &m->reg.p[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", p->name);
+        cJSON_AddItemToObject(e, "shape", int_array(p->shape, p->ndim));
+        cJSON_AddItemToArray(ps, e);
+    }
+    add_run(o, run);
+    cJSON *fs = cJSON_AddArrayToObject(o, "files");
+    for (int r = 0; r < rt->nranks; r++) {
+        char nm[64], cs[32];
+        snprintf(nm, sizeof nm, "rank-%05d.safetensors", r);
+        snprintf(cs, sizeof cs, "%016llx", (unsigned long long)sums[r]);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", nm);
+        cJSON_AddNumberToObject(e, "bytes", (double)bytes[r]);
+        cJSON_AddStringToObject(e, "fnv1a64", cs);
+        cJSON_AddItemToArray(fs, e);
+    }
+    return o;
+}
+
+#define SUM_KEY "\"manifest_fnv1a64\""
+
+// the manifest's text with its checksum as the last member (cJSON_Print ends the object with "\n}")
+static int write_manifest(const char *path, cJSON *o) {
+    char *text = cJSON_Print(o), tail[96];
+    size_t n = strlen(text) - 2;
+    int k = snprintf(tail, sizeof tail, ",\n\t" SUM_KEY ":\t\"%016llx\"\n}\n", (unsigned long long)os_fnv1a(OS_FNV_BASIS, text, n));
+    char *all = os_alloc(n + (size_t)k, "manifest");
+    memcpy(all, text, n), memcpy(all + n, tail, (size_t)k);
+    int rc = os_write_file_atomic(path, all, n + (size_t)k);
+    os_free(all);
+    cJSON_free(text);
+    return rc;
+}
+
+// DIR/manifest.json parsed, after checking its checksum; NULL + message naming the file
+static cJSON *read_manifest(const char *dir) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    size_t n;
+    char *text = os_read_file(path, &n);
+    if (!text) return NULL;
+    cJSON *o = cJSON_ParseWithLength(text, n);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"), *sum = cJSON_GetObjectItemCaseSensitive(o, "manifest_fnv1a64");
+    char *at = NULL;
+    for (char *p = strstr(text, SUM_KEY); p; p = strstr(p + 1, SUM_KEY)) at = p;
+    while (at && at > text && at[-1] != ',') at--;
+    char have[32];
+    snprintf(have, sizeof have, "%016llx", at && at > text ? (unsigned long long)os_fnv1a(OS_FNV_BASIS, text, (size_t)(at - 1 - text)) : 0ULL);
+    int rc = 0;
+    if (!o) rc = os_errf("%s: not valid JSON (corrupt manifest)", path);
+    else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT))
+        rc = os_errf("%s: field 'format': expected \"%s\", got %s%s%s (checkpoints of older omnishard versions cannot "
+                     "be read)", path, FORMAT, cJSON_IsString(fmt) ? "\"" : "", cJSON_IsString(fmt) ? fmt->valuestring : "none",
+                     cJSON_IsString(fmt) ? "\"" : "");
+    else if (!cJSON_IsString(sum) || !at || at == text || strcmp(sum->valuestring, have))
+        rc = os_errf("%s: checksum %s of the contents does not match manifest_fnv1a64 %s (corrupt manifest)", path, have,
+                     cJSON_IsString(sum) ? sum->valuestring : "(missing)");
+    os_free(text);
+    if (rc == 0) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a, int64_t step, const os_ckpt_run *run) {
+    int root = rt->rank == 0, rc = 0, with_optim = !a->save_only_model;
+    char dir[4200], tmp[4300], path[8400];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->output_dir, (long long)step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    if (root) {
+        os_rm_rf(tmp);
+        rc = os_mkdir_p(tmp);
+    }
+    if (comm_any_failed(rc < 0)) return root ? -1 : os_err_echo("%s: rank 0 could not create the directory", tmp);
+    snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, rt->rank);
+    int64_t mine[2] = {0, 0};
+    rc = write_rank_file(m, rt, path, with_optim);
+    if (rc == 0) rc = file_checksum(path, &mine[0], (uint64_t *)&mine[1]);
+    int failed = comm_any_failed(rc < 0);
+    int64_t *all = os_alloc(sizeof(int64_t) * 2 * (size_t)rt->nranks, "checkpoint sums");
+    comm_allgather_bytes(mine, all, sizeof mine);
+    if (root && !failed) {
+        int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
+        uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
+        for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
+        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums, run);
+        snprintf(path, sizeof path, "%s/manifest.json", tmp);
+        rc = write_manifest(path, o);
+        cJSON_Delete(o);
+        os_free(bytes), os_free(sums);
+        if (rc == 0) rc = os_copy_model_files(a->model_dir, tmp, 1);
+        snprintf(path, sizeof path, "%s/slam_omni.json", tmp);   // the sizes in use (speech projector included)
+        if (rc == 0 && (m->oc.G > 0 || m->oc.lora.rank > 0)) rc = os_omni_config_write(path, &m->oc);   // + LoRA
+        if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
+    }
+    os_free(all);
+    failed = comm_any_failed(rc < 0 || failed);
+    if (failed) {
+        if (rc == 0) os_err_echo("%s: checkpoint not written (another rank failed)", dir);
+        else os_err_ctx("checkpoint %s", dir);
+        if (root) os_rm_rf(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+void os_checkpoint_cleanup(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (!strncmp(e->d_name, "checkpoint-", 11) && n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
+            os_rm_rf(p);
+        }
+    }
+    closedir(d);
+}
+
+// ---- load ----
+typedef struct {
+    const char *dir;
+    int world;
+    int64_t *slice;        // per bucket, in the checkpoint's layout
+    os_st_file **files;    // opened on demand
+    cJSON *man;
+} ckpt_in;
+
+static os_st_file *rank_file(ckpt_in *c, int r) {
+    if (c->files[r]) return c->files[r];
+    const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->man, "files"), r);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"), *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
+                *cs = cJSON_GetObjectItemCaseSensitive(f, "fnv1a64");
+    if (!cJSON_IsString(nm) || !cJSON_IsNumber(by) || !cJSON_IsString(cs)) {
+        os_errf("%s/manifest.json: files[%d]: expected name, bytes and fnv1a64", c->dir, r);
+        return NULL;
+    }
+    char path[4400], want[32];
+    snprintf(path, sizeof path, "%s/%s", c->dir, nm->valuestring);
+    int64_t bytes;
+    uint64_t sum;
+    if (file_checksum(path, &bytes, &sum) < 0) return NULL;
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)sum);
+    if (bytes != (int64_t)by->valuedouble || strcmp(want, cs->valuestring)) {
+        os_errf("%s: size %lld / checksum %s do not match the manifest's %lld / %s (corrupt or incomplete checkpoint)",
+                path, (long long)bytes, want, (long long)by->valuedouble, cs->valuestring);
+        return NULL;
+    }
+    return c->files[r] = os_st_open(path);
+}
+
+// read elements [lo, hi) of bucket b, kind k, from the rank files into dst (zeros past numel)
+static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t lo, int64_t hi, float *dst) {
+    int64_t numel = reg->b[b].numel, S = c->slice[b];
+    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
+    char name[96];
+    snprintf(name, sizeof name, "%s/%s", KINDS[k], reg->b[b].name);
+    for (int64_t p = lo; p < hi && p < numel;) {
+        int r = (int)(p / S);
+        int64_t rlo = (int64_t)r * S, rhi = rlo + range_len(numel, S, r), e = rhi < hi ? rhi : hi;
+        os_st_file *f = rank_file(c, r);
+        if (!f) return -1;
+        const os_st_tensor *t = os_st_find(f, name);
+        if (!t || t->numel != rhi - rlo)
+            return os_errf("%s: rank %d file: tensor '%s' missing or of the wrong size", c->dir, r, name);
+        if (os_st_read_f32(t, p - rlo, e - p, dst + (p - lo)) < 0) return -1;
+        int64_t bad = k_first_nonfinite(dst + (p - lo), e - p);
+        for (int i = reg->b[b].first; bad >= 0 && i < reg->b[b].first + reg->b[b].count; i++)
+            if (p + bad >= reg->p[i].offset && p + bad < reg->p[i].offset + reg->p[i].numel)
+                return os_errf("%s: rank %d file: tensor '%s' (parameter '%s'): element %lld is %s (a checkpoint must "
+                               "hold finite values only)", c->dir, r, name, reg->p[i].name,
+                               (long long)(p + bad - reg->p[i].offset), isnan(dst[p - lo + bad]) ? "NaN" : "infinite");
+        p = e;
+    }
+    return 0;
+}
+
+static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *step, int *optim) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", c->dir);
+    if (!(c->man = read_manifest(c->dir))) return -1;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->man, "step"), *ws = cJSON_GetObjectItemCaseSensitive(c->man, "world_size");
+    const cJSON *bk = cJSON_GetObjectItemCaseSensitive(c->man, "buckets"), *fs = cJSON_GetObjectItemCaseSensitive(c->man, "files");
+    if (!cJSON_IsNumber(st) || !cJSON_IsNumber(ws) || ws->valuedouble < 1 || !cJSON_IsArray(bk) || !cJSON_IsArray(fs) ||
+        cJSON_GetArraySize(fs) != (int)ws->valuedouble)
+        return os_errf("%s: expected step, world_size, buckets and one file per rank", path);
+    *step = (int64_t)st->valuedouble;
+    c->world = (int)ws->valuedouble;
+    *optim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->man, "optimizer_state"));
+    if (cJSON_GetArraySize(bk) != nb)
+        return os_errf("%s: %d buckets, the model has %d (a checkpoint of another model?)", path, cJSON_GetArraySize(bk), nb);
+    c->slice = os_alloc(sizeof(int64_t) * (size_t)reg->nb, "checkpoint slices");
+    c->files = os_alloc(sizeof(os_st_file *) * (size_t)c->world, "checkpoint files");
+    for (int b = 0; b < nb; b++) {
+        const cJSON *e = cJSON_GetArrayItem(bk, b);
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *ne = cJSON_GetObjectItemCaseSensitive(e, "numel"),
+                    *sl = cJSON_GetObjectItemCaseSensitive(e, "slice");
+        if (!cJSON_IsString(nm) || !cJSON_IsNumber(ne) || !cJSON_IsNumber(sl) || sl->valuedouble < 1)
+            return os_errf("%s: buckets[%d]: expected name, numel, slice", path, b);
+        if (strcmp(nm->valuestring, reg->b[b].name) || (int64_t)ne->valuedouble != reg->b[b].numel)
+            return os_errf("%s: bucket %d is '%s' with %lld values, the model has '%s' with %lld", path, b, nm->valuestring,
+                           (long long)ne->valuedouble, reg->b[b].name, (long long)reg->b[b].numel);
+        c->slice[b] = (int64_t)sl->valuedouble;
+    }
+    return 0;
+}
+
+int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) {
+    ckpt_in c = {.dir = dir};
+    const os_registry *reg = &m->reg;
+    int nb = os_model_own_buckets(m), optim = 0, rc = parse_manifest(&c, reg, nb, step, &optim);
+    for (int b = 0; rc == 0 && b < nb; b++) {   // the speech encoder's buckets come from --speech_encoder
+        int64_t lo, hi;
+        zr_fill_range(rt, b, &lo, &hi);
+        rc = read_range(&c, reg, b, 0, lo, hi, zr_fill_dst(rt, b));
+        if (rc < 0 || !optim || !reg->b[b].trainable) continue;
+        zr_moment_range(rt, b, &lo, &hi);
+        rc = read_range(&c, reg, b, 1, lo, hi, rt->m[b]);
+        if (rc == 0) rc = read_range(&c, reg, b, 2, lo, hi, rt->v[b]);
+    }
+    for (int r = 0; c.files && r < c.world; r++) os_st_close(c.files[r]);
+    os_free(c.files), os_free(c.slice);
+    cJSON_Delete(c.man);
+    int failed = comm_any_failed(rc < 0);
+    if (failed && rc == 0) return os_err_echo("%s: another rank could not read the checkpoint", dir);
+    return failed ? -1 : 0;
+}
+
+// ---- the run record ----
+static int64_t int_field(const cJSON *o, const char *k, int *ok) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0) *ok = 0;
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
+    memset(run, 0, sizeof *run);
+    cJSON *o = read_manifest(dir);
+    if (!o) return -1;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "data"), *r = cJSON_GetObjectItemCaseSensitive(o, "run"),
+                *ds = cJSON_GetObjectItemCaseSensitive(d, "dataset"), *e;
+    int ok = cJSON_IsObject(d) && cJSON_IsObject(r) && cJSON_IsString(ds);
+    run->step = int_field(o, "step", &ok);
+    run->next.epoch = int_field(d, "epoch", &ok), run->next.pos = int_field(d, "position", &ok);
+    run->samples_seen = int_field(d, "samples_seen", &ok), run->global_batch = int_field(d, "global_batch", &ok);
+    run->samples = int_field(d, "samples", &ok);
+    run->optimizer_state = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "optimizer_state"));
+    if (ok) snprintf(run->dataset, sizeof run->dataset, "%s", ds->valuestring);
+    cJSON_ArrayForEach(e, r) {
+        if (!cJSON_IsString(e) || run->n == OS_RUN_KEYS) ok = 0;
+        else {
+            snprintf(run->key[run->n], sizeof run->key[0], "%s", e->string);
+            snprintf(run->val[run->n++], sizeof run->val[0], "%s", e->valuestring);
+        }
+    }
+    cJSON_Delete(o);
+    if (!ok) return os_errf("%s/manifest.json: fields 'data' (epoch, position, samples_seen, global_batch, samples, "
+                            "dataset) and 'run' (strings): missing or malformed", dir);
+    return 0;
+}
+
+int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override) {
+    for (int i = 0; i < now->n; i++) {
+        const char *was = "(not recorded)";
+        for (int j = 0; j < saved->n; j++)
+            if (!strcmp(saved->key[j], now->key[i])) was = saved->val[j];
+        if (!strcmp(was, now->val[i])) continue;
+        char what[8500];
+        if (!strcmp(now->key[i], "--dataset"))
+            snprintf(what, sizeof what, "--dataset: %s was trained on %s (%s), this run reads %s (%s)", dir, saved->dataset,
+                     was, now->dataset, now->val[i]);
+        else snprintf(what, sizeof what, "%s: %s was trained with %s, this run has %s", now->key[i], dir, was, now->val[i]);
+        if (!override)
+            return os_errf("resume: %s (a resumed run must continue the same run; --resume_override_config true "
+                           "continues anyway)", what);
+        os_info("omnishard: WARNING: resume with another setting (--resume_override_config true): %s", what);
+    }
+    return 0;
+}

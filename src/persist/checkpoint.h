@@ -1,0 +1,48 @@
+// Sharded, resumable checkpoints: OUTPUT_DIR/checkpoint-STEP/
+//   rank-NNNNN.safetensors  rank r's slice [r*S_b, min((r+1)*S_b, numel_b)) of every bucket b:
+//                           "param/<bucket>", and unless save_only_model "exp_avg/<bucket>", "exp_avg_sq/<bucket>"
+//   manifest.json           format, step, world size, stage, seed, per bucket (name, numel, slice), per rank file
+//                           (bytes, FNV-1a 64 checksum), the parameter list (name, shape) of the model, "data"
+//                           (the data position after the step) and "run" (settings a resume must share); its last
+//                           member "manifest_fnv1a64" is the os_fnv1a of the file's bytes before the ',' ahead of it
+//   config.json, slam_omni.json, tokenizer files   copied from the model directory (export needs nothing else)
+// The directory is written as checkpoint-STEP.tmp and renamed when every rank's file and the manifest are on
+// disk, so a crash never leaves a checkpoint that looks complete. The slice layout is the same for every stage,
+// so a checkpoint resumes at any stage and (since ranges are re-cut on load) any number of ranks.
+#pragma once
+#include "dataset/sampler.h"
+#include "model/omni.h"
+#include "zero/runtime.h"
+
+#define OS_RUN_KEYS 12
+// What a checkpoint records about its run besides tensors (docs/training.md, "Resume rules").
+typedef struct {
+    int64_t step;                 // (read) the checkpoint's step
+    os_data_pos next;             // the data position after the checkpoint's step
+    int64_t samples_seen;         // samples trained on so far (all epochs)
+    int64_t global_batch;         // samples per step of the run that wrote it
+    int64_t samples;              // training samples per epoch
+    int optimizer_state;          // (read) the AdamW moments are in the checkpoint
+    char dataset[4096];           // the dataset path (shown, not compared: key "--dataset" holds its digest)
+    int n;                        // settings a resumed run must share: option name, value as text
+    char key[OS_RUN_KEYS][32], val[OS_RUN_KEYS][256];
+} os_ckpt_run;
+
+// Where and how a run saves (from its options): OUTPUT_DIR, the model directory whose config and tokenizer files
+// travel with every checkpoint, the seed the manifest records, and whether the AdamW moments are left out.
+typedef struct {
+    const char *output_dir, *model_dir;
+    int64_t seed;
+    int save_only_model;
+} os_ckpt_dest;
+// collective; 0 or -1 on every rank
+int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *d, int64_t step, const os_ckpt_run *run);
+// read DIR/manifest.json (checksum verified): the data position and settings; 0 or -1 + message
+int os_checkpoint_read_run(const char *dir, os_ckpt_run *run);
+// Every setting of `now` must equal the checkpoint's: else an error naming the option and both values, or with
+// override a warning per difference (rank 0) and 0.
+int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override);
+// collective: load parameters (and moments unless the checkpoint has none) into rt; *step = the step it holds
+int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
+// remove OUTPUT_DIR/checkpoint-*.tmp left by a crash (rank 0)
+void os_checkpoint_cleanup(const char *output_dir);

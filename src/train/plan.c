@@ -1,0 +1,98 @@
+#include "train/plan.h"
+#include "kernels/kernels.h"
+#include <string.h>
+
+static int64_t pad(int64_t n, int N) {
+    int64_t u = 16LL * N;
+    return (n + u - 1) / u * u;
+}
+
+// the most AdamW moment elements any rank holds for a bucket (its part within the trained range; runtime.c)
+static int64_t moments(const os_bucket *k, int64_t np, int N, int stage) {
+    int64_t most = 0, S = stage == 0 ? np : np / N;
+    for (int r = 0; r < (stage == 0 ? 1 : N); r++) {
+        int64_t lo = r * S > k->train_lo ? r * S : k->train_lo, hi = (r + 1) * S < k->train_hi ? (r + 1) * S : k->train_hi;
+        if (hi - lo > most) most = hi - lo;
+    }
+    return most;
+}
+
+void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, os_plan *p) {
+    memset(p, 0, sizeof *p);
+    const os_registry *r = &m->reg;
+    int64_t max_b = 0, max_tb = 0, layer_b = 0;
+    for (int b = 0; b < r->nb; b++) {
+        int64_t np = pad(r->b[b].numel, N), s = np / N;
+        p->params += 4 * (stage == 3 ? s : np);
+        if (np > max_b) max_b = np;
+        if (!r->b[b].trainable) continue;
+        if (np > max_tb) max_tb = np;
+        p->grads += 4 * (stage >= 2 ? s : np);
+        p->optim += 8 * moments(&r->b[b], np, N, stage);
+    }
+    if (m->nlayers > 0) layer_b = pad(r->b[m->b_layer[0]].numel, N);
+    int64_t head_b = pad(r->b[m->b_head].numel, N), ad_b = m->b_adapter >= 0 ? pad(r->b[m->b_adapter].numel, N) : 0;
+    int64_t norm_b = pad(r->b[m->b_norm].numel, N), emb_b = pad(r->b[m->b_embed].numel, N);
+    int tied = m->b_head == m->b_embed;
+    const os_bucket *k = r->b;   // frozen buckets open no gradient buffer
+    int head_tr = k[m->b_head].trainable, ad_tr = m->b_adapter >= 0 && k[m->b_adapter].trainable;
+    int layer_tr = m->nlayers > 0 && k[m->b_layer[0]].trainable, emb_tr = k[m->b_embed].trainable;
+    // runtime buffers at the two peaks: the head (head + adapter gathered and their gradients open, the next
+    // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
+    int64_t g_head = 0, g_bwd = 0;
+    if (stage == 3) g_head += head_b + ad_b + norm_b, g_bwd += 2 * layer_b;
+    if (stage >= 2) {
+        g_head += (head_tr ? head_b : 0) + (ad_tr ? ad_b : 0);
+        g_bwd += (layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0);
+    }
+    // activations (floats); N rows = B*L
+    int64_t n = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;
+    int64_t G = m->oc.G, A = m->oc.audio_vocab;
+    int64_t layer_act = 3 * n * C + 2 * n + 2 * n * HD + 2 * n * KD + B * m->H * L * L + 3 * n * F;
+    int64_t scratch = 3 * n * F + n * C + 2 * n * HD + 2 * n * KD + L * m->D;   // layer ctx (+ rope tables)
+    if (m->oc.lora.rank > 0) {   // LoRA: u [n, r] per targeted module; du [n, r] and the dropped input in the ctx
+        int64_t r_ = m->oc.lora.rank, wide = F > C ? F : C;
+        for (int t = 0; t < OS_LORA_N; t++) layer_act += (m->oc.lora.targets >> t & 1) * n * r_;
+        scratch += n * r_ + (m->oc.lora.dropout > 0 ? n * (HD > wide ? HD : wide) : 0);
+    }
+    int64_t resid = (m->nlayers + 1) * n * C;                                    // layer inputs
+    int64_t acts = (ckpt ? 1 : m->nlayers) * layer_act;
+    int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
+    int64_t rows = k_xent_chunk_rows(V, n);
+    int64_t head = 2 * n * C + n + rows * V + (m->b_adapter >= 0 ? rows * (G * A + A) : 0) + (G + 1) * n;
+    int64_t at_head = resid + acts + scratch + batch + head + n * C;            // + dx
+    int64_t at_bwd = resid + acts + scratch + batch + n * C + K_ATTN_BQ * L;    // + dx + attention dS (1 thread)
+    int64_t a_head = 4 * at_head + 4 * g_head, a_bwd = 4 * at_bwd + 4 * g_bwd;
+    if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head;
+    else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd;
+    // stages 0-1, N > 1: after the backward (activations freed) each full gradient bucket is all-reduced in place;
+    // Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries meanwhile (measured with 25-400 MB buckets
+    // on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's own ring, which allocates nothing.
+    int64_t a_reduce = stage < 2 && N > 1 ? 4 * (max_tb / 2) : 0;
+    if (a_reduce > p->activations + p->gather) p->activations = 0, p->gather = a_reduce;
+    (void)max_b;
+    p->total = p->params + p->grads + p->optim + p->gather + p->activations;
+}
+
+int os_plan_preset(const char *name, os_qwen2_config *c) {
+    static const struct {
+        const char *name;
+        int hidden, inter, layers, heads, kv, vocab, tied;
+    } P[] = {
+        {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, 1},
+        {"qwen2.5-1.5b", 1536, 8960, 28, 12, 2, 151936, 1},
+        {"qwen2.5-3b", 2048, 11008, 36, 16, 2, 151936, 1},
+        {"qwen2.5-7b", 3584, 18944, 28, 28, 4, 152064, 0},
+    };
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        if (strcmp(name, P[i].name)) continue;
+        memset(c, 0, sizeof *c);
+        strcpy(c->model_type, "qwen2");
+        c->hidden_size = P[i].hidden, c->intermediate_size = P[i].inter, c->num_hidden_layers = P[i].layers;
+        c->num_attention_heads = P[i].heads, c->num_key_value_heads = P[i].kv, c->head_dim = P[i].hidden / P[i].heads;
+        c->vocab_size = P[i].vocab, c->tie_word_embeddings = P[i].tied, c->max_position_embeddings = 32768;
+        c->rms_norm_eps = 1e-6, c->rope_theta = 1000000.0, c->bos_token_id = -1, c->eos_token_id = 151643;
+        return 0;
+    }
+    return -1;
+}
