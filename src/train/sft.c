@@ -233,8 +233,10 @@ int os_sft_run(const os_sft_args *a) {
         s.trainer.term_scale = 1.0f / (float)(N * K);
         os_step_stats acc;
         memset(&acc, 0, sizeof acc);
-        double loss_sum = 0.0, term_loss = 0.0;
+        double loss_sum = 0.0, term_loss = 0.0, t_data = 0.0, t_micro = 0.0;
+        s.rt.times = (zr_times){0};
         for (int64_t k = 0; k < K; k++) {
+            double td = os_now();
             int64_t first = base + (k * N + rank) * Bm, n = 0;
             for (int64_t i = 0; i < Bm && first + i < nsamp; i++, n++)
                 if (ds->get(ds, perm[first + i], &smp[i]) < 0) rc = -1;
@@ -245,11 +247,14 @@ int os_sft_run(const os_sft_args *a) {
             if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (step %lld)", a->dataset, (long long)step);
             else if (os_speech_prepare(&s.speech, &b, ds, smp, n ? perm + first : NULL, n) < 0) rc = -1;   // WAV -> log-mel
             os_stop_if_failed(rc);
+            double tm = os_now();
+            t_data += tm - td;
             os_step_stats st;
             s.trainer.lora_key = os_lora_dropout_key((uint64_t)a->seed, step, k * N + rank);
             int dump = a->dump_logits && step == 1 && k == 0 && rank == 0;   // a per-rank option: no collective here
             if (dump) s.trainer.dump_logits = os_alloc(sizeof(float) * (size_t)(b.B * b.L * m->V), "logits dump");
             os_train_micro(&s.trainer, &b, n ? 1.0f / (float)nonempty : 0.0f, &st);
+            t_micro += os_now() - tm;
             if (dump) {   // a failed write ends every rank at the step boundary
                 if (os_dump_logits(a->dump_logits, s.trainer.dump_logits, b.B * b.L, m->V) < 0) os_stop_write_failed();
                 os_free(s.trainer.dump_logits);
@@ -262,6 +267,7 @@ int os_sft_run(const os_sft_args *a) {
                 acc.sum[t] += st.sum[t], acc.count[t] += st.count[t], acc.correct[t] += st.correct[t];
             acc.tokens += n ? st.tokens : 0;
         }
+        zr_times in_micro = s.rt.times;   // the collectives inside the micro-batches are not compute
         zr_reduce_grads(&s.rt);
         if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(m, &s.rt, a->dump_grads));
         double gnorm = zr_grad_norm(&s.rt, bucket_norms);
@@ -285,6 +291,9 @@ int os_sft_run(const os_sft_args *a) {
         os_data_advance(&cur, nsamp, GB);
         run.next = cur, run.samples_seen = seen;
         double epoch_done = (double)cur.epoch + (double)cur.pos / (double)nsamp;   // epochs completed after this step
+        log.phase[OS_PH_DATA] = t_data, log.phase[OS_PH_COMPUTE] = t_micro - in_micro.gather - in_micro.reduce;
+        log.phase[OS_PH_GATHER] = s.rt.times.gather, log.phase[OS_PH_REDUCE] = s.rt.times.reduce;
+        log.phase[OS_PH_OPTIM] = s.rt.times.optim;
         os_steplog_step(&log, m, step, epoch_done,
                         loss_sum, nonempty, term_loss, &acc, lr, gnorm, bucket_norms, os_now() - t0, &s.rt,
                         a->logging_steps > 0 && (step % a->logging_steps == 0 || step == total));

@@ -99,13 +99,14 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
                      const double *bucket_norms, double seconds,
                      const zr_runtime *rt, int write) {
     int G = m->oc.G;
-    // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G]]
-    double v[2 + 3 * (OS_MAX_G + 1)];
+    // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G], phase[OS_NPHASE]]
+    double v[2 + 3 * (OS_MAX_G + 1) + OS_NPHASE];
     int n = 2 + 3 * (G + 1);
     v[0] = loss_sum, v[1] = (double)acc->tokens;
     for (int t = 0; t <= G; t++)
         v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
-    comm_allreduce_sum_f64(v, n);
+    for (int i = 0; i < OS_NPHASE; i++) v[n + i] = l->phase[i];
+    comm_allreduce_sum_f64(v, n + OS_NPHASE);
     double targets = 0.0;   // target tokens of the step over all ranks and loss terms
     for (int t = 0; t <= G; t++) targets += v[3 + G + t];
     double loss = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
@@ -144,6 +145,9 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "grad_norm/layers", sqrt(layers));
     num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
+    static const char *phases[OS_NPHASE] = {"time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s",
+                                            "time/optimizer_s"};
+    for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], v[n + i] / comm_size());
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));

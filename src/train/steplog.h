@@ -6,6 +6,9 @@
 #include "train/step.h"
 #include <stdio.h>
 
+// the phases of a step in seconds, logged as "time/<name>_s" (the mean over ranks; docs/training.md)
+enum { OS_PH_DATA, OS_PH_COMPUTE, OS_PH_GATHER, OS_PH_REDUCE, OS_PH_OPTIM, OS_NPHASE };
+
 typedef struct {
     int fd, failed;
     char path[4200];
@@ -17,6 +20,7 @@ typedef struct {
     const int64_t *sample_ids;   // when set (OMNISHARD_LOG_SAMPLES=1): the step's samples, logged as "sample_ids"
     int64_t n_sample_ids;
     double targets_total;   // target tokens trained over all steps and ranks (0: every sample was skipped)
+    double phase[OS_NPHASE];   // this rank's phase times of the step being logged (set by the caller)
 } os_steplog;
 
 // keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten

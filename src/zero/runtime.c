@@ -2,6 +2,7 @@
 #include "kernels/kernels.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/timer.h"
 #include "optim/adamw.h"
 #include "zero/comm.h"
 #include <math.h>
@@ -79,6 +80,7 @@ void zr_prefetch(zr_runtime *rt, int b) {
 
 float *zr_gather(zr_runtime *rt, int b) {
     if (rt->stage == 3) {
+        double t0 = os_now();
         if (rt->prefetch[b]) {
             comm_wait(rt->prefetch[b]);
             rt->prefetch[b] = NULL;
@@ -86,6 +88,7 @@ float *zr_gather(zr_runtime *rt, int b) {
             rt->full[b] = start_gather(rt, b);
             comm_allgather_f32(rt->full[b], rt->slice[b]);
         }
+        rt->times.gather += os_now() - t0;
     }
     rt->scope[b]++;
     return rt->full[b];
@@ -122,6 +125,7 @@ void zr_grad_close(zr_runtime *rt, int b) {
     if (--rt->gscope[b] > 0) return;
     mask_grad(rt, b);
     if (rt->stage < 2) return;
+    double t0 = os_now();
     int64_t s = rt->slice[b];
     float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
     comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
@@ -130,6 +134,7 @@ void zr_grad_close(zr_runtime *rt, int b) {
     os_free(tmp);
     os_free(rt->gfull[b]);
     rt->gfull[b] = NULL;
+    rt->times.reduce += os_now() - t0;
 }
 
 static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const char *caller) {
@@ -163,8 +168,10 @@ float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
 
 void zr_reduce_grads(zr_runtime *rt) {
     if (rt->stage >= 2) return;
+    double t0 = os_now();
     for (int b = 0; b < rt->nb; b++)
         if (rt->gfull[b]) comm_allreduce_sum_f32(rt->gfull[b], rt->padded[b]);
+    rt->times.reduce += os_now() - t0;
 }
 
 // this rank's gradient part of bucket b, its length, and its offset in the bucket
@@ -178,6 +185,7 @@ static float *my_grad(zr_runtime *rt, int b, int64_t *n, int64_t *off) {
 }
 
 double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
+    double t0 = os_now();
     double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms"), tot = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
@@ -194,11 +202,13 @@ double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
         if (per_bucket) per_bucket[b] = sqrt(ss[b]);
     }
     os_free(ss);
+    rt->times.optim += os_now() - t0;
     return sqrt(tot);
 }
 
 void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, float wd, float gscale, int64_t step) {
     const os_registry *r = rt->reg;
+    double t0 = os_now(), tg = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!r->b[b].trainable) continue;
         int64_t n, off;
@@ -217,8 +227,14 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         }
         memset(g, 0, sizeof(float) * (size_t)n);
         if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
-        if (rt->stage == 1 || rt->stage == 2) comm_allgather_f32(rt->full[b], rt->slice[b]);
+        if (rt->stage == 1 || rt->stage == 2) {
+            double t1 = os_now();
+            comm_allgather_f32(rt->full[b], rt->slice[b]);
+            tg += os_now() - t1;
+        }
     }
+    rt->times.gather += tg;
+    rt->times.optim += os_now() - t0 - tg;
 }
 
 int zr_first_nonfinite(zr_runtime *rt, int grads) {

@@ -13,6 +13,14 @@
 #include "model/weights.h"
 #include <stdint.h>
 
+// Seconds spent in the runtime's phases (core/timer.h), accumulated; the caller reads and clears them (logging.jsonl
+// "time/*", docs/training.md). gather: waiting for parameter all-gathers (stage 3 gathers; stage 1/2 the all-gather
+// after AdamW); reduce: gradient reduce-scatter (stage 2/3, with the add into the slice) or all-reduce (stage 0/1);
+// optim: gradient norm, AdamW and gradient zeroing.
+typedef struct {
+    double gather, reduce, optim;
+} zr_times;
+
 typedef struct {
     int stage, rank, nranks;
     const os_registry *reg;
@@ -27,6 +35,7 @@ typedef struct {
     void **prefetch;           // in-flight all-gather per bucket (stage 3)
     int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
     int64_t peak_gathered;
+    zr_times times;            // accumulated since the caller last cleared it
 } zr_runtime;
 
 // Allocate buffers. Parameter values are filled afterwards with zr_fill (each rank its own part).
