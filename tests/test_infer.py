@@ -19,6 +19,7 @@ from oracle import slam_samples_ref as sref
 from omni_run import run
 
 T, A = 512, 80
+RECIPE = dict(text_penalty=1.2, audio_penalty=1.2)   # omnishard infer's defaults: SLAM-LLM's inference recipe
 QUESTION = "<USER>: What is the weather like in the city?"
 MAX_NEW = 12
 
@@ -36,16 +37,22 @@ def force_row(X, other_max, k, margin=1.0):
 
 def trace(model, adapter, ids, G, n):
     tr = []
-    out = iref.generate(model, adapter, ids, G, T, A, n, trace=tr)
+    out = iref.generate(model, adapter, ids, G, T, A, n, trace=tr, **RECIPE)
     return out, tr
 
 
+def others_max(x, skip):
+    """the largest logit of x other than x[skip]"""
+    return float(torch.cat([x[:skip], x[skip + 1:]]).max())
+
+
 def stop_text_at(model, adapter, ids, G, k):
-    """lm_head row eot: below the other text logits before step k, above them at step k."""
+    """lm_head row eot: below the other (penalised) text logits before step k, above them at step k (eot's own logit
+    is never penalised: it was not generated before)."""
     eot = sref.Vocab(T, A, G).eot
     _, tr = trace(model, adapter, ids, G, k + 1)
-    H = torch.stack([h for h, _ in tr])
-    others = [float(torch.cat([z[:eot], z[eot + 1:T]]).max()) for _, z in tr]
+    H = torch.stack([s.h for s in tr])
+    others = [others_max(s.xt, eot) for s in tr]
     with torch.no_grad():
         model.lm_head.weight[eot] = force_row(H, others, k).float()
 
@@ -55,17 +62,13 @@ def stop_audio_at(model, adapter, ids, G, k, layer):
     row T+eoa for G = 1."""
     eoa = sref.Vocab(T, A, G).eoa
     _, tr = trace(model, adapter, ids, G, k + 1)
+    others = [others_max(s.xa[layer], eoa) for s in tr]   # the penalised audio logits of that layer
     if G == 1:
-        X = torch.stack([h for h, _ in tr])
-        others = [float(torch.cat([z[T:T + eoa], z[T + eoa + 1:T + A]]).max()) for _, z in tr]
+        X = torch.stack([s.h for s in tr])
         with torch.no_grad():
             model.lm_head.weight[T + eoa] = force_row(X, others, k).float()
         return
-    X = torch.stack([torch.cat([z[T:T + A], torch.ones(1)]) for _, z in tr])
-    others = []
-    for _, z in tr:
-        al = adapter.linear(z[T:T + A]).detach()[layer * A:(layer + 1) * A]
-        others.append(float(torch.cat([al[:eoa], al[eoa + 1:]]).max()))
+    X = torch.stack([torch.cat([s.z[T:T + A], torch.ones(1)]) for s in tr])
     w = force_row(X, others, k).float()
     with torch.no_grad():
         adapter.linear.weight[layer * A + eoa] = w[:A]
@@ -126,7 +129,7 @@ def test_greedy_matches_pytorch(case):
     got = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--show_prompt")
     ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
     assert got["prompt_input_ids"] == ids
-    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW)
+    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW, **RECIPE)
     check_same(got, want, tok)
     assert got["code_layer"] == G and len(got["audio"]) == G
     if stops:   # the stop rules really ran: both streams ended at the forced steps, then generation stopped
@@ -152,7 +155,7 @@ def test_text_only(case):
     d, G, model, adapter, tok, _ = case
     got = infer(d, "--question", QUESTION, "--max_new_tokens", 5, "--text_only")
     ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
-    want = iref.generate(model, adapter, ids, G, T, A, 5, text_only=True)
+    want = iref.generate(model, adapter, ids, G, T, A, 5, text_only=True, **RECIPE)
     check_same(got, want, tok)
     assert got["text_only"] and got["audio"] == [[]] * G
 
@@ -168,7 +171,44 @@ def test_dataset_record_prompt_and_tokens(tmp_path, case):
     ids, _, _ = iref.prompt(recs[2], tok, T, A, G)
     full = sref.build(sref.fields(recs[2]), sref.Vocab(T, A, G), lambda s: tok.encode(s).ids, 1 << 40, "right")
     assert got["prompt_input_ids"] == ids == [r[:full["lead"]] for r in full["ids"]]
-    check_same(got, iref.generate(model, adapter, ids, G, T, A, 6), tok)
+    check_same(got, iref.generate(model, adapter, ids, G, T, A, 6, **RECIPE), tok)
+
+
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
+def test_repetition_penalty(case):
+    """greedy with other penalties than the defaults equals the reference's repetition_penalty (< 1 favours what was
+    generated, > 1 penalises it; 1 switches it off), and each really changes the tokens"""
+    d, G, model, adapter, tok, _ = case
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    outs = []
+    for args, kw in [(["--repetition_penalty", "1"], {}),
+                     (["--text_repetition_penalty", "0.5", "--audio_repetition_penalty", "3"], dict(text_penalty=0.5, audio_penalty=3.0)),
+                     ([], RECIPE)]:
+        got = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, *args)
+        check_same(got, iref.generate(model, adapter, ids, G, T, A, MAX_NEW, **kw), tok)
+        outs.append((got["text_ids"], got["audio"]))
+    assert outs[0] != outs[1] and outs[0] != outs[2] and outs[1] != outs[2]
+
+
+def drawn_allowed(s1, model, adapter, tok, G, **kw):
+    """every token drawn in s1 is one the reference's filters keep (finite after repetition_penalty and
+    filter_logits), given the tokens drawn before it; returns the number of steps checked"""
+    V = sref.Vocab(T, A, G)
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    ids = [list(r) for r in ids]
+    text = s1["text_ids"] + ([V.eot] if s1["text_end"] else [])
+    n = min(len(text), len(s1["audio"][0]))
+    for step in range(n):
+        _, _, xt, xa = iref.step_logits(model, adapter, ids, G, T, A)
+        x = iref.filter_logits(iref.repetition_penalty(xt, text[:step], RECIPE["text_penalty"]), **kw)
+        assert torch.isfinite(x[text[step]]), (step, "text")
+        for g in range(G):
+            x = iref.filter_logits(iref.repetition_penalty(xa[g], s1["audio"][g][:step], RECIPE["audio_penalty"]), **kw)
+            assert torch.isfinite(x[s1["audio"][g][step]]), (step, g)
+        for g in range(G):
+            ids[g].append(T + s1["audio"][g][step])
+        ids[G].append(text[step])
+    return n
 
 
 @pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
@@ -176,24 +216,18 @@ def test_sampling(case):
     d, G, model, adapter, tok, _ = case
     q = ["--question", QUESTION, "--max_new_tokens", 8]
     greedy = infer(d, *q)
-    assert infer(d, *q, "--temperature", "1.5", "--top_k", 1, "--seed", 5) == greedy   # top-1 is the argmax
-    s1 = infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", 1)
-    assert infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", 1) == s1          # the seed fixes the draws
-    others = [infer(d, *q, "--temperature", "5", "--top_k", 4, "--seed", s) for s in (2, 3)]
+    sample = ["--do_sample", "true"]
+    assert infer(d, *q, *sample, "--temperature", "1.5", "--top_k", 1, "--seed", 5) == greedy   # top-1 is the argmax
+    assert infer(d, *q, *sample, "--temperature", "3", "--top_p", "1e-9", "--seed", 5) == greedy   # so is a tiny nucleus
+    s1 = infer(d, *q, *sample, "--temperature", "5", "--top_k", 4, "--seed", 1)
+    assert infer(d, *q, *sample, "--temperature", "5", "--top_k", 4, "--seed", 1) == s1          # the seed fixes the draws
+    others = [infer(d, *q, *sample, "--temperature", "5", "--top_k", 4, "--seed", s) for s in (2, 3)]
     assert any(o["text_ids"] != s1["text_ids"] or o["audio"] != s1["audio"] for o in others)
-    # every drawn token is among the 4 largest logits of the oracle, given the tokens drawn before it
-    V = sref.Vocab(T, A, G)
-    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
-    ids = [list(r) for r in ids]
-    text = s1["text_ids"] + ([V.eot] if s1["text_end"] else [])
-    for step in range(min(len(text), len(s1["audio"][0]))):
-        _, _, xt, xa = iref.step_logits(model, adapter, ids, G, T, A)
-        assert text[step] in torch.topk(xt, 4).indices.tolist()
-        for g in range(G):
-            assert s1["audio"][g][step] in torch.topk(xa[g], 4).indices.tolist()
-        for g in range(G):
-            ids[g].append(T + s1["audio"][g][step])
-        ids[G].append(text[step])
+    assert drawn_allowed(s1, model, adapter, tok, G, temperature=5.0, top_k=4) >= 4
+    # nucleus sampling: every draw inside the reference's top-p set, and draws outside the argmax happen
+    s2 = infer(d, *q, *sample, "--temperature", "2", "--top_p", "0.6", "--seed", 7)
+    assert drawn_allowed(s2, model, adapter, tok, G, temperature=2.0, top_p=0.6) >= 4
+    assert s2 != greedy
 
 
 def test_spoken_question_matches_pytorch(tmp_path):
@@ -219,7 +253,7 @@ def test_spoken_question_matches_pytorch(tmp_path):
     assert got["prompt_input_ids"] == ids and sum(speech) == 6
     with torch.no_grad():
         p = proj(ref.speech_features(enc, tmp_path / "q.wav"))
-        want = iref.generate(model.eval(), adapter, ids, G, T, A, 5, speech=speech, proj=p)
+        want = iref.generate(model.eval(), adapter, ids, G, T, A, 5, speech=speech, proj=p, **RECIPE)
     check_same(got, want, tok)
     # --wav builds the same prompt from the command line; 2 ranks at ZeRO-3 give the same
     two = infer(d, "--wav", tmp_path / "q.wav", "--question", QUESTION, "--speech_encoder", tmp_path / "enc",
@@ -231,7 +265,7 @@ def test_spoken_question_matches_pytorch(tmp_path):
     ids, speech, is_asr = iref.prompt({"task_type": "asr", "source_wav": "q.wav"}, tok, T, A, G, T_s=6)
     assert is_asr and asr["prompt_input_ids"] == ids and asr["text_only"]
     with torch.no_grad():
-        check_same(asr, iref.generate(model, adapter, ids, G, T, A, 4, speech=speech, proj=p, text_only=True), tok)
+        check_same(asr, iref.generate(model, adapter, ids, G, T, A, 4, speech=speech, proj=p, text_only=True, **RECIPE), tok)
 
 
 @pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
@@ -241,7 +275,7 @@ def test_tts_and_system_prompt(case):
     got = infer(d, "--question", text, "--task", "tts", "--system_prompt", system, "--max_new_tokens", 3, "--show_prompt")
     ids, _, _ = iref.prompt({"task_type": "tts", "target_text": text, "system_prompt": system}, tok, T, A, G)
     assert got["prompt_input_ids"] == ids
-    check_same(got, iref.generate(model, adapter, ids, G, T, A, 3), tok)
+    check_same(got, iref.generate(model, adapter, ids, G, T, A, 3, **RECIPE), tok)
 
 
 @pytest.fixture(scope="module")
@@ -263,9 +297,18 @@ def small(tmp_path_factory):
     (["--model", "{d}/m", "--dataset", "{d}/missing.jsonl"], "missing.jsonl"),
     (["--model", "{d}/m", "--wav", "{d}/missing.wav"], "--wav: cannot read"),
     (["--model", "{d}/m", "--wav", "{d}/data.jsonl"], "no speech encoder"),
-    (["--model", "{d}/m", "--question", "hi", "--temperature", "-1"], "--temperature: expected a number >= 0"),
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "-1"], "--temperature: expected a number > 0"),
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "0", "--do_sample", "true"], "--temperature: expected a number > 0"),
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "0.7"], "--temperature: only with --do_sample true"),
+    (["--model", "{d}/m", "--question", "hi", "--top_p", "0.9"], "--top_p: only with --do_sample true"),
+    (["--model", "{d}/m", "--question", "hi", "--do_sample", "true", "--top_p", "0"], "--top_p: expected a number in (0, 1]"),
+    (["--model", "{d}/m", "--question", "hi", "--do_sample", "true", "--top_p", "1.5"], "--top_p: expected a number in (0, 1]"),
+    (["--model", "{d}/m", "--question", "hi", "--do_sample", "yes"], "--do_sample: expected true or false"),
+    (["--model", "{d}/m", "--question", "hi", "--repetition_penalty", "0"], "--repetition_penalty: expected a number > 0"),
+    (["--model", "{d}/m", "--question", "hi", "--repetition_penalty", "2", "--text_repetition_penalty", "1.1"],
+     "--repetition_penalty sets both penalties"),
     (["--model", "{d}/m", "--question", "hi", "--max_new_tokens", "0"], "--max_new_tokens: expected an integer >= 1"),
-    (["--model", "{d}/m", "--question", "hi", "--top_k", "3"], "--top_k: only with --temperature > 0"),
+    (["--model", "{d}/m", "--question", "hi", "--top_k", "3"], "--top_k: only with --do_sample true"),
     (["--model", "{d}/m", "--question", "hi", "--task", "asr"], "--task asr: needs --wav FILE"),
     (["--model", "{d}/m", "--question", "hi", "--bogus", "1"], "unknown or incomplete option '--bogus'"),
 ])

@@ -122,17 +122,18 @@ def test_infer_matches_pytorch(tmp_path):
     ids, _, _ = iref.prompt({"source_text": question}, tok, T, A, G, layershift=True)
     model.eval()
     tr = []
-    iref.generate(model, None, ids, G, T, A, 6, trace=tr, latency=latency, layershift=True)
+    recipe = dict(text_penalty=1.2, audio_penalty=1.2)   # omnishard infer's default repetition penalties
+    iref.generate(model, None, ids, G, T, A, 6, trace=tr, latency=latency, layershift=True, **recipe)
     eoa, row = A - 64, T + A + A - 64   # layer 1's eoa
-    H = torch.stack([h for h, _ in tr]).double()
-    others = [float(torch.cat([z[T + A:row], z[row + 1:T + 2 * A]]).max()) for _, z in tr]
+    H = torch.stack([s.h for s in tr]).double()
+    others = [float(torch.cat([s.xa[1][:eoa], s.xa[1][eoa + 1:]]).max()) for s in tr]   # penalised (pad_a as well)
     t = torch.tensor([m - 1.0 for m in others[:5]] + [others[5] + 1.0], dtype=torch.float64)
     with torch.no_grad():
         model.lm_head.weight[row] = (torch.linalg.pinv(H) @ t).float()
     model.save_pretrained(str(d), safe_serialization=True)
     got = json.loads(run(["infer", "--model", d, "--question", question, "--max_new_tokens", n, "--show_prompt"]).stdout)
     assert got["prompt_input_ids"] == ids and got["num_latency_tokens"] == latency and got["do_layershift"] is True
-    want = iref.generate(model, None, ids, G, T, A, n, latency=latency, layershift=True)
+    want = iref.generate(model, None, ids, G, T, A, n, latency=latency, layershift=True, **recipe)
     for k in ("text_ids", "audio", "codec", "steps", "text_end", "audio_end"):
         assert got[k] == want[k], (k, got[k], want[k])
     assert all(a[:latency] == [A - 63] * latency for a in want["audio"]) and want["audio_end"]

@@ -45,39 +45,6 @@ static void forward(os_session *s, const os_infer_prompt *p, const int32_t *seq,
     os_batch_free(&b);
 }
 
-static _Thread_local const float *g_order_z;
-
-// larger logit first, then the smaller index (the order of a stable descending sort)
-static int by_logit(const void *a, const void *b) {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    float x = g_order_z[i], y = g_order_z[j];
-    if (x != y) return x > y ? -1 : 1;
-    return (i > j) - (i < j);
-}
-
-// the token from logits z[n]: argmax (the first maximum) when greedy, else a draw from softmax(z / temperature)
-// over the top_k largest (all when 0) with uniform u = os_rng_uniform(key, ctr) by the inverse CDF
-static int32_t pick(const float *z, int64_t n, const os_gen_opts *o, uint64_t key, uint64_t ctr, int32_t *idx) {
-    if (o->temperature <= 0.0) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < n; i++)
-            if (z[i] > z[best]) best = i;
-        return (int32_t)best;
-    }
-    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)i;
-    g_order_z = z;
-    qsort(idx, (size_t)n, sizeof(int32_t), by_logit);
-    int64_t k = o->top_k > 0 && o->top_k < n ? o->top_k : n;
-    double sum = 0.0, zmax = z[idx[0]];
-    for (int64_t i = 0; i < k; i++) sum += exp(((double)z[idx[i]] - zmax) / o->temperature);
-    double u = os_rng_uniform(key, ctr) * sum, c = 0.0;
-    for (int64_t i = 0; i < k; i++) {
-        c += exp(((double)z[idx[i]] - zmax) / o->temperature);
-        if (u < c) return idx[i];
-    }
-    return idx[k - 1];
-}
-
 // audio logits of layer g from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T+g*A : T+(g+1)*A]
 // (g*A only with layer shift); with it Wa[g*A + j, :] . z[T:T+A] + ba[g*A + j] (double accumulation) into out[A]
 static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, int64_t g, float *out) {
@@ -136,7 +103,8 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     }
     float *dump = rank0 ? os_alloc(sizeof(float) * (size_t)(cap * V), "logits") : NULL;
     float *al = rank0 ? os_alloc(sizeof(float) * (size_t)A, "audio logits") : NULL;
-    int32_t *idx = rank0 && o->temperature > 0 ? os_alloc(sizeof(int32_t) * (size_t)(T > A ? T : A), "sort order") : NULL;
+    os_choice_work cw = {0};
+    if (rank0) os_choice_work_init(&cw, T > A ? T : A);
     uint64_t key = os_hash_str("omnishard infer sampling", o->seed);
 
     int32_t *seq = os_alloc(sizeof(int32_t) * (size_t)(R * cap), "sequence");
@@ -154,10 +122,14 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
         if (rank0) {
             const float *z = dump + (L - 1) * V;
             uint64_t ctr = (uint64_t)step * (uint64_t)R;
-            tok[G] = r->text_end ? os_pad_t(T) : pick(z, T, o, key, ctr + (uint64_t)G, idx);
+            tok[G] = r->text_end ? os_pad_t(T)
+                                 : os_choose(z, T, r->text, r->ntext, 1, o->text_penalty, &o->choice,
+                                             os_rng_uniform(key, ctr + (uint64_t)G), &cw);
             for (int64_t g = 0; g < G; g++)   // the first `latency` steps hold the audio back (slam_model_s2s.py:412)
-                tok[g] = audio_end || step < m->oc.latency ? os_pad_a(A)
-                                                           : pick(audio_logits(m, z, Wa, ba, g, al), A, o, key, ctr + (uint64_t)g, idx);
+                tok[g] = audio_end || step < m->oc.latency
+                             ? os_pad_a(A)
+                             : os_choose(audio_logits(m, z, Wa, ba, g, al), A, gen + g, r->naudio, G, o->audio_penalty,
+                                         &o->choice, os_rng_uniform(key, ctr + (uint64_t)g), &cw);
         }
         comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);
         r->steps = step + 1;
@@ -181,7 +153,8 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     for (int64_t g = 0; g < G; g++)
         for (int64_t t = 0; t < r->naudio; t++) r->audio[g * r->naudio + t] = gen[t * G + g];
     codec_stream(r, G, A, m->oc.latency);
-    os_free(gen), os_free(seq), os_free(dump), os_free(al), os_free(idx), os_free(ad);
+    os_free(gen), os_free(seq), os_free(dump), os_free(al), os_free(ad);
+    if (rank0) os_choice_work_free(&cw);
     return 0;
 }
 

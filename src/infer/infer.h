@@ -10,6 +10,7 @@
 // reads the last row of the lm_head logits (os_trainer.dump_logits on rank 0). Collective: every rank runs the
 // same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
 #pragma once
+#include "infer/choose.h"
 #include "train/session.h"
 #include <stdint.h>
 
@@ -36,8 +37,9 @@ void os_infer_prompt_free(os_infer_prompt *p);
 
 typedef struct {
     int64_t max_new_tokens;   // steps at most (>= 1)
-    double temperature;       // 0: greedy (argmax); > 0: sample softmax(logits / temperature)
-    int64_t top_k;            // sampling among the k largest logits (0: all)
+    os_choice_opts choice;    // greedy or sampling (choose.h), the same for every stream
+    double text_penalty;      // repetition penalty of the text stream over the text ids generated so far (1: none)
+    double audio_penalty;     // of each audio layer over that layer's ids generated so far (pad_a included)
     uint64_t seed;            // sampling: the counter RNG stream (step, stream) -> uniform
     int text_only;            // audio rows pad_a from the start, no audio predicted (the reference's decode_text_only)
 } os_gen_opts;

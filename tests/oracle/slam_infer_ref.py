@@ -6,8 +6,15 @@ step the model (transformers Qwen2ForCausalLM on the G+1-row mean of the embeddi
 text token (argmax over logits[:T]) and G audio tokens (argmax per layer over the adapter's output on
 logits[T:T+A], or logits[T:T+A] for G = 1); after eot the text row is fed back as pad_t, after any layer emitted eoa
 the audio rows are fed back as pad_a; stop after max_new_tokens steps or when both streams ended.
+
+Decoding options, ported from the reference (SLAM-LLM examples/s2s/model/slam_model_s2s.py, HEAD a68e78f):
+`repetition_penalty` (:680-693, applied to each stream's logits over the ids that stream got at the earlier steps,
+:400-403) and `sample_next_token` (:638-678: temperature, top-k, top-p, then argmax or a multinomial draw).
 """
+from collections import namedtuple
+
 import torch
+import torch.nn.functional as F
 
 from oracle import slam_samples_ref as sref
 
@@ -48,30 +55,81 @@ def step_logits(model, adapter, ids, G, T, A, speech=None, proj=None):
     return h, z, z[:T], al.reshape(G, A)
 
 
+def repetition_penalty(logits, generated, penalty):
+    """slam_model_s2s.py:680-693: the logits of the ids in `generated` (a list) divided by the penalty when >= 0,
+    multiplied when < 0 (each id once: gather, then scatter)."""
+    if penalty == 1.0 or not generated:
+        return logits
+    logits = logits.clone()[None]
+    index = torch.tensor(generated, dtype=torch.long)[None]
+    score = torch.gather(logits, -1, index)
+    score = torch.where(score < 0, score * penalty, score / penalty)
+    logits.scatter_(-1, index, score)
+    return logits[0]
+
+
+def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """slam_model_s2s.py:649-670: logits / temperature, then -inf outside the top k and outside the nucleus."""
+    logits = logits / temperature
+    if top_k > 0:
+        top_k = min(top_k, logits.size(-1))
+        values, _ = torch.topk(logits, top_k)
+        logits[logits < values[..., [-1]]] = -float("Inf")
+    if top_p < 1.0:
+        sorted_logits, sorted_indices = torch.sort(logits, descending=True)
+        cumulative_probs = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
+        remove = cumulative_probs > top_p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = 0
+        logits[sorted_indices[remove]] = -float("Inf")
+    return logits
+
+
+def sample_next_token(logits, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, generator=None):
+    """slam_model_s2s.py:638-678: argmax of the filtered logits, or a draw from their softmax."""
+    logits = filter_logits(logits, temperature, top_k, top_p)
+    if do_sample:
+        return int(torch.multinomial(F.softmax(logits, dim=-1), num_samples=1, generator=generator))
+    return int(torch.argmax(logits, dim=-1))
+
+
+Step = namedtuple("Step", "h z xt xa")   # hidden state, lm_head logits, text and audio logits after the penalties
+
+
 @torch.no_grad()
 def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=None, text_only=False, trace=None,
-             latency=0, layershift=False):
-    """Greedy generation from input ids [G+1][P]; proj: the projector output [T_s, C] for the speech positions.
-    trace (a list): gets (h, z) of every step. latency: num_latency_tokens, the first steps give pad_a
+             latency=0, layershift=False, text_penalty=1.0, audio_penalty=1.0, do_sample=False, temperature=1.0,
+             top_k=0, top_p=1.0, generator=None):
+    """Generation from input ids [G+1][P]; proj: the projector output [T_s, C] for the speech positions.
+    trace (a list): gets a Step of every step. latency: num_latency_tokens, the first steps give pad_a
     (slam_model_s2s.py:412) and the codec stream starts after them (codec_utils.py:74); layershift: audio fed back
-    as T + g*A + a (slam_model_s2s.py:372, snac_utils.py:21)."""
+    as T + g*A + a (slam_model_s2s.py:372, snac_utils.py:21). text_penalty / audio_penalty: the reference's
+    text_ / audio_repetition_penalty over every id that stream got before (pad_t, pad_a included: its
+    generated_ids[:step]); do_sample ... top_p: sample_next_token's options (draws from `generator`)."""
     V = sref.Vocab(T, A, G)
     ids = [list(r) for r in ids]
     text, audio = [], []
+    generated = [[] for _ in range(G + 1)]   # every step's ids, as the reference's generated_ids
     text_end, audio_end = False, text_only
     steps = 0
+    pick = lambda x: sample_next_token(x, do_sample, temperature, top_k, top_p, generator)
     for step in range(max_new_tokens):
         h, z, xt, xa = step_logits(model, adapter, ids, G, T, A, speech, proj)
+        xt = repetition_penalty(xt, generated[G], text_penalty)
+        xa = torch.stack([repetition_penalty(xa[g], generated[g], audio_penalty) for g in range(G)])
         if trace is not None:
-            trace.append((h, z))
+            trace.append(Step(h, z, xt, xa))
         steps = step + 1
-        t = V.pad_t if text_end else int(torch.argmax(xt))
+        t = V.pad_t if text_end else pick(xt.clone())
         if audio_end:
             a = [V.pad_a] * G
         else:
-            a = [int(torch.argmax(xa[g])) if step >= latency else V.pad_a for g in range(G)]
+            a = [pick(xa[g].clone()) if step >= latency else V.pad_a for g in range(G)]
             audio.append(a)
             audio_end = V.eoa in a
+        for g in range(G):
+            generated[g].append(a[g])
+        generated[G].append(t)
         if not text_end:
             if t == V.eot:
                 text_end = True
