@@ -43,9 +43,9 @@ static int encoder_open(encoder *e, const char *dir) {
         return -1;
     zr_init(&e->rt, &e->reg, 0, 0, 1);
     for (int b = 0; b < e->reg.nb; b++) {
-        int64_t lo, hi;
-        zr_fill_range(&e->rt, b, &lo, &hi);
-        if (os_params_fill_map(&e->reg, e->d, &map, b, lo, hi, zr_fill_dst(&e->rt, b), 0) < 0) return os_err_ctx("%s", dir);
+        zr_span mine = zr_local(&e->rt, b, ZR_PARAMETERS);
+        if (os_params_fill_map(&e->reg, e->d, &map, b, mine.off, mine.off + mine.n, mine.p, 0) < 0)
+            return os_err_ctx("%s", dir);
     }
     return 0;
 }

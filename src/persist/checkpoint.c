@@ -4,18 +4,16 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "io/atomic.h"
-#include "kernels/kernels.h"
 #include "io/safetensors.h"
 #include "zero/comm.h"
+#include "zero/shards.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #define FORMAT "omnishard-checkpoint-2"
-static const char *KINDS[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
     size_t n;
@@ -24,52 +22,6 @@ static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
     *bytes = (int64_t)n, *sum = os_fnv1a(OS_FNV_BASIS, d, n);
     os_free(d);
     return 0;
-}
-
-// rank r's range of bucket b in a layout with slice S: [r*S, min((r+1)*S, numel))
-static int64_t range_len(int64_t numel, int64_t S, int r) {
-    int64_t lo = (int64_t)r * S, hi = lo + S < numel ? lo + S : numel;
-    return hi > lo ? hi - lo : 0;
-}
-
-// this rank's values of kind k (0 param, 1 m, 2 v) for its slice of bucket b, n of them: the parameters in place;
-// the moments into a new buffer (*tmp, freed by the caller), zero where the rank holds none (outside the trained
-// range of the bucket)
-static const float *slice_src(const zr_runtime *rt, int b, int k, int64_t n, float **tmp) {
-    int64_t off = rt->rank * rt->slice[b], mlo, mhi;
-    if (k == 0) return rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
-    zr_moment_range(rt, b, &mlo, &mhi);
-    *tmp = os_alloc(sizeof(float) * (size_t)(n ? n : 1), "checkpoint moments");
-    int64_t lo = mlo > off ? mlo : off, hi = mhi < off + n ? mhi : off + n;
-    const float *s = k == 1 ? rt->m[b] : rt->v[b];
-    if (hi > lo) memcpy(*tmp + (lo - off), s + (lo - mlo), sizeof(float) * (size_t)(hi - lo));
-    return *tmp;
-}
-
-static int write_rank_file(const os_model *m, const zr_runtime *rt, const char *path, int with_optim) {
-    const os_registry *r = &m->reg;
-    int nt = 0, cap = 3 * r->nb;
-    char(*names)[96] = os_alloc(sizeof(char[96]) * (size_t)cap, "checkpoint names");
-    const char **np = os_alloc(sizeof(char *) * (size_t)cap, "checkpoint names");
-    int *nd = os_alloc(sizeof(int) * (size_t)cap, "checkpoint");
-    int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)cap, "checkpoint");
-    const float **src = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
-    float **tmp = os_alloc(sizeof(float *) * (size_t)cap, "checkpoint");
-    for (int b = 0; b < os_model_own_buckets(m); b++)   // not the frozen speech encoder (docs/speech.md)
-        for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
-            snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
-            np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
-            src[nt] = slice_src(rt, b, k, sh[nt][0], &tmp[nt]);
-            nt++;
-        }
-    const char *meta[] = {"format", FORMAT, NULL};
-    os_st_writer *w = os_st_writer_begin(path, nt, np, nd, (const int64_t(*)[8])sh, meta);
-    int rc = w ? 0 : -1;
-    for (int i = 0; rc == 0 && i < nt; i++) rc = os_st_writer_put(w, src[i], sh[i][0]);
-    if (w) rc = rc == 0 ? os_st_writer_finish(w) : (os_st_writer_abort(w), -1);
-    for (int i = 0; i < nt; i++) os_free(tmp[i]);
-    os_free(names), os_free(np), os_free(nd), os_free(sh), os_free(src), os_free(tmp);
-    return rc;
 }
 
 static cJSON *int_array(const int64_t *v, int n) {
@@ -189,7 +141,8 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
     if (comm_any_failed(rc < 0)) return root ? -1 : os_err_echo("%s: rank 0 could not create the directory", tmp);
     snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, rt->rank);
     int64_t mine[2] = {0, 0};
-    rc = write_rank_file(m, rt, path, with_optim);
+    const char *meta[] = {"format", FORMAT, NULL};
+    rc = zr_shards_write(rt, os_model_own_buckets(m), path, with_optim, meta);   // not the frozen speech encoder
     if (rc == 0) rc = file_checksum(path, &mine[0], (uint64_t *)&mine[1]);
     int failed = comm_any_failed(rc < 0);
     int64_t *all = os_alloc(sizeof(int64_t) * 2 * (size_t)rt->nranks, "checkpoint sums");
@@ -243,7 +196,8 @@ typedef struct {
     cJSON *man;
 } ckpt_in;
 
-static os_st_file *rank_file(ckpt_in *c, int r) {
+static os_st_file *rank_file(void *ctx, int r) {
+    ckpt_in *c = ctx;
     if (c->files[r]) return c->files[r];
     const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->man, "files"), r);
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"), *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
@@ -264,32 +218,6 @@ static os_st_file *rank_file(ckpt_in *c, int r) {
         return NULL;
     }
     return c->files[r] = os_st_open(path);
-}
-
-// read elements [lo, hi) of bucket b, kind k, from the rank files into dst (zeros past numel)
-static int read_range(ckpt_in *c, const os_registry *reg, int b, int k, int64_t lo, int64_t hi, float *dst) {
-    int64_t numel = reg->b[b].numel, S = c->slice[b];
-    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
-    char name[96];
-    snprintf(name, sizeof name, "%s/%s", KINDS[k], reg->b[b].name);
-    for (int64_t p = lo; p < hi && p < numel;) {
-        int r = (int)(p / S);
-        int64_t rlo = (int64_t)r * S, rhi = rlo + range_len(numel, S, r), e = rhi < hi ? rhi : hi;
-        os_st_file *f = rank_file(c, r);
-        if (!f) return -1;
-        const os_st_tensor *t = os_st_find(f, name);
-        if (!t || t->numel != rhi - rlo)
-            return os_errf("%s: rank %d file: tensor '%s' missing or of the wrong size", c->dir, r, name);
-        if (os_st_read_f32(t, p - rlo, e - p, dst + (p - lo)) < 0) return -1;
-        int64_t bad = k_first_nonfinite(dst + (p - lo), e - p);
-        for (int i = reg->b[b].first; bad >= 0 && i < reg->b[b].first + reg->b[b].count; i++)
-            if (p + bad >= reg->p[i].offset && p + bad < reg->p[i].offset + reg->p[i].numel)
-                return os_errf("%s: rank %d file: tensor '%s' (parameter '%s'): element %lld is %s (a checkpoint must "
-                               "hold finite values only)", c->dir, r, name, reg->p[i].name,
-                               (long long)(p + bad - reg->p[i].offset), isnan(dst[p - lo + bad]) ? "NaN" : "infinite");
-        p = e;
-    }
-    return 0;
 }
 
 static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *step, int *optim) {
@@ -326,15 +254,8 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
     ckpt_in c = {.dir = dir};
     const os_registry *reg = &m->reg;
     int nb = os_model_own_buckets(m), optim = 0, rc = parse_manifest(&c, reg, nb, step, &optim);
-    for (int b = 0; rc == 0 && b < nb; b++) {   // the speech encoder's buckets come from --speech_encoder
-        int64_t lo, hi;
-        zr_fill_range(rt, b, &lo, &hi);
-        rc = read_range(&c, reg, b, 0, lo, hi, zr_fill_dst(rt, b));
-        if (rc < 0 || !optim || !reg->b[b].trainable) continue;
-        zr_moment_range(rt, b, &lo, &hi);
-        rc = read_range(&c, reg, b, 1, lo, hi, rt->m[b]);
-        if (rc == 0) rc = read_range(&c, reg, b, 2, lo, hi, rt->v[b]);
-    }
+    zr_shard_source src = {c.world, c.slice, rank_file, &c, dir};
+    if (rc == 0) rc = zr_shards_read(rt, nb, &src, optim);   // the speech encoder's buckets come from --speech_encoder
     for (int r = 0; c.files && r < c.world; r++) os_st_close(c.files[r]);
     os_free(c.files), os_free(c.slice);
     cJSON_Delete(c.man);

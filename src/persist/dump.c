@@ -21,13 +21,8 @@ int os_dump_grads(const os_model *m, zr_runtime *rt, const char *path) {
     if (root && !w) rc = -1;
     for (int b = 0; b < r->nb; b++) {
         if (!r->b[b].trainable) continue;
-        int64_t P = rt->padded[b], S = rt->slice[b];
-        float *g = os_alloc(sizeof(float) * (size_t)P, "dump bucket");
-        if (rt->stage < 2) memcpy(g, rt->gfull[b], sizeof(float) * (size_t)P);
-        else {
-            memcpy(g + rt->rank * S, rt->gshard[b], sizeof(float) * (size_t)S);
-            comm_allgather_f32(g, S);
-        }
+        float *g = os_alloc(sizeof(float) * (size_t)r->b[b].numel, "dump bucket");
+        zr_read_grads(rt, b, g);
         if (w && rc == 0) rc = os_st_writer_put(w, g, r->b[b].numel);
         os_free(g);
     }

@@ -107,11 +107,10 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
     zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     for (int b = 0; b < m->reg.nb; b++) {
-        int64_t lo, hi;
         int enc = b >= nb_llm;
-        zr_fill_range(&s->rt, b, &lo, &hi);
-        if (os_params_fill_map(&m->reg, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, b, lo, hi,
-                               zr_fill_dst(&s->rt, b), (uint64_t)a->seed) < 0)
+        zr_span mine = zr_local(&s->rt, b, ZR_PARAMETERS);   // this rank's part: write its initial values
+        if (os_params_fill_map(&m->reg, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, b, mine.off, mine.off + mine.n,
+                               mine.p, (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
     // the checkpoint pages just read would stay in this process's RSS for the whole run (4 bytes per F32

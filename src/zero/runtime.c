@@ -12,6 +12,23 @@
 
 static void *arr(int n, size_t es) { return os_alloc((size_t)(n ? n : 1) * es, "runtime tables"); }
 
+// the part of bucket b this rank reduces and updates: the whole at stage 0, its slice otherwise (no pointer)
+static zr_span part(const zr_runtime *rt, int b) {
+    if (rt->stage == 0) return (zr_span){NULL, 0, rt->padded[b]};
+    return (zr_span){NULL, rt->rank * rt->slice[b], rt->slice[b]};
+}
+
+// that part within the bucket's trained range (empty when frozen): where the moments live (no pointer)
+static zr_span moment_span(const zr_runtime *rt, int b) {
+    const os_bucket *k = &rt->reg->b[b];
+    zr_span s = part(rt, b);
+    int64_t a = s.off, e = s.off + s.n;
+    if (a < k->train_lo) a = k->train_lo;
+    if (e > k->train_hi) e = k->train_hi;
+    if (!k->trainable || e < a) e = a;
+    return (zr_span){NULL, a, e - a};
+}
+
 void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks) {
     memset(rt, 0, sizeof *rt);
     rt->stage = stage, rt->rank = rank, rt->nranks = nranks, rt->reg = reg, rt->nb = reg->nb;
@@ -30,20 +47,30 @@ void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nr
         if (!reg->b[b].trainable) continue;   // frozen: no gradient buffer, no moments
         if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");
         else rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
-        int64_t lo, hi;
-        zr_moment_range(rt, b, &lo, &hi);
-        rt->m[b] = os_alloc(sizeof(float) * (size_t)(hi - lo), "AdamW m");
-        rt->v[b] = os_alloc(sizeof(float) * (size_t)(hi - lo), "AdamW v");
+        int64_t n = moment_span(rt, b).n;
+        rt->m[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW m");
+        rt->v[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW v");
     }
 }
 
-void zr_moment_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi) {
-    const os_bucket *k = &rt->reg->b[b];
-    int64_t a = rt->stage == 0 ? 0 : rt->rank * rt->slice[b], e = rt->stage == 0 ? rt->padded[b] : a + rt->slice[b];
-    if (a < k->train_lo) a = k->train_lo;
-    if (e > k->train_hi) e = k->train_hi;
-    if (!k->trainable || e < a) e = a;
-    *lo = a, *hi = e;
+zr_span zr_local(const zr_runtime *rt, int b, zr_what what) {
+    zr_span s;
+    switch (what) {
+    case ZR_PARAMETERS:
+        if (rt->stage == 3) return (zr_span){rt->pshard[b], rt->rank * rt->slice[b], rt->slice[b]};
+        return (zr_span){rt->full[b], 0, rt->padded[b]};
+    case ZR_GRADIENTS:
+        if (!rt->reg->b[b].trainable) return (zr_span){NULL, 0, 0};
+        s = part(rt, b);
+        s.p = rt->stage >= 2 ? rt->gshard[b] : rt->gfull[b] + s.off;
+        return s;
+    case ZR_EXP_AVG:
+    case ZR_EXP_AVG_SQ:
+        s = moment_span(rt, b);
+        s.p = what == ZR_EXP_AVG ? rt->m[b] : rt->v[b];
+        return s;
+    }
+    return (zr_span){NULL, 0, 0};
 }
 
 void zr_free(zr_runtime *rt) {
@@ -56,13 +83,6 @@ void zr_free(zr_runtime *rt) {
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) os_free(t[i]);
     memset(rt, 0, sizeof *rt);
 }
-
-void zr_fill_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi) {
-    if (rt->stage == 3) *lo = rt->rank * rt->slice[b], *hi = *lo + rt->slice[b];
-    else *lo = 0, *hi = rt->padded[b];
-}
-
-float *zr_fill_dst(zr_runtime *rt, int b) { return rt->stage == 3 ? rt->pshard[b] : rt->full[b]; }
 
 static float *start_gather(zr_runtime *rt, int b) {
     float *full = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
@@ -174,26 +194,15 @@ void zr_reduce_grads(zr_runtime *rt) {
     rt->times.reduce += os_now() - t0;
 }
 
-// this rank's gradient part of bucket b, its length, and its offset in the bucket
-static float *my_grad(zr_runtime *rt, int b, int64_t *n, int64_t *off) {
-    if (rt->stage == 0) {
-        *n = rt->padded[b], *off = 0;
-        return rt->gfull[b];
-    }
-    *n = rt->slice[b], *off = rt->rank * rt->slice[b];
-    return rt->stage == 1 ? rt->gfull[b] + *off : rt->gshard[b];
-}
-
 double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
     double t0 = os_now();
     double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms"), tot = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
-        int64_t n, off;
-        const float *g = my_grad(rt, b, &n, &off);
+        zr_span g = zr_local(rt, b, ZR_GRADIENTS);
         double s = 0.0;
 #pragma omp parallel for reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+        for (int64_t i = 0; i < g.n; i++) s += (double)g.p[i] * g.p[i];
         ss[b] = s;
     }
     if (rt->stage > 0) comm_allreduce_sum_f64(ss, rt->nb);
@@ -211,21 +220,19 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
     double t0 = os_now(), tg = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!r->b[b].trainable) continue;
-        int64_t n, off;
-        float *g = my_grad(rt, b, &n, &off);
-        float *p = rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
-        int64_t lo, hi;   // the moments cover [lo, hi): this rank's part of the trained range
-        zr_moment_range(rt, b, &lo, &hi);
+        zr_span g = zr_local(rt, b, ZR_GRADIENTS), p = zr_local(rt, b, ZR_PARAMETERS);
+        zr_span m = zr_local(rt, b, ZR_EXP_AVG), v = zr_local(rt, b, ZR_EXP_AVG_SQ);
+        int64_t lo = m.off, hi = m.off + m.n;   // the moments: this rank's part of the trained range
         // walk the parameters overlapping [lo, hi) so weight decay follows each tensor's rule
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
             const os_param *q = &r->p[i];
             int64_t s = q->offset > lo ? q->offset : lo;
             int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
-            os_adamw(p + (s - off), g + (s - off), rt->m[b] + (s - lo), rt->v[b] + (s - lo), e - s, lr, b1, b2, eps,
+            os_adamw(zr_at(p, s), zr_at(g, s), zr_at(m, s), zr_at(v, s), e - s, lr, b1, b2, eps,
                      q->ndim >= 2 ? wd : 0.0f, gscale, step);
         }
-        memset(g, 0, sizeof(float) * (size_t)n);
+        memset(g.p, 0, sizeof(float) * (size_t)g.n);
         if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
         if (rt->stage == 1 || rt->stage == 2) {
             double t1 = os_now();
@@ -242,13 +249,11 @@ int zr_first_nonfinite(zr_runtime *rt, int grads) {
     int64_t first = r->np;
     for (int b = 0; b < rt->nb && first == r->np; b++) {
         if (!r->b[b].trainable) continue;
-        int64_t n, off;
-        float *g = my_grad(rt, b, &n, &off);
-        const float *x = grads ? g : rt->stage == 3 ? rt->pshard[b] : rt->full[b] + off;
-        int64_t j = k_first_nonfinite(x, n);
+        zr_span g = zr_local(rt, b, ZR_GRADIENTS);
+        int64_t j = k_first_nonfinite(grads ? g.p : zr_at(zr_local(rt, b, ZR_PARAMETERS), g.off), g.n);
         if (j < 0) continue;
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
-            if (off + j >= r->p[i].offset && off + j < r->p[i].offset + r->p[i].numel) first = i;
+            if (g.off + j >= r->p[i].offset && g.off + j < r->p[i].offset + r->p[i].numel) first = i;
     }
     comm_allreduce_min_i64(&first, 1);
     return first < r->np ? (int)first : -1;
@@ -260,9 +265,7 @@ int64_t zr_model_state_bytes(const zr_runtime *rt) {
         int64_t np = rt->padded[b], s = rt->slice[b];
         t += 4 * (rt->stage == 3 ? s : np);
         if (!rt->reg->b[b].trainable) continue;
-        int64_t lo, hi;
-        zr_moment_range(rt, b, &lo, &hi);
-        t += 4 * (rt->stage >= 2 ? s : np) + 8 * (hi - lo);
+        t += 4 * (rt->stage >= 2 ? s : np) + 8 * moment_span(rt, b).n;
     }
     return t;
 }
@@ -271,4 +274,17 @@ void zr_read_bucket(zr_runtime *rt, int b, float *out) {
     const float *full = zr_gather(rt, b);
     memcpy(out, full, sizeof(float) * (size_t)rt->reg->b[b].numel);
     zr_release(rt, b);
+}
+
+void zr_read_grads(zr_runtime *rt, int b, float *out) {
+    zr_span g = zr_local(rt, b, ZR_GRADIENTS);
+    if (rt->stage < 2) {   // the full reduced gradient is on every rank
+        memcpy(out, rt->gfull[b], sizeof(float) * (size_t)rt->reg->b[b].numel);
+        return;
+    }
+    float *all = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");
+    memcpy(all + g.off, g.p, sizeof(float) * (size_t)g.n);
+    comm_allgather_f32(all, g.n);
+    memcpy(out, all, sizeof(float) * (size_t)rt->reg->b[b].numel);
+    os_free(all);
 }

@@ -30,7 +30,7 @@ typedef struct {
     float **pshard;            // stage 3: this rank's parameter slice [slice]
     float **gfull;             // full gradient [padded] (stage 0/1: always; 2/3: inside a gradient scope)
     float **gshard;            // stage 2/3: reduced gradient slice [slice]
-    float **m, **v;            // AdamW moments over zr_moment_range (trainable buckets only)
+    float **m, **v;            // AdamW moments over zr_local(.., ZR_EXP_AVG/_SQ) (trainable buckets only)
     int *scope, *gscope;       // open gather / gradient scopes per bucket
     void **prefetch;           // in-flight all-gather per bucket (stage 3)
     int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
@@ -41,13 +41,22 @@ typedef struct {
 // Allocate buffers. Parameter values are filled afterwards with zr_fill (each rank its own part).
 void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks);
 void zr_free(zr_runtime *rt);
-// The range of bucket b that this rank must fill at start: whole bucket at stage 0-2, the slice at 3.
-void zr_fill_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi);
-// Where that range lives (write the initial values there).
-float *zr_fill_dst(zr_runtime *rt, int b);
-// The elements [lo, hi) of bucket b whose AdamW moments this rank holds: its part (the whole bucket at stage 0, its
-// slice otherwise) within the bucket's trained range; empty for a frozen bucket. m[b][i - lo] belongs to element i.
-void zr_moment_range(const zr_runtime *rt, int b, int64_t *lo, int64_t *hi);
+// What a rank holds of a bucket (zr_local).
+typedef enum { ZR_PARAMETERS, ZR_GRADIENTS, ZR_EXP_AVG, ZR_EXP_AVG_SQ } zr_what;
+// Elements [off, off + n) of a bucket, stored at p[0 .. n) (p[i - off] is element i); n 0 (p NULL) when none.
+typedef struct {
+    float *p;
+    int64_t off, n;
+} zr_span;
+// Where this rank's part of bucket b lives for `what` (elements of the padded bucket):
+//   parameters  what it keeps between steps: the whole bucket at stage 0-2, its slice [r*S, (r+1)*S) at 3 (write
+//               the initial values there after zr_init)
+//   gradients   the part it reduces and updates: the whole bucket at stage 0, its slice at 1-3 (stage 0/1: in the
+//               full gradient buffer; 2/3: the reduced slice); none for a frozen bucket
+//   exp_avg(_sq) the AdamW moments: its part (as for gradients) within the bucket's trained range; none when frozen
+zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
+// element i of the bucket within span s
+static inline float *zr_at(zr_span s, int64_t i) { return s.p + (i - s.off); }
 
 // ---- scopes ----
 void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise)
@@ -82,3 +91,6 @@ int zr_first_nonfinite(zr_runtime *rt, int grads);
 int64_t zr_model_state_bytes(const zr_runtime *rt);
 // copy the full values of bucket b into out[numel] on every rank (gathers at stage 3)
 void zr_read_bucket(zr_runtime *rt, int b, float *out);
+// copy the reduced gradient of trainable bucket b into out[numel] on every rank (between zr_reduce_grads and
+// zr_adamw_step; gathers the slices at stage 2/3). Collective.
+void zr_read_grads(zr_runtime *rt, int b, float *out);
