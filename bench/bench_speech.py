@@ -7,9 +7,10 @@ Python's wave module: int16 / 32768, as ffmpeg decodes 16 kHz mono 16-bit files)
 count. The encoder is a random whisper-small-sized one (d 768, 12 blocks, 12 heads, ffn 3072, 1500 positions,
 80 mels): speed does not depend on the values. The outputs of both sides are compared as a sanity check.
 
-    .venv/bin/python bench/bench_speech.py [--build build] [--clips 3] [--reps 2] [--threads 1 2]
+    .venv/bin/python bench/bench_speech.py [--build build] [--base OTHER_BUILD] [--clips 3] [--reps 2] [--rounds 1]
+        [--threads 1 2]
 """
-import argparse, os, pathlib, re, subprocess, sys, tempfile, time, wave
+import argparse, os, pathlib, re, statistics, subprocess, sys, tempfile, time, wave
 
 import numpy as np
 
@@ -83,26 +84,44 @@ def omnishard_side(binary, enc_dir, clips, threads, reps, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
+    ap.add_argument("--base", default=None, help="a second omnishard build to compare against (A/B, e.g. main's)")
     ap.add_argument("--clips", type=int, default=3)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of every side (medians reported)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     a = ap.parse_args()
-    binary = ROOT / a.build / "omnishard"
+    builds = {"omnishard": ROOT / a.build / "omnishard"}
+    if a.base:
+        builds["omnishard base"] = pathlib.Path(a.base).resolve() / "omnishard"
     with tempfile.TemporaryDirectory() as td:
         tmp = pathlib.Path(td)
         clips = make_clips(tmp, a.clips)
         enc = make_encoder(tmp / "enc")
-        print(f"{a.clips} clips of 30 s, whisper-small-sized random encoder, {a.reps} timed runs per clip")
+        print(f"{a.clips} clips of 30 s, whisper-small-sized random encoder, {a.reps} timed runs per clip, "
+              f"{a.rounds} alternating round(s); load average {os.getloadavg()[0]:.2f}")
         print("| threads | side | load + log-mel ms | encoder ms | total ms per 30 s clip | s of audio per s |")
         print("|---|---|---|---|---|---|")
         for th in a.threads:
-            res = {"omnishard": omnishard_side(binary, tmp / "enc", clips, th, a.reps, tmp),
-                   "PyTorch + transformers": torch_side(enc, clips, th, a.reps)}
-            for side, (tm, te, _) in res.items():
+            res = {}   # side -> [(log-mel s, encoder s, outputs) per round]
+            for _ in range(a.rounds):   # A B (C) A B (C) ...: every side sees the same load on average
+                for side, b in builds.items():
+                    res.setdefault(side, []).append(omnishard_side(b, tmp / "enc", clips, th, a.reps, tmp))
+                res.setdefault("PyTorch + transformers", []).append(torch_side(enc, clips, th, a.reps))
+            med = {}
+            for side, rs in res.items():
+                tm, te = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+                med[side] = te
                 print(f"| {th} | {side} | {tm * 1e3:.0f} | {te * 1e3:.0f} | {(tm + te) * 1e3:.0f} | {30.0 / (tm + te):.1f} |")
-            o, t = res["omnishard"][2], res["PyTorch + transformers"][2]
+            o, t = res["omnishard"][0][2], res["PyTorch + transformers"][0][2]
             err = max(float(np.linalg.norm(x - y) / np.linalg.norm(y)) for x, y in zip(o, t))
-            print(f"|   | (outputs agree: max rel error {err:.1e}) | | | | |")
+            pt = res["PyTorch + transformers"]
+            ratios = " ".join(f"{x[1] / y[1]:.2f}" for x, y in zip(res["omnishard"], pt))
+            print(f"|   | (outputs agree: max rel error {err:.1e}; encoder omnishard / PyTorch "
+                  f"{med['omnishard'] / med['PyTorch + transformers']:.2f}x, per round {ratios}) | | | | |")
+            if a.base:
+                ratios = " ".join(f"{x[1] / y[1]:.2f}" for x, y in zip(res["omnishard"], res["omnishard base"]))
+                print(f"|   | (encoder omnishard / base {med['omnishard'] / med['omnishard base']:.2f}x, per round "
+                      f"{ratios}) | | | | |")
             sys.stdout.flush()
 
 

@@ -1,17 +1,18 @@
 // Elementwise activations on x[N]: SwiGLU (silu(gate) * up), exact GELU, ReLU; backward accumulates.
 #include "kernels/kernels.h"
+#include "kernels/vexp.h"
 #include <math.h>
 
 void k_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    for (int64_t i = 0; i < N; i++) out[i] = gate[i] / (1.0f + k_expf(-gate[i])) * up[i];
 }
 
 // d silu(g) / dg = s * (1 + g * (1 - s)), s = sigmoid(g)
 void k_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        float g = gate[i], s = 1.0f / (1.0f + expf(-g));
+        float g = gate[i], s = 1.0f / (1.0f + k_expf(-g));
         if (dgate) dgate[i] += dout[i] * up[i] * s * (1.0f + g * (1.0f - s));
         if (dup) dup[i] += dout[i] * g * s;
     }
@@ -29,7 +30,7 @@ void k_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t N) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
         float x = inp[i];
-        float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)), pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
+        float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)), pdf = inv_sqrt_2pi * k_expf(-0.5f * x * x);
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
 }

@@ -6,6 +6,7 @@
 // Threads: the forward runs heads in parallel and the backward kv-head groups (each group owns its dk/dv rows, so
 // every sum keeps one fixed order); with fewer heads or groups than threads, the products are split instead.
 #include "kernels/kernels.h"
+#include "kernels/vexp.h"
 #include "core/alloc.h"
 #include <math.h>
 #include <omp.h>
@@ -20,18 +21,22 @@ static void softmax_rows(float *S, const uint8_t *km, int causal, int64_t t0, in
         float *row = S + (t - t0) * T;
         int64_t end = causal && t + 1 < kend ? t + 1 : kend;   // keys s >= end are masked
         float mx = -INFINITY;
-        for (int64_t s = 0; s < end; s++)
-            if ((!km || km[s]) && row[s] > mx) mx = row[s];
+#pragma omp simd reduction(max : mx)
+        for (int64_t s = 0; s < end; s++) {
+            float x = km && !km[s] ? -INFINITY : row[s];
+            mx = x > mx ? x : mx;
+        }
         if (mx == -INFINITY) {   // no allowed key (or only -inf scores)
             for (int64_t s = 0; s < T; s++) row[s] = 0.0f;
             continue;
         }
+#pragma omp simd
+        for (int64_t s = 0; s < end; s++) row[s] = k_expf(row[s] - mx);
+        if (km)
+            for (int64_t s = 0; s < end; s++) row[s] = km[s] ? row[s] : 0.0f;
         double sum = 0.0;
-        for (int64_t s = 0; s < end; s++) {
-            float e = (!km || km[s]) ? expf(row[s] - mx) : 0.0f;
-            row[s] = e;
-            sum += e;
-        }
+#pragma omp simd reduction(+ : sum)
+        for (int64_t s = 0; s < end; s++) sum += row[s];
         float inv = (float)(1.0 / sum);
         for (int64_t s = 0; s < end; s++) row[s] *= inv;
         for (int64_t s = end; s < T; s++) row[s] = 0.0f;

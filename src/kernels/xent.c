@@ -1,5 +1,6 @@
 // Softmax cross-entropy over rows of logits[N, V] (row stride ld), fused with its gradient, written in place.
 #include "kernels/kernels.h"
+#include "kernels/vexp.h"
 #include <math.h>
 
 int64_t k_xent_chunk_rows(int64_t V, int64_t N) {
@@ -20,16 +21,17 @@ double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t 
             for (int64_t i = 0; i < V; i++) x[i] = 0.0f;
             continue;
         }
-        int64_t arg = 0;
-        for (int64_t i = 1; i < V; i++)
-            if (x[i] > x[arg]) arg = i;
-        float mx = x[arg], xy = x[y];
+        float mx = x[0], xy = x[y];
+#pragma omp simd reduction(max : mx)
+        for (int64_t i = 1; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        int64_t arg = 0;   // the first maximum (0 when x[0] is NaN, as the maximum then stays NaN)
+        while (arg < V && !(x[arg] == mx)) arg++;
+        if (arg == V) arg = 0;
+#pragma omp simd
+        for (int64_t i = 0; i < V; i++) x[i] = k_expf(x[i] - mx);   // x becomes exp(x - mx), each computed once
         double sum = 0.0;
-        for (int64_t i = 0; i < V; i++) {   // x becomes exp(x - mx), each exponential computed once
-            float e = expf(x[i] - mx);
-            x[i] = e;
-            sum += e;
-        }
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < V; i++) sum += x[i];
         double lse = log(sum);   // log-sum-exp minus mx
         loss += lse - ((double)xy - mx);
         correct += arg == y;
