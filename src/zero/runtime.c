@@ -223,17 +223,24 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         zr_span g = zr_local(rt, b, ZR_GRADIENTS), p = zr_local(rt, b, ZR_PARAMETERS);
         zr_span m = zr_local(rt, b, ZR_EXP_AVG), v = zr_local(rt, b, ZR_EXP_AVG_SQ);
         int64_t lo = m.off, hi = m.off + m.n;   // the moments: this rank's part of the trained range
-        // walk the parameters overlapping [lo, hi) so weight decay follows each tensor's rule
+        // walk the parameters overlapping [lo, hi) so weight decay follows each tensor's rule; AdamW zeroes the
+        // gradient it reads, the rest of this rank's part (untrained ranges, padding) is zeroed here
+        int64_t done = g.off;   // the gradient's elements before `done` are zero
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
             const os_param *q = &r->p[i];
             int64_t s = q->offset > lo ? q->offset : lo;
             int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
+            if (s > done) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(s - done));
             os_adamw(zr_at(p, s), zr_at(g, s), zr_at(m, s), zr_at(v, s), e - s, lr, b1, b2, eps,
                      q->ndim >= 2 ? wd : 0.0f, gscale, step);
+            done = e > done ? e : done;
         }
-        memset(g.p, 0, sizeof(float) * (size_t)g.n);
-        if (rt->stage == 1) memset(rt->gfull[b], 0, sizeof(float) * (size_t)rt->padded[b]);
+        if (g.off + g.n > done) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(g.off + g.n - done));
+        if (rt->stage == 1) {   // the other ranks' slices of the all-reduced full gradient
+            memset(rt->gfull[b], 0, sizeof(float) * (size_t)g.off);
+            memset(rt->gfull[b] + g.off + g.n, 0, sizeof(float) * (size_t)(rt->padded[b] - g.off - g.n));
+        }
         if (rt->stage == 1 || rt->stage == 2) {
             double t1 = os_now();
             comm_allgather_f32(rt->full[b], rt->slice[b]);
