@@ -19,12 +19,12 @@ def tiny_slam(tmp_path_factory, name, samples, val_samples=0):
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
-def run(args, np_=None, check=True, timeout=300, env=None):
+def run(args, np_=None, check=True, timeout=300, env=None, input=None):
     cmd = ([*MPIRUN, "-np", str(np_)] if np_ else []) + [str(BIN), *map(str, args)]
     e = dict(os.environ, OMP_NUM_THREADS="1" if np_ and np_ > 1 else os.environ.get("OMP_NUM_THREADS", "2"))
     if env:
         e.update(env)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, input=input)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p

@@ -24,8 +24,8 @@ QUESTION = "<USER>: What is the weather like in the city?"
 MAX_NEW = 12
 
 
-def infer(model, *args, np_=None, check=True):
-    p = run(["infer", "--model", model, *args], np_=np_, check=check, timeout=120)
+def infer(model, *args, np_=None, check=True, input=None):
+    p = run(["infer", "--model", model, *args], np_=np_, check=check, timeout=120, input=input)
     return p if not check else json.loads(p.stdout)
 
 
@@ -230,6 +230,55 @@ def test_sampling(case):
     assert s2 != greedy
 
 
+def conversation_ref(model, adapter, tok, G, questions, n, text_only=False):
+    """The reference's multi-round generation (generate_s2s_online_multi_round.py: generate_from_text and its loop):
+    each question answered after the history, then history += "USER: " + question + " ASSISTANT: " + the answer
+    decoded with skip_special_tokens, stripped, + " " (:240; the question stripped too when text_only, :221, or when
+    the audio ran to max_new_tokens, :223-225). The prompt is omnishard's training layout of the history (the
+    record's "history" field; docs/inference.md)."""
+    history, out = "", []
+    for q in questions:
+        ids, _, _ = iref.prompt({"source_text": q, "history": history}, tok, T, A, G)
+        want = iref.generate(model, adapter, ids, G, T, A, n, text_only=text_only, **RECIPE)
+        out.append((ids, history, want))
+        answer = tok.decode([i for i in want["text_ids"] if i < tok.get_vocab_size()], skip_special_tokens=True)
+        strip = text_only or want["generated_len"] == n
+        history += "USER: " + (q.strip() if strip else q) + " ASSISTANT: " + answer.strip() + " "
+    return out, history
+
+
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first", "G1-text-first"], indirect=True)
+def test_multi_round(case):
+    """questions from stdin, one per line: each round equals the reference after the history of the earlier ones;
+    'c' starts a new conversation, 'h' prints the history (stderr), blank lines are skipped, 'q' ends; 2 ranks at
+    ZeRO-3 give the same. max_new_tokens 8: the rounds stop (forced eot/eoa), the questions stay verbatim in the
+    history; 5: they run to the limit and the reference strips them."""
+    d, G, model, adapter, tok, _ = case
+    lines = [QUESTION + " ", "And tomorrow? ", "", "h", "c", QUESTION + " ", "Thanks. ", "q", "Never read."]
+    for n, verbatim in ((8, True), (5, False)):
+        args = ["--multi_round", "--max_new_tokens", n, "--show_prompt"]
+        p = infer(d, *args, check=False, input="\n".join(lines) + "\n")
+        assert p.returncode == 0, p.stderr
+        got = [json.loads(l) for l in p.stdout.splitlines()]
+        (w1, h1), (w2, _) = [conversation_ref(model, adapter, tok, G, q, n) for q in (lines[:2], lines[5:7])]
+        assert [g["round"] for g in got] == [1, 2, 3, 4]
+        for g, (ids, history, w) in zip(got, w1 + w2):
+            assert g["prompt_input_ids"] == ids and g["history"] == history
+            check_same(g, w, tok)
+        assert "history: " + h1 + "\n" in p.stderr and got[3]["history"] == got[1]["history"]
+        assert got[1]["history"].startswith("USER: " + (QUESTION + " " if verbatim else QUESTION) + " ASSISTANT: ")
+        assert all((w["generated_len"] < n) == verbatim for _, _, w in w1 + w2)
+    two = infer(d, *args, np_=2, check=False, input="\n".join(lines) + "\n")
+    assert two.returncode == 0 and two.stdout == p.stdout, two.stderr
+    # text only: the question is stripped in the history (the reference's decode_text_only branch)
+    p = infer(d, "--multi_round", "--max_new_tokens", 8, "--text_only", check=False, input=" Hi there \nAnd then?\n")
+    got = [json.loads(l) for l in p.stdout.splitlines()]
+    want, _ = conversation_ref(model, adapter, tok, G, [" Hi there ", "And then?"], 8, text_only=True)
+    assert [g["history"] for g in got] == [h for _, h, _ in want] and got[1]["history"].startswith("USER: Hi there ASSISTANT:")
+    for g, (_, _, w) in zip(got, want):
+        check_same(g, w, tok)
+
+
 def test_spoken_question_matches_pytorch(tmp_path):
     """A record with source_wav through the speech path (tiny Whisper encoder: T_s = 6), as in training."""
     import wave
@@ -290,7 +339,9 @@ def small(tmp_path_factory):
 @pytest.mark.parametrize("args,message", [
     (["--model", "{d}/nope", "--question", "hi"], "nope/config.json"),
     (["--model", "{d}/m", "--question", "  "], "--question: empty question"),
-    (["--model", "{d}/m"], "--question TEXT, --wav FILE or --dataset FILE"),
+    (["--model", "{d}/m"], "--question TEXT, --wav FILE, --dataset FILE or --multi_round"),
+    (["--model", "{d}/m", "--multi_round", "--question", "hi"], "--multi_round: the questions come from stdin"),
+    (["--model", "{d}/m", "--multi_round", "--task", "tts"], "--multi_round: only with --task s2s"),
     (["--question", "hi"], "--model DIR is required"),
     (["--model", "{d}/m", "--dataset", "{d}/data.jsonl", "--index", "5"], "--index 5: {d}/data.jsonl has 2 usable record(s)"),
     (["--model", "{d}/m", "--dataset", "{d}/pretok.jsonl"], "pretokenized samples have no prompt/answer split"),

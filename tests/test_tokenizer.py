@@ -117,9 +117,9 @@ def os_encode(path, texts):
     return [json.loads(x) for x in out]
 
 
-def os_decode(path, id_lists):
+def os_decode(path, id_lists, extra=()):
     lines = "".join(json.dumps(ids) + "\n" for ids in id_lists).encode()
-    out = run(["--tokenizer", str(path), "--decode", "--json"], lines).stdout.decode().split("\n")[:-1]
+    out = run(["--tokenizer", str(path), "--decode", "--json", *extra], lines).stdout.decode().split("\n")[:-1]
     assert len(out) == len(id_lists)
     return [json.loads(x) for x in out]
 
@@ -208,6 +208,11 @@ def test_decode_equals_hf(tokjson):
     rng = random.Random(3)
     lists = [[rng.randrange(n) for _ in range(rng.randint(0, 12))] for _ in range(200)] + [[], [n - 1], [0]]
     assert os_decode(tokjson, lists) == [hf.decode(ids, skip_special_tokens=False) for ids in lists]
+    # skip_special_tokens (omnishard infer's multi-round history): every added token, special or not, among others
+    added = sorted(hf.get_added_tokens_decoder())
+    lists = [[rng.randrange(n) for _ in range(4)] + [a] + [rng.randrange(n)] for a in added] + [added]
+    want = [hf.decode(ids, skip_special_tokens=True) for ids in lists]
+    assert os_decode(tokjson, lists, ["--skip_special_tokens"]) == want
 
 
 def test_string_merges_give_same_ids(qwen_json, tmp_path):

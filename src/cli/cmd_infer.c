@@ -1,6 +1,6 @@
 // omnishard infer: generate the text and audio tokens of an answer with a trained SLAM-Omni model (docs/inference.md).
 #include "cli/cli_options.h"
-#include "cli/json_text.h"
+#include "cli/infer_run.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "tokenizer/tokenizer.h"
@@ -14,7 +14,8 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: omnishard infer --model DIR (--question TEXT | --wav FILE | --dataset FILE [--index I]) [options]\n"
+    "usage: omnishard infer --model DIR (--question TEXT | --wav FILE | --dataset FILE [--index I] | --multi_round)\n"
+    "       [options]\n"
     "       mpirun -np N omnishard infer ... [--deepspeed zero3]\n"
     "\n"
     "Generates an answer (text + G layers of audio tokens) with a trained SLAM-Omni model and prints one JSON object\n"
@@ -28,6 +29,8 @@ static const char USAGE[] =
     "  --wav FILE             the question spoken (needs --speech_encoder); with --question: its transcript, unused\n"
     "  --dataset FILE         a SLAM-Omni record file; --index I (default 0) picks the record, whose prompt and\n"
     "                         question are built as for training (its answer is not used)\n"
+    "  --multi_round          a conversation: every line of stdin is a question (q: quit, c: clear the history, h:\n"
+    "                         show it), answered after the history of the earlier rounds; one JSON object per round\n"
     "  --speech_encoder DIR   the Whisper encoder directory of a model trained with speech questions\n"
     "  --system_prompt TEXT   system prompt (default: the task's, as in training)\n"
     "  --task s2s|tts|asr     with --question/--wav (default s2s); tts speaks --question; asr transcribes --wav\n"
@@ -44,11 +47,6 @@ static const char USAGE[] =
     "  --zero_stage N         ZeRO stage 0-3 (default 3 under mpirun, else 0); --deepspeed zeroN also works\n"
     "  --show_prompt          add the prompt's input ids [G+1][P] to the output\n";
 
-typedef struct {
-    const char *model, *question, *wav, *dataset, *index, *speech_encoder, *system, *task, *max_new, *do_sample,
-        *temperature, *top_k, *top_p, *penalty, *text_penalty, *audio_penalty, *seed, *zero, *deepspeed;
-    int text_only, show_prompt;
-} infer_args;
 
 static int parse_i64(const char *name, const char *v, int64_t lo, int64_t *out) {
     char *end;
@@ -107,7 +105,12 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
     memset(sa, 0, sizeof *sa);
     g->max_new_tokens = 3000, g->seed = 42, g->text_only = a->text_only;
     if (!a->model) return os_errf("--model DIR is required (omnishard infer --help)");
-    if (!a->question && !a->wav && !a->dataset) return os_errf("give the question: --question TEXT, --wav FILE or --dataset FILE");
+    if (a->multi_round && (a->question || a->wav || a->dataset))
+        return os_errf("--multi_round: the questions come from stdin, one per line (no --question/--wav/--dataset)");
+    if (a->multi_round && a->task && strcmp(a->task, "s2s"))
+        return os_errf("--multi_round: only with --task s2s (the reference keeps history for s2s only), got '%s'", a->task);
+    if (!a->question && !a->wav && !a->dataset && !a->multi_round)
+        return os_errf("give the question: --question TEXT, --wav FILE, --dataset FILE or --multi_round");
     if (a->dataset && (a->question || a->wav || a->task || a->system))
         return os_errf("--dataset: the record gives the question, task and system prompt (no --question/--wav/--task/--system_prompt)");
     if (a->index && !a->dataset) return os_errf("--index: only with --dataset");
@@ -132,87 +135,13 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
     return 0;
 }
 
-// every rank stops when any failed: 1 after printing the reason (the failing rank's message, else a note)
-static int failed(int rc) {
-    int n = comm_any_failed(rc < 0);
-    if (!n) return 0;
-    if (rc < 0 && os_rank >= 0) fprintf(stderr, "omnishard infer: rank %d: %s\n", os_rank, os_errmsg());
-    else if (rc < 0) fprintf(stderr, "omnishard infer: %s\n", os_errmsg());
-    else if (comm_rank() == 0) fprintf(stderr, "omnishard infer: stopping: %d other rank(s) reported an error\n", n);
-    return 1;
-}
-
-static void put_ids(const int32_t *v, int64_t n) {
-    putchar('[');
-    for (int64_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", v[i]);
-    putchar(']');
-}
-
-// the text of ids the tokenizer knows (SLAM-Omni special ids and ids without a token are left out)
-static void put_text(const char *model_dir, const int32_t *ids, int64_t n) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
-    os_tokenizer *tok = os_tok_load(path);
-    int32_t *keep = os_alloc(sizeof(int32_t) * (size_t)(n + 1), "text ids");
-    int64_t k = 0;
-    for (int64_t i = 0; tok && i < n; i++)
-        if (ids[i] < os_tok_vocab_size(tok)) keep[k++] = ids[i];
-    size_t len = 0;
-    char *s = tok ? os_tok_decode_n(tok, keep, k, &len) : NULL;
-    if (tok && !s) {   // an id inside the vocabulary without a token: decode one id at a time
-        k = 0;
-        for (int64_t i = 0; i < n; i++) {
-            char *one = ids[i] < os_tok_vocab_size(tok) ? os_tok_decode(tok, ids + i, 1) : NULL;
-            if (one) keep[k++] = ids[i];
-            os_free(one);
-        }
-        s = os_tok_decode_n(tok, keep, k, &len);
-    }
-    if (!tok) fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
-    os_json_string_write(stdout, s ? s : "", s ? len : 0);
-    os_free(s), os_free(keep);
-    os_tok_free(tok);
-}
-
-static void print_result(const infer_args *a, const os_model *m, const os_infer_prompt *p, const os_gen_result *r,
-                         const os_gen_opts *g) {
-    int64_t G = m->oc.G;
-    printf("{\"text\": ");
-    put_text(a->model, r->text, r->ntext);
-    printf(", \"text_ids\": ");
-    put_ids(r->text, r->ntext);
-    printf(", \"audio\": [");
-    for (int64_t k = 0; k < G; k++) {
-        if (k) printf(", ");
-        put_ids(r->audio + k * r->naudio, r->naudio);
-    }
-    printf("], \"codec\": ");
-    put_ids(r->codec, r->ncodec);
-    printf(", \"text_end\": %s, \"audio_end\": %s, \"text_only\": %s, \"steps\": %lld, \"prompt_positions\": %lld",
-           r->text_end ? "true" : "false", r->audio_end ? "true" : "false", g->text_only || p->asr ? "true" : "false",
-           (long long)r->steps, (long long)p->L);
-    printf(", \"code_layer\": %lld, \"text_vocab\": %lld, \"audio_vocab\": %lld, \"num_latency_tokens\": %d, "
-           "\"do_layershift\": %s", (long long)G, (long long)m->oc.text_vocab, (long long)m->oc.audio_vocab, m->oc.latency,
-           m->oc.layershift ? "true" : "false");
-    if (a->show_prompt) {
-        printf(", \"prompt_input_ids\": [");
-        for (int64_t k = 0; k < p->R; k++) {
-            if (k) printf(", ");
-            put_ids(p->ids + k * p->L, p->L);
-        }
-        printf("]");
-    }
-    printf("}\n");
-    fflush(stdout);
-}
-
 // the options every rank must have alike (ranks otherwise run different forwards and wait on each other)
 static int check_same(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
     enum { NV = 19 };
     const char *f[NV] = {"--model", "--question", "--wav", "--dataset", "--speech_encoder", "--system_prompt", "--task",
                          "--index", "--max_new_tokens", "--do_sample", "--temperature", "--top_k", "--top_p",
                          "--text_repetition_penalty", "--audio_repetition_penalty", "--seed", "--zero_stage",
-                         "--text_only", "(reserved)"};
+                         "--text_only", "--multi_round"};
     char v[NV][256];
     const char *s[] = {a->model, a->question, a->wav, a->dataset, a->speech_encoder, a->system, a->task};
     for (int i = 0; i < 7; i++) snprintf(v[i], 256, "%s", s[i] ? s[i] : "(none)");
@@ -228,37 +157,10 @@ static int check_same(const infer_args *a, const os_gen_opts *g, const os_sft_ar
     snprintf(v[15], 256, "%llu", (unsigned long long)g->seed);
     snprintf(v[16], 256, "%d", sa->zero_stage);
     snprintf(v[17], 256, "%d", g->text_only);
-    snprintf(v[18], 256, "-");
+    snprintf(v[18], 256, "%d", a->multi_round);
     const char *vals[NV];
     for (int i = 0; i < NV; i++) vals[i] = v[i];
     return os_agree_values(f, vals, NV);
-}
-
-static int run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
-    if (failed(check_same(a, g, sa, index))) return 1;
-    os_session s;
-    if (failed(os_session_open(&s, sa, comm_rank(), comm_size()))) return 1;
-    const os_model *m = &s.model;
-    const os_st_tensor *emb = os_st_dir_find(s.ckpt, "model.embed_tokens.weight");
-    if (emb && emb->ndim == 2 && emb->shape[0] < m->V)
-        os_info("omnishard infer: note: %s has %lld vocabulary rows, the model %lld (T + A): the rows beyond are random "
-                "(not a trained SLAM-Omni model?)", a->model, (long long)emb->shape[0], (long long)m->V);
-    os_infer_prompt p;
-    int64_t T_s = os_speech_positions(m);
-    int rc = a->dataset ? os_infer_prompt_dataset(&p, m, a->model, a->dataset, index, T_s)
-                        : os_infer_prompt_question(&p, m, a->model, a->question, a->wav, a->system, a->task, T_s);
-    int code = 1;
-    if (!failed(rc)) {
-        os_gen_result r;
-        if (!failed(os_generate(&s, &p, g, &r))) {
-            if (comm_rank() == 0) print_result(a, m, &p, &r, g);
-            os_gen_result_free(&r);
-            code = 0;
-        }
-    }
-    os_infer_prompt_free(&p);
-    os_session_close(&s);
-    return code;
 }
 
 int cmd_infer(int argc, char **argv) {
@@ -275,6 +177,7 @@ int cmd_infer(int argc, char **argv) {
         {"--audio_repetition_penalty", OS_OPT_STR, &a.audio_penalty}, {"--seed", OS_OPT_STR, &a.seed},
         {"--zero_stage", OS_OPT_STR, &a.zero}, {"--deepspeed", OS_OPT_STR, &a.deepspeed},
         {"--text_only", OS_OPT_FLAG, &a.text_only}, {"--show_prompt", OS_OPT_FLAG, &a.show_prompt},
+        {"--multi_round", OS_OPT_FLAG, &a.multi_round},
     };
     int rc = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), USAGE);
     if (rc >= 0) return rc;
@@ -282,11 +185,11 @@ int cmd_infer(int argc, char **argv) {
     os_gen_opts g;
     os_sft_args sa;
     int64_t index = 0;
-    if (failed(settle(&a, &g, &sa, &index, comm_size()))) {
+    if (os_infer_failed(settle(&a, &g, &sa, &index, comm_size()))) {
         comm_finalize();
         return 2;
     }
-    rc = run(&a, &g, &sa, index);
+    rc = os_infer_failed(check_same(&a, &g, &sa, index)) ? 1 : os_infer_run(&a, &g, &sa, index);
     comm_finalize();
     return rc;
 }

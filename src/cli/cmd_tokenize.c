@@ -11,12 +11,13 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: omnishard tokenize --tokenizer FILE [--decode] [--json] [--stats]\n"
+    "usage: omnishard tokenize --tokenizer FILE [--decode [--skip_special_tokens]] [--json] [--stats]\n"
     "\n"
     "Reads lines from stdin and writes one line per input line to stdout.\n"
     "  encode (default): each line, without its trailing \"\\n\" (a \"\\r\" before it is kept), is encoded\n"
     "                    to a JSON array of token ids, e.g. [9707,1879]\n"
     "  --decode          each line is a JSON array of ids; prints the decoded text (special tokens kept)\n"
+    "  --skip_special_tokens  with --decode: leave out the added tokens marked special (Hugging Face's option)\n"
     "  --tokenizer FILE  a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE)\n"
     "  --json            texts are JSON strings, both ways (so that a text can hold newlines)\n"
     "  --stats           print lines, tokens, bytes and the seconds spent in the tokenizer on stderr\n"
@@ -61,9 +62,10 @@ static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
-    int decode = 0, json = 0, stats = 0;
+    int decode = 0, json = 0, stats = 0, skip = 0;
     const os_opt opts[] = {{"--tokenizer", OS_OPT_STR, &path}, {"--decode", OS_OPT_FLAG, &decode},
-                           {"--json", OS_OPT_FLAG, &json},     {"--stats", OS_OPT_FLAG, &stats}};
+                           {"--json", OS_OPT_FLAG, &json},     {"--stats", OS_OPT_FLAG, &stats},
+                           {"--skip_special_tokens", OS_OPT_FLAG, &skip}};
     int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
     if (parsed >= 0) return parsed;
     if (!path) {
@@ -89,6 +91,12 @@ int cmd_tokenize(int argc, char **argv) {
             int32_t *ids;
             int64_t m = parse_ids(line, n, &ids);
             if (m < 0) goto fail;
+            if (skip) {
+                int64_t k = 0;
+                for (int64_t i = 0; i < m; i++)
+                    if (!os_tok_is_special(tok, ids[i])) ids[k++] = ids[i];
+                m = k;
+            }
             double t1 = os_now();
             size_t len;
             char *text = os_tok_decode_n(tok, ids, m, &len);

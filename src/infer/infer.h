@@ -25,10 +25,11 @@ typedef struct {
 
 // From a text (or spoken, wav) question, as omnishard builds a SLAM-Omni record {"source_text": question,
 // "source_wav": wav, "system_prompt": system, "task_type": task} (text before the last "<USER>:" is history);
-// task "tts": question is the text to speak. T_s: speech positions of a spoken question (0: 300). The tokenizer
-// is model_dir/tokenizer.json. 0, or -1 + message.
+// task "tts": question is the text to speak. history (NULL or ""; s2s only): earlier turns, the record's "history"
+// field (the multi-round mode). T_s: speech positions of a spoken question (0: 300). The tokenizer is
+// model_dir/tokenizer.json. 0, or -1 + message.
 int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *question,
-                             const char *wav, const char *system, const char *task, int64_t T_s);
+                             const char *wav, const char *system, const char *task, const char *history, int64_t T_s);
 // Record `index` (0-based, among the records a training run would use) of a SLAM-Omni dataset file, built exactly as
 // for training (src/dataset/slam_dataset.c) and cut before the answer. 0, or -1 + message.
 int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,

@@ -37,9 +37,10 @@ static int blank(const char *s) {
     return 1;
 }
 
-// the record {"source_text", "source_wav", "system_prompt", "task_type", "target_text", "target_token"} of a question
-// (the answer fields are placeholders that the record reader requires; no answer position is built)
-static cJSON *question_record(const char *question, const char *wav, const char *system, const char *task) {
+// the record {"source_text", "source_wav", "system_prompt", "task_type", "history", "target_text", "target_token"} of
+// a question (the answer fields are placeholders that the record reader requires; no answer position is built)
+static cJSON *question_record(const char *question, const char *wav, const char *system, const char *task,
+                              const char *history) {
     cJSON *o = cJSON_CreateObject();
     int tts = task && !strcmp(task, "tts");
     if (question && !tts) cJSON_AddStringToObject(o, "source_text", question);
@@ -47,6 +48,7 @@ static cJSON *question_record(const char *question, const char *wav, const char 
     if (wav) cJSON_AddStringToObject(o, "source_wav", wav);
     if (system) cJSON_AddStringToObject(o, "system_prompt", system);
     if (task) cJSON_AddStringToObject(o, "task_type", task);
+    if (history && history[0]) cJSON_AddStringToObject(o, "history", history);
     cJSON_AddStringToObject(o, "target_text", tts ? question : ".");
     int zero = 0;
     cJSON_AddItemToObject(o, "target_token", cJSON_CreateIntArray(&zero, 1));
@@ -58,7 +60,7 @@ static int encode(const os_tokenizer *tok, const char *what, const char *s, size
 }
 
 int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *question,
-                             const char *wav, const char *system, const char *task, int64_t T_s) {
+                             const char *wav, const char *system, const char *task, const char *history, int64_t T_s) {
     memset(p, 0, sizeof *p);
     if (task && strcmp(task, "s2s") && strcmp(task, "tts") && strcmp(task, "asr"))
         return os_errf("--task: expected s2s, tts or asr, got '%s'", task);
@@ -73,7 +75,7 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
     snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", model_dir);
     os_tokenizer *tok = os_tok_load(tokpath);
     if (!tok) return -1;
-    cJSON *o = question_record(question, wav, system, task);
+    cJSON *o = question_record(question, wav, system, task, history);
     os_slam_record r;
     int32_t *pr = NULL, *q = NULL;
     int64_t np = 0, nq = 0;

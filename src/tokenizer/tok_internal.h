@@ -67,6 +67,7 @@ static inline int os_tok_pairmap_get(const os_tok_pairmap *m, int32_t a, int32_t
 typedef struct {
     const char *s;
     int32_t len, id;
+    int special;              // "special": true (Hugging Face's decode skips it with skip_special_tokens)
 } os_tok_added;
 
 typedef struct os_tok_cache os_tok_cache;   // piece bytes -> ids (tok_bpe.c)

@@ -249,6 +249,7 @@ static int load_model(loader *L, const cJSON *model, const cJSON *added, const i
         t->added[k].s = keep_text(L, content, n);
         t->added[k].len = (int32_t)n;
         t->added[k].id = id;
+        t->added[k].special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"));
         os_tok_strmap_put(&t->names, t->added[k].s, (uint32_t)n, id);
         set_decoding(L, id, content, n, u2b);
     }

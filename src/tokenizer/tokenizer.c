@@ -8,6 +8,12 @@
 
 int os_tok_vocab_size(const os_tokenizer *t) { return t->n_ids; }
 
+int os_tok_is_special(const os_tokenizer *t, int32_t id) {
+    for (int k = 0; k < t->n_added; k++)
+        if (t->added[k].id == id) return t->added[k].special;
+    return 0;
+}
+
 int32_t os_tok_token_id(const os_tokenizer *t, const char *text) {
     return os_tok_strmap_get(&t->names, text, (uint32_t)strlen(text));
 }

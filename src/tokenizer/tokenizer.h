@@ -21,6 +21,8 @@ char *os_tok_decode(const os_tokenizer *tok, const int32_t *ids, int64_t n);
 // The same, with the length of the text in *len (the text may contain NUL bytes).
 char *os_tok_decode_n(const os_tokenizer *tok, const int32_t *ids, int64_t n, size_t *len);
 
+// 1 when id is an added token marked "special": true (Hugging Face's decode(skip_special_tokens=True) drops it)
+int os_tok_is_special(const os_tokenizer *tok, int32_t id);
 // Number of ids: 1 + the largest id of the vocabulary and the added tokens (151665 for Qwen2.5).
 int os_tok_vocab_size(const os_tokenizer *tok);
 // Id of a token given as written in tokenizer.json (byte-level form, e.g. "Ġworld", or an added token like

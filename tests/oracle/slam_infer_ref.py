@@ -146,8 +146,14 @@ def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=Non
             codec += [x for x in a[:a.index(V.eoa)] if x < V.eoa]
             break
         codec += [x for x in a if x < V.eoa]
+    # the length of the reference's generated_ids[0] (:342, cut to step+1 when both ended :436-439, and with layer
+    # shift before the last layer's eoa :444-448): its multi-round loop strips the question when it is
+    # max_new_tokens (generate_s2s_online_multi_round.py:223-225)
+    glen = len(generated[0])
+    if layershift and V.eoa in generated[G - 1]:
+        glen = generated[G - 1].index(V.eoa)
     return dict(text_ids=text, audio=[[a[g] for a in audio] for g in range(G)], codec=codec, steps=steps,
-                text_end=text_end, audio_end=V.eoa in sum(audio, []))
+                text_end=text_end, audio_end=V.eoa in sum(audio, []), generated_len=glen)
 
 
 def decode(tokenizer, ids):

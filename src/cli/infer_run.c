@@ -1,0 +1,151 @@
+// omnishard infer's run (infer_run.h): one answer, or the multi-round conversation read from stdin.
+#include "cli/infer_run.h"
+#include "cli/infer_json.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "dataset/slam_dataset.h"
+#include "infer/infer_text.h"
+#include "zero/comm.h"
+#include "zero/watchdog.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int os_infer_failed(int rc) {
+    int n = comm_any_failed(rc < 0);
+    if (!n) return 0;
+    if (rc < 0 && os_rank >= 0) fprintf(stderr, "omnishard infer: rank %d: %s\n", os_rank, os_errmsg());
+    else if (rc < 0) fprintf(stderr, "omnishard infer: %s\n", os_errmsg());
+    else if (comm_rank() == 0) fprintf(stderr, "omnishard infer: stopping: %d other rank(s) reported an error\n", n);
+    return 1;
+}
+
+typedef struct {
+    const infer_args *a;
+    const os_gen_opts *g;
+    os_session s;
+    os_tokenizer *tok;   // NULL: no text decoding (single answer only; the reason was printed)
+} run_ctx;
+
+// the reference's multi-round loop strips the question when its generated ids have max_new_tokens positions
+// (generate_s2s_online_multi_round.py:223-225): no break before the limit, and (layer shift) no eoa in the last
+// layer, before which its generate cuts every layer (slam_model_s2s.py:444-448)
+static int ran_out(const os_model *m, const os_gen_result *r, const os_gen_opts *g) {
+    int64_t G = m->oc.G, last = (G - 1) * r->naudio;
+    if (r->steps < g->max_new_tokens) return 0;
+    for (int64_t t = 0; m->oc.layershift && t < r->naudio; t++)
+        if (r->audio[last + t] == os_eoa(m->oc.audio_vocab)) return 0;
+    return 1;
+}
+
+// One answer to question (NULL: --wav/--dataset) after history; round > 0: multi-round, *next gets the history
+// after it (every rank alike). 0, or 1 after the message.
+static int answer(run_ctx *c, const char *question, const char *history, int64_t index, int64_t round, char **next) {
+    const infer_args *a = c->a;
+    const os_model *m = &c->s.model;
+    os_infer_prompt p;
+    int64_t T_s = os_speech_positions(m);
+    int rc = a->dataset ? os_infer_prompt_dataset(&p, m, a->model, a->dataset, index, T_s)
+                        : os_infer_prompt_question(&p, m, a->model, question, a->wav, a->system, a->task, history, T_s);
+    int code = 1;
+    os_gen_result r;
+    if (!os_infer_failed(rc) && !os_infer_failed(os_generate(&c->s, &p, c->g, &r))) {
+        int text_only = c->g->text_only || p.asr;
+        os_infer_print_opts po = {a->show_prompt, round, history ? history : ""};
+        if (comm_rank() == 0) os_infer_print(c->tok, m, &p, &r, text_only, &po);
+        code = 0;
+        if (next) {   // the answer as the reference decodes it for the history: special tokens skipped
+            size_t len = 0;
+            char *text = os_infer_text(c->tok, r.text, r.ntext, 1, &len);
+            *next = text ? os_infer_history_next(history, question, text, len, text_only || ran_out(m, &r, c->g)) : NULL;
+            os_free(text);
+            code = os_infer_failed(*next ? 0 : -1);
+        }
+        os_gen_result_free(&r);
+    }
+    os_infer_prompt_free(&p);
+    return code;
+}
+
+// the next line of stdin (rank 0 reads, every rank gets it; no deadline while waiting); NULL at the end
+static char *next_line(void) {
+    char *line = NULL;
+    size_t cap = 0;
+    int64_t n = -1;
+    if (comm_rank() == 0) {
+        ssize_t k = getline(&line, &cap, stdin);
+        n = k;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+    }
+    double timeout = wd_timeout();
+    comm_set_timeout(0);
+    comm_bcast(&n, sizeof n, 0);
+    char *out = n < 0 ? NULL : os_alloc((size_t)n + 1, "input line");
+    if (out && comm_rank() == 0) memcpy(out, line, (size_t)n);
+    if (n > 0) comm_bcast(out, n, 0);
+    comm_set_timeout(timeout);
+    if (out) out[n] = 0;
+    free(line);
+    return out;
+}
+
+static int blank(const char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    return !*s;
+}
+
+// a one-letter command of the reference's online loop (q: quit, c: clear the history, h: show it), else 0
+static int command(const char *s) {
+    return s[0] && !s[1] && strchr("qch", tolower((unsigned char)s[0])) ? tolower((unsigned char)s[0]) : 0;
+}
+
+// the multi-round conversation (docs/inference.md "Multi-round"): every line of stdin is a question
+static int rounds(run_ctx *c) {
+    char *history = os_alloc(1, "conversation history"), *line;
+    history[0] = 0;
+    int64_t round = 0;
+    int code = 0;
+    while (!code && (line = next_line())) {
+        int cmd = command(line);
+        if (cmd == 'c') history[0] = 0;
+        else if (cmd == 'h' && comm_rank() == 0) fprintf(stderr, "omnishard infer: history: %s\n", history);
+        else if (!cmd && !blank(line)) {
+            char *next = NULL;
+            code = answer(c, line, history, 0, ++round, &next);
+            if (next) os_free(history), history = next;
+        }
+        os_free(line);
+        if (cmd == 'q') break;
+    }
+    os_free(history);
+    return code;
+}
+
+static os_tokenizer *load_tokenizer(const char *model_dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    return os_tok_load(path);
+}
+
+int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
+    run_ctx c = {.a = a, .g = g};
+    if (os_infer_failed(os_session_open(&c.s, sa, comm_rank(), comm_size()))) return 1;
+    const os_model *m = &c.s.model;
+    const os_st_tensor *emb = os_st_dir_find(c.s.ckpt, "model.embed_tokens.weight");
+    if (emb && emb->ndim == 2 && emb->shape[0] < m->V)
+        os_info("omnishard infer: note: %s has %lld vocabulary rows, the model %lld (T + A): the rows beyond are random "
+                "(not a trained SLAM-Omni model?)", a->model, (long long)emb->shape[0], (long long)m->V);
+    int code = 1;
+    if (a->multi_round) {   // every rank decodes the answers for the history
+        c.tok = load_tokenizer(a->model);
+        if (!os_infer_failed(c.tok ? 0 : -1)) code = rounds(&c);
+    } else {
+        if (comm_rank() == 0 && !(c.tok = load_tokenizer(a->model)))
+            fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
+        code = answer(&c, a->question, NULL, index, 0, NULL);
+    }
+    os_tok_free(c.tok);
+    os_session_close(&c.s);
+    return code;
+}

@@ -1,0 +1,16 @@
+// omnishard infer after its options are settled (src/cli/cmd_infer.c): the session, one answer or the multi-round
+// conversation, the output.
+#pragma once
+#include "infer/infer.h"
+#include "train/args.h"
+
+typedef struct {
+    const char *model, *question, *wav, *dataset, *index, *speech_encoder, *system, *task, *max_new, *do_sample,
+        *temperature, *top_k, *top_p, *penalty, *text_penalty, *audio_penalty, *seed, *zero, *deepspeed, *kv_cache;
+    int text_only, show_prompt, multi_round;
+} infer_args;
+
+// every rank stops when any failed: 1 after printing the reason (the failing rank's message, else a note)
+int os_infer_failed(int rc);
+// collective; the exit status (0, or 1 after the message on stderr)
+int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index);
