@@ -32,3 +32,14 @@ os_data_pos os_data_end(double epochs, int64_t n) {
     if (e.pos >= n) e.epoch++, e.pos = 0;
     return e;
 }
+
+int64_t os_data_micro(int64_t pos, int64_t g, int64_t batch, int64_t n, int64_t *first) {
+    *first = pos + g * batch;
+    return *first >= n ? 0 : n - *first < batch ? n - *first : batch;
+}
+
+int64_t os_data_filled(int64_t pos, int64_t count, int64_t batch, int64_t n) {
+    int64_t filled = 0;
+    for (int64_t g = 0; g < count; g++) filled += pos + g * batch < n;
+    return filled;
+}

@@ -22,3 +22,10 @@ void os_data_advance(os_data_pos *p, int64_t n, int64_t GB);
 int64_t os_data_steps(os_data_pos a, os_data_pos b, int64_t n, int64_t GB);
 // where `epochs` (may be fractional) epochs of n samples end: (floor(epochs), ceil(frac * n))
 os_data_pos os_data_end(double epochs, int64_t n);
+
+// The split of a step among ranks. Global micro-batch g = k * ranks + rank (micro-batch k of rank `rank`) of the
+// step at stream position `pos` takes positions [*first, *first + count): *first = pos + g * batch, count =
+// min(batch, n - *first), 0 past the epoch's end (an empty micro-batch).
+int64_t os_data_micro(int64_t pos, int64_t g, int64_t batch, int64_t n, int64_t *first);
+// how many of the global micro-batches g < count of the step at pos hold at least one sample
+int64_t os_data_filled(int64_t pos, int64_t count, int64_t batch, int64_t n);

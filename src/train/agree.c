@@ -12,6 +12,12 @@ typedef struct {
     char msg[MSG];
 } parse_status;
 
+int os_agree_ok(int rc) {
+    int failed = comm_any_failed(rc < 0);
+    if (failed && rc == 0) os_err_echo("stopping: %d other rank(s) reported an error", failed);
+    return failed ? -1 : 0;
+}
+
 int os_agree_parse(int rc) {
     int N = comm_size();
     if (N == 1) return rc;   // the message stays as it is

@@ -14,6 +14,10 @@ int os_agree_parse(int rc);
 int os_agree_options(const os_sft_args *a);
 // The same for n (name, value) pairs, e.g. file digests; what names them in the message ("dataset file").
 int os_agree_values(const char *const *names, const char *const *values, int n);
+// Every rank learns whether any failed (rc < 0 on that rank): 0 when none did, else -1 on every rank; a rank
+// that did not fail itself stores "stopping: N other rank(s) reported an error" (an echo: os_stop_if_failed then
+// reports the message of a rank that failed).
+int os_agree_ok(int rc);
 // "BYTES bytes, digest HEX" of a whole file (hashed while read), or "missing"
 void os_file_digest_text(const char *path, char *out, size_t n);
 void os_digest_text(int64_t bytes, uint64_t digest, char *out, size_t n);

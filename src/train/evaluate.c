@@ -2,56 +2,19 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
+#include "train/agree.h"
 #include "zero/comm.h"
 #include <string.h>
 
-// every rank learns whether any failed; the ranks that did not fail get a message too
-static int agree(int rc) {
-    int failed = comm_any_failed(rc < 0);
-    if (failed && rc == 0) os_err_echo("stopping: %d other rank(s) reported an error", failed);
-    return failed ? -1 : 0;
+// the micro-batch's losses into res (its samples only: an empty micro-batch has no targets)
+static void add_losses(os_eval_result *res, const os_step_stats *st, int64_t G, int64_t n) {
+    for (int64_t q = 0; q <= G; q++) res->sum[q] += st->sum[q], res->count[q] += st->count[q], res->correct[q] += st->correct[q];
+    res->samples += n, res->tokens += st->tokens;
 }
 
-int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
-                os_eval_result *res) {
-    const os_model *m = t->m;
-    int rank = comm_rank(), N = comm_size();
-    int64_t G = m->oc.G, R = G > 0 ? G + 1 : 1, n = ev->n, rounds = (n + N * batch - 1) / (N * batch);
-    double t0 = os_now();
-    memset(res, 0, sizeof *res);
-    os_sample *smp = os_alloc(sizeof(os_sample) * (size_t)batch, "eval samples");
-    int64_t *index = os_alloc(sizeof(int64_t) * (size_t)batch, "eval indices");
-    int32_t eids[2 * (OS_MAX_G + 1)], elab[2 * (OS_MAX_G + 1)];
-    for (int i = 0; i < 2 * (OS_MAX_G + 1); i++) eids[i] = pad_id, elab[i] = -100;
-    os_sample empty = {.R = R, .L = 2, .ids = eids, .labels = elab, .wav_index = -1};
-    t->forward_only = 1;   // losses only, on every rank alike (no gradient scope, no backward)
-    int rc = 0;
-    for (int64_t j = 0; j < rounds && rc == 0; j++) {
-        int64_t first = (j * N + rank) * batch, k = 0;
-        for (; k < batch && first + k < n && rc == 0; k++) {
-            index[k] = first + k;
-            rc = ev->get(ev, first + k, &smp[k]);
-        }
-        if ((rc = agree(rc)) < 0) break;
-        os_batch b;
-        if (k) os_collate(&b, smp, k, pad_id);
-        else os_collate(&b, &empty, 1, pad_id);
-        if (os_batch_check(m, &b) < 0) rc = os_err_ctx("%s (evaluation)", ev->path);
-        if (rc == 0 && hook) rc = hook(hook_ctx, &b, ev, smp, index, k);
-        if ((rc = agree(rc)) < 0) {
-            os_batch_free(&b);
-            break;
-        }
-        os_step_stats st;
-        os_train_micro(t, &b, 0.0f, &st);   // forward only: the gradient buffers are not touched
-        os_batch_free(&b);
-        if (!k) continue;
-        for (int64_t q = 0; q <= G; q++) res->sum[q] += st.sum[q], res->count[q] += st.count[q], res->correct[q] += st.correct[q];
-        res->samples += k, res->tokens += st.tokens;
-    }
-    t->forward_only = 0;
-    os_free(smp), os_free(index);
-    if (rc < 0) return -1;
+// the sums over all ranks, and the weighted loss from them
+static void reduce_losses(os_eval_result *res, const os_model *m) {
+    int64_t G = m->oc.G;
     double v[2 + 3 * (OS_MAX_G + 1)];
     int nv = 2 + 3 * (int)(G + 1);
     v[0] = (double)res->samples, v[1] = (double)res->tokens;
@@ -62,6 +25,26 @@ int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os
         res->sum[q] = v[2 + q], res->count[q] = (int64_t)v[3 + G + q], res->correct[q] = (int64_t)v[4 + 2 * G + q];
         if (res->count[q]) res->loss += m->oc.loss_w[q] * res->sum[q] / (double)res->count[q];
     }
+}
+
+int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
+    double t0 = os_now();
+    memset(res, 0, sizeof *res);
+    os_loader_start(l, (os_data_pos){0, 0}, 0);
+    int64_t rounds = os_loader_rounds(l);
+    t->forward_only = 1;   // losses only, on every rank alike (no gradient scope, no backward)
+    int rc = 0;
+    for (int64_t j = 0; j < rounds && rc == 0; j++) {
+        os_micro mb;
+        if ((rc = os_loader_next(l, &mb)) < 0) break;
+        os_step_stats st;
+        os_train_micro(t, &mb.b, 0.0f, &st);   // forward only: the gradient buffers are not touched
+        os_micro_free(&mb);
+        if (mb.n) add_losses(res, &st, t->m->oc.G, mb.n);
+    }
+    t->forward_only = 0;
+    if (rc < 0) return -1;
+    reduce_losses(res, t->m);
     res->seconds = os_now() - t0;
     return 0;
 }
@@ -74,7 +57,7 @@ int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dat
     int64_t Bm = a->per_device_train_batch_size, live = *train ? (*train)->live : 0;
     if (rc == 0 && live && Bm > live)
         rc = os_errf("--per_device_train_batch_size %lld: at most %lld with this dataset format", (long long)Bm, (long long)live);
-    if (agree(rc) == 0) return 0;
+    if (os_agree_ok(rc) == 0) return 0;
     if (*train) (*train)->free(*train);
     if (*eval) (*eval)->free(*eval);
     *train = *eval = NULL;
@@ -99,10 +82,9 @@ int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total) {
     return step == total || (every > 0 && step % every == 0);
 }
 
-int os_sft_eval(os_trainer *t, os_dataset *ev, const os_sft_args *a, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
-                os_steplog *log, int64_t step, double epoch) {
+int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch) {
     os_eval_result r;
-    if (os_evaluate(t, ev, a->per_device_train_batch_size, pad_id, hook, hook_ctx, &r) < 0) return -1;
+    if (os_evaluate(t, l, &r) < 0) return -1;
     os_steplog_eval(log, t->m, step, epoch, &r);
     return 0;
 }

@@ -6,16 +6,13 @@
 #pragma once
 #include "dataset/dataset.h"
 #include "train/args.h"
+#include "train/loader.h"
 #include "train/steplog.h"
 
-// Per micro-batch hook before the micro-step (e.g. the speech front end); NULL for none. -1 + message to stop.
-typedef int (*os_micro_hook)(void *ctx, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
-                             int64_t n);
-
-// Collective. Micro-batch j of `batch` samples (in dataset order) goes to rank j % ranks; ranks without one run an
-// empty micro-batch. 0, or -1 + message (on every rank) when a rank failed.
-int os_evaluate(os_trainer *t, os_dataset *ev, int64_t batch, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
-                os_eval_result *res);
+// Collective: one pass over the loader's dataset in file order (os_loader_start at position 0, step 0): micro-batch
+// j of the loader's batch goes to rank j % ranks; ranks without one run an empty micro-batch. 0, or -1 + message
+// (on every rank) when a rank failed.
+int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res);
 
 // Open --dataset and --val_dataset (*eval NULL without one); T_s = positions of a spoken question (0: 300).
 // Collective; 0 or -1 + message.
@@ -24,8 +21,7 @@ int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dat
 int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval);
 // Whether optimizer step `step` of `total` is followed by an evaluation (--eval_steps, default --save_steps).
 int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total);
-// Evaluate (hook: as os_evaluate) and log to logging.jsonl and stderr. Collective; 0 or -1 + message.
-int os_sft_eval(os_trainer *t, os_dataset *ev, const os_sft_args *a, int32_t pad_id, os_micro_hook hook, void *hook_ctx,
-                os_steplog *log, int64_t step, double epoch);
+// Evaluate and log to logging.jsonl and stderr. Collective; 0 or -1 + message.
+int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch);
 // The end-of-run note on skipped samples (collective).
 void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_args *a);

@@ -1,0 +1,177 @@
+#include "train/sft_open.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "dataset/pretok.h"
+#include "io/dirlock.h"
+#include "train/agree.h"
+#include "train/evaluate.h"
+#include "train/stop.h"
+#include "zero/comm.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// the start-up agreement on inputs (the options were agreed on in cmd_sft): the model's config.json here, the
+// data files once read (os_dataset.digest, hashed while they were read)
+static void agree_on_config(const os_sft_args *a) {
+    char cfg[4200], v[128];
+    snprintf(cfg, sizeof cfg, "%s/config.json", a->model);
+    os_file_digest_text(cfg, v, sizeof v);
+    const char *name = "the model's config.json", *val = v;
+    if (os_agree_values(&name, &val, 1) < 0) os_die_err();
+}
+
+static void agree_on_data(const os_dataset *train, const os_dataset *eval) {
+    char v[2][128];
+    const char *names[2] = {"the --dataset file", "the --val_dataset file"}, *vals[2] = {v[0], v[1]};
+    os_digest_text(train->bytes, train->digest, v[0], sizeof v[0]);
+    if (eval) os_digest_text(eval->bytes, eval->digest, v[1], sizeof v[1]);
+    if (os_agree_values(names, vals, eval ? 2 : 1) < 0) os_die_err();
+}
+
+// the settings a resumed run must share with the run that wrote the checkpoint (docs/training.md, "Resume rules")
+static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    snprintf(r->key[r->n], sizeof r->key[0], "%s", key);
+    vsnprintf(r->val[r->n++], sizeof r->val[0], fmt, ap);
+    va_end(ap);
+}
+
+// the settings as given
+static void run_args(const os_sft_args *a, os_ckpt_run *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dataset, sizeof r->dataset, "%s", a->dataset);
+    run_set(r, "--seed", "%lld", (long long)a->seed);
+    run_set(r, "--max_length", "%lld", (long long)a->max_length);
+    run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
+    run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
+    run_set(r, "--model_type", "%s", a->model_type);
+}
+
+// the settings as the model and the data resolved them (the --dataset file's digest; slam_omni.json, defaults)
+static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
+    run_set(r, "--dataset", "%s", digest);
+    run_set(r, "--code_layer", "%d", m->oc.G);
+    char w[256];
+    int k = 0;
+    for (int t = 0; t <= m->oc.G && k < (int)sizeof w; t++) k += snprintf(w + k, sizeof w - (size_t)k, t ? ",%.9g" : "%.9g", m->oc.loss_w[t]);
+    run_set(r, "--loss_weights", "%s", w);
+}
+
+
+// the output directory locked, the settings that decide whether the model and data can be opened checked
+// against a resumed checkpoint's, then the session
+static void open_session(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    if (a->zero_stage == 0 && r->N > 1 && r->rank == 0)
+        os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
+    agree_on_config(a);
+    // one run per output directory: locked before anything in it is touched (docs/operations.md)
+    os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
+    os_stop_install();
+    if (a->resume_from_checkpoint) {
+        run_args(a, &r->run);
+        if (a->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->code_layer);
+        int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
+        if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
+        os_stop_if_failed(rc);
+    }
+    os_stop_if_failed(os_session_open(&r->s, a, r->rank, r->N));
+    r->m = &r->s.model;
+}
+
+// the datasets read, agreed on and (--split_dataset_ratio) split; their loaders
+static void open_data(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    int64_t T_s = os_speech_positions(r->m), Bm = a->per_device_train_batch_size;
+    os_stop_if_failed(os_sft_datasets(a, r->m, T_s, &r->ds, &r->ev));
+    agree_on_data(r->ds, r->ev);
+    os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
+    os_stop_if_failed(os_pretok_speech_len(r->ds, T_s));
+    if (r->ev) os_stop_if_failed(os_pretok_speech_len(r->ev, T_s));
+    os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
+    r->nsamp = r->ds->n, r->K = a->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
+    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->seed);
+    if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
+}
+
+// a resumed run: the model's code layers and loss weights checked (the rest was checked before opening), and the
+// data position; then this run's settings as its checkpoints record them
+static void data_position(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    if (a->resume_from_checkpoint) {
+        os_ckpt_run late = {.n = 0};
+        snprintf(late.dataset, sizeof late.dataset, "%s", a->dataset);
+        run_model(r->m, r->digest, &late);
+        os_stop_if_failed(os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &late, a->resume_override_config));
+        r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
+        if (r->cur.pos >= r->nsamp) r->cur.epoch++, r->cur.pos = 0;   // (a smaller dataset under --resume_override_config)
+    }
+    run_args(a, &r->run);
+    run_model(r->m, r->digest, &r->run);
+    r->run.samples = r->nsamp, r->run.global_batch = r->GB;
+    r->dest = (os_ckpt_dest){a->output_dir, a->model, a->seed, a->save_only_model};
+}
+
+// the last step (--max_steps, or where --num_train_epochs ends the stream) and the warm-up
+static void count_steps(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    r->total = a->max_steps > 0 ? a->max_steps
+                                : r->done + os_data_steps(r->cur, os_data_end(a->num_train_epochs, r->nsamp), r->nsamp, r->GB);
+    if (r->total < 1 && !a->resume_from_checkpoint) r->total = 1;
+    r->warmup = a->warmup_steps > 0 ? a->warmup_steps : (int64_t)ceil(a->warmup_ratio * (double)r->total);
+    if (r->rank == 0)
+        os_info("omnishard sft: %lld samples, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
+                "%lld parameters (%lld trained)",
+                (long long)r->nsamp, r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
+                (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
+}
+
+// the resumed checkpoint's parameters and moments (none after --save_only_model: AdamW restarts)
+static void load_checkpoint(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    int64_t loaded = 0;
+    os_stop_if_failed(os_checkpoint_load(r->m, &r->s.rt, a->resume_from_checkpoint, &loaded));
+    r->start = r->done + 1;
+    if (r->rank == 0)
+        os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples trained on; global "
+                "batch %lld, was %lld)", a->resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
+                (long long)r->cur.pos, (long long)r->nsamp, (long long)r->seen, (long long)r->GB,
+                (long long)r->was.global_batch);
+    if (!r->was.optimizer_state) {
+        r->adam_base = r->done;   // zero moments: the bias correction restarts with them
+        if (r->rank == 0)
+            os_info("omnishard: WARNING: %s was saved with --save_only_model: it holds no optimizer state, so the "
+                    "AdamW moments START FROM ZERO (bias correction restarts at 1); this is not the same run as an "
+                    "uninterrupted one", a->resume_from_checkpoint);
+    }
+    os_stop_checkpoint(a->resume_from_checkpoint, r->done);
+}
+
+void os_sft_open(os_sft_state *r, const os_sft_args *a) {
+    memset(r, 0, sizeof *r);
+    r->a = a, r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
+    open_session(r);
+    open_data(r);
+    data_position(r);
+    count_steps(r);
+    if (r->rank == 0) os_checkpoint_cleanup(a->output_dir);
+    if (a->resume_from_checkpoint) load_checkpoint(r);
+    os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
+    r->log_samples = getenv("OMNISHARD_LOG_SAMPLES") && !strcmp(getenv("OMNISHARD_LOG_SAMPLES"), "1");
+    r->saved = r->start - 1;
+    r->bucket_norms = os_alloc(sizeof(double) * (size_t)r->m->reg.nb, "bucket grad norms");
+}
+
+void os_sft_close(os_sft_state *r) {
+    os_loader_close(&r->train);
+    if (r->ev) os_loader_close(&r->eval);
+    os_free(r->bucket_norms);
+    r->ds->free(r->ds);
+    if (r->ev) r->ev->free(r->ev);
+    os_session_close(&r->s);
+}

@@ -1,0 +1,33 @@
+// Opening an sft run, up to its first step: the start-up agreement on the model's config and the data files, the
+// output directory's lock, the resume checks (docs/training.md, "Resume rules"), the session, the datasets and
+// their micro-batch loaders, the data position and the step count, the resumed checkpoint's state and
+// logging.jsonl. os_sft_state holds everything the loop (train/sft.c) works with.
+#pragma once
+#include "persist/checkpoint.h"
+#include "train/args.h"
+#include "train/loader.h"
+#include "train/session.h"
+#include "train/steplog.h"
+
+typedef struct {
+    const os_sft_args *a;
+    int rank, N;
+    os_session s;
+    os_model *m;                  // &s.model
+    os_dataset *ds, *ev;          // training and evaluation data (docs/dataset.md; ev NULL: no evaluation)
+    os_loader train, eval;        // their micro-batches (eval: only with ev)
+    char digest[128];             // of the whole --dataset file (a resumed run must read the same data)
+    os_ckpt_run run, was;         // this run's settings and data position; the resumed checkpoint's
+    os_ckpt_dest dest;
+    os_data_pos cur;              // where the sample stream continues (resumed: where the checkpoint's run stopped)
+    int64_t nsamp, K, GB;         // training samples, accumulation steps, global batch (ranks * K * batch)
+    int64_t done, start, total;   // steps done before this run (the resumed one's), the first and the last step
+    int64_t warmup, seen, adam_base, saved;   // LR warm-up steps, samples trained on, AdamW's step offset, last save
+    os_steplog log;
+    int log_samples;              // OMNISHARD_LOG_SAMPLES=1: each step's sample ids in logging.jsonl
+    double *bucket_norms;         // [buckets] each step's gradient norms
+} os_sft_state;
+
+// Collective; a failure ends every rank with its message (train/stop.h).
+void os_sft_open(os_sft_state *r, const os_sft_args *a);
+void os_sft_close(os_sft_state *r);
