@@ -63,14 +63,14 @@ static int save(os_sft_state *r, int64_t step) {
     return 0;
 }
 
-// what a step's micro-batches report: their data losses, parameter terms and per-term sums
+// what a step's micro-batches report: their data losses, parameter terms, per-term sums and times
 typedef struct {
     double loss_sum, term_loss;
     int64_t nonempty;   // micro-batches with at least one sample, over all ranks
     os_step_stats acc;
     double t_data, t_micro;   // seconds in the loader (reading, collating, WAV -> log-mel) and in the micro-steps
     zr_times in_micro;        // the runtime's collective waits inside the micro-steps (not compute)
-} step_losses;
+} micro_report;
 
 // One micro-step: forward + backward, the data gradient scaled by 1 / (non-empty micro-batches of the step);
 // returns its seconds. --dump_logits writes rank 0's first logits (a per-rank option: no collective; a failed
@@ -91,7 +91,7 @@ static double micro_step(os_sft_state *r, int64_t step, const os_micro *mb, floa
 }
 
 // this rank's K micro-batches of the step; the data gradient is the mean over the step's non-empty ones
-static void micro_batches(os_sft_state *r, int64_t step, step_losses *sl) {
+static void micro_batches(os_sft_state *r, int64_t step, micro_report *sl) {
     memset(sl, 0, sizeof *sl);
     os_loader_start(&r->train, r->cur, step);
     sl->nonempty = os_loader_filled(&r->train, r->K);
@@ -114,7 +114,7 @@ static void micro_batches(os_sft_state *r, int64_t step, step_losses *sl) {
 }
 
 // where the step's time went (logging.jsonl's time/*_s; docs/training.md)
-static void phase_times(os_sft_state *r, const step_losses *sl) {
+static void phase_times(os_sft_state *r, const micro_report *sl) {
     double *ph = r->log.phase;
     ph[OS_PH_DATA] = sl->t_data, ph[OS_PH_COMPUTE] = sl->t_micro - sl->in_micro.gather - sl->in_micro.reduce;
     ph[OS_PH_GATHER] = r->s.rt.times.gather, ph[OS_PH_REDUCE] = r->s.rt.times.reduce;
@@ -122,7 +122,7 @@ static void phase_times(os_sft_state *r, const step_losses *sl) {
 }
 
 // a NaN/Inf loss on any rank or a non-finite gradient norm: the stop message and 1
-static int check_finite(os_sft_state *r, int64_t step, const step_losses *sl, double gnorm) {
+static int check_finite(os_sft_state *r, int64_t step, const micro_report *sl, double gnorm) {
     if (!comm_any_failed(!isfinite(sl->loss_sum) || !isfinite(sl->term_loss)) && isfinite(gnorm)) return 0;
     char what[128];
     snprintf(what, sizeof what, "non-finite %s (grad_norm %g)", isfinite(gnorm) ? "loss" : "gradient norm", gnorm);
@@ -162,7 +162,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     double t0 = os_now();
     comm_set_step(step);
     maybe_fault(r->rank, step);
-    step_losses sl;
+    micro_report sl;
     micro_batches(r, step, &sl);
     zr_reduce_grads(&r->s.rt);
     if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(r->m, &r->s.rt, a->dump_grads));
