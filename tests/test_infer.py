@@ -327,6 +327,22 @@ def test_tts_and_system_prompt(case):
     check_same(got, iref.generate(model, adapter, ids, G, T, A, 3, **RECIPE), tok)
 
 
+def test_no_gradient_or_optimizer_memory(tmp_path):
+    """the session inference opens (model, runtime) allocates the parameters only: a training runtime would add
+    gradients and two AdamW moments (4x the parameters); 1 rank, and 2 ranks at ZeRO-0 and ZeRO-3 (half each)"""
+    import re
+    from safetensors.numpy import load_file
+    d = tmp_path / "m"
+    sref.make_model_dir(str(d), T=T, A=A, G=3, hidden=128, layers=4, heads=4, kv_heads=2, inter=512)
+    n = sum(v.size for f in ("model.safetensors", "slam_omni.safetensors") for v in load_file(str(d / f)).values())
+    for np_, stage, part in ((None, 0, 1), (2, 0, 1), (2, 3, 2)):
+        p = run(["infer", "--model", d, "--question", QUESTION, "--max_new_tokens", 4, "--zero_stage", stage], np_=np_)
+        m = re.search(r"memory \(rank 0\): parameters (\d+) bytes, session (\d+) bytes", p.stderr)
+        params, session = int(m[1]), int(m[2])
+        assert 4 * n / part <= params <= 4 * n / part * 1.01, (params, n)
+        assert params <= session < 1.1 * params, (session, params)
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     d = tmp_path_factory.mktemp("small")

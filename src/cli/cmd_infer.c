@@ -130,7 +130,7 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
     if (zero > 3) return os_errf("--zero_stage: expected 0-3, got %lld", (long long)zero);
     if (settle_choice(a, g) < 0) return -1;
     sa->model = a->model, sa->model_type = "slam_omni", sa->code_layer = -1, sa->num_latency_tokens = sa->do_layershift = -1,
-        sa->zero_stage = (int)zero, sa->seed = 42;
+        sa->zero_stage = (int)zero, sa->seed = 42, sa->no_grads = 1;
     sa->speech_encoder = a->speech_encoder, sa->max_length = 2048, sa->truncation_strategy = "right";
     return 0;
 }

@@ -130,7 +130,9 @@ static os_tokenizer *load_tokenizer(const char *model_dir) {
 
 int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
     run_ctx c = {.a = a, .g = g};
+    int64_t live0 = os_alloc_live_bytes();
     if (os_infer_failed(os_session_open(&c.s, sa, comm_rank(), comm_size()))) return 1;
+    int64_t session = os_alloc_live_bytes() - live0;
     const os_model *m = &c.s.model;
     const os_st_tensor *emb = os_st_dir_find(c.s.ckpt, "model.embed_tokens.weight");
     if (emb && emb->ndim == 2 && emb->shape[0] < m->V)
@@ -144,6 +146,13 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *s
         if (comm_rank() == 0 && !(c.tok = load_tokenizer(a->model)))
             fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
         code = answer(&c, a->question, NULL, index, 0, NULL);
+    }
+    if (code == 0 && comm_rank() == 0) {   // what inference holds (docs/inference.md "Memory")
+        int64_t params = 0;
+        for (int b = 0; b < c.s.rt.nb; b++) params += 4 * zr_local(&c.s.rt, b, ZR_PARAMETERS).n;
+        os_info("omnishard infer: memory (rank 0): parameters %lld bytes, session %lld bytes, allocated peak %lld bytes, "
+                "peak RSS %lld bytes", (long long)params, (long long)session, (long long)os_alloc_peak_bytes(),
+                (long long)os_peak_rss_bytes());
     }
     os_tok_free(c.tok);
     os_session_close(&c.s);

@@ -100,7 +100,10 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
         return -1;
     if (m->b_proj >= 0 && !m->enc.nlayers) os_reg_freeze(&m->reg, m->b_proj);   // no encoder: carried along unchanged
     os_freeze_opts fz = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter, a->trainable_embed_rows};
-    if (os_model_freeze(m, &fz) < 0) return -1;
+    if (a->no_grads)   // inference: every bucket frozen, so the runtime allocates no gradient and no optimizer state
+        for (int b = 0; b < m->reg.nb; b++) os_reg_freeze(&m->reg, b);
+    else if (os_model_freeze(m, &fz) < 0)
+        return -1;
     if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
