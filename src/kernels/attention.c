@@ -66,6 +66,24 @@ void k_attention_fwd(float *out, float *att, const float *q, const float *k, con
     }
 }
 
+void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+                            int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
+    if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
+    int64_t R = H / KH, K = p0 + T;   // keys in use
+    float scale = D > 0 ? 1.0f / sqrtf((float)D) : 1.0f;
+#pragma omp parallel for schedule(dynamic, 1) if (B * H >= omp_get_max_threads())
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        float *P = os_alloc(sizeof(float) * (size_t)(T * K), "cached attention probabilities[T, p0+T]");
+        const float *kb = kc + (b * S * KH + h / R) * D, *vb = vc + (b * S * KH + h / R) * D;
+        const float *qb = q + (b * T * H + h) * D;
+        k_gemm(0, 1, T, K, D, scale, qb, H * D, kb, KH * D, 0.0f, P, K);
+        softmax_rows(P, NULL, 1, p0, T, K, K);   // row i is position p0+i: keys 0..p0+i
+        k_gemm(0, 0, T, D, K, 1.0f, P, K, vb, KH * D, 0.0f, out + (b * T * H + h) * D, H * D);
+        os_free(P);
+    }
+}
+
 // 1 + the last column of rows P[n, T] holding a nonzero probability (0 if none)
 static int64_t used_keys(const float *P, int64_t n, int64_t T) {
     int64_t kend = 0;

@@ -55,6 +55,11 @@ void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, in
 // a query row with no allowed key gets all-zero probabilities and a zero output). scale = 1/sqrt(D).
 void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
                      int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+// Inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]
+// (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t
+// (causal, no padding). out[B,T,H,D]. No probabilities are kept (forward only). scale = 1/sqrt(D).
+void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+                            int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
 // dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate. Scratch: K_ATTN_BQ * T floats per thread in use.
 enum { K_ATTN_BQ = 128 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

@@ -2,6 +2,9 @@
 // the parameters fills (the sharding runtime: zr_weights in zero/runtime.h). A forward opens a bucket (gather),
 // may announce the next one early (prefetch), reads parameters by id while the bucket is open, and closes it
 // (release); the owner checks every access and decides what each call costs (ZeRO-3: a collective).
+// The backward's counterpart (os_grads) opens a bucket's gradient scope, reads gradient buffers by id inside it
+// (NULL: frozen, not computed) and closes it; the owner does what a close means to it (loss terms over the
+// parameters, the reduce-scatter of ZeRO-2/3).
 #pragma once
 
 typedef struct {
@@ -12,4 +15,12 @@ typedef struct {
     const float *(*param)(void *ctx, int pid, const char *caller);   // parameter pid's data (its bucket open)
 } os_weights;
 
+typedef struct {
+    void *ctx;
+    void (*open)(void *ctx, int bucket);                    // open bucket's gradient scope (nested opens count)
+    void (*close)(void *ctx, int bucket);                   // close it
+    float *(*grad)(void *ctx, int pid, const char *caller); // parameter pid's gradient (accumulate +=), NULL: frozen
+} os_grads;
+
 #define os_weight(w, pid) ((w)->param((w)->ctx, (pid), __func__))
+#define os_grad(g, pid) ((g)->grad((g)->ctx, (pid), __func__))

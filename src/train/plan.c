@@ -1,5 +1,6 @@
 #include "train/plan.h"
 #include "kernels/kernels.h"
+#include "model/activations.h"
 #include <string.h>
 
 static int64_t pad(int64_t n, int N) {
@@ -45,31 +46,24 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
         g_head += (head_tr ? head_b : 0) + (ad_tr ? ad_b : 0);
         g_bwd += (layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0);
     }
-    // activations (floats); N rows = B*L
-    int64_t n = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;
-    int64_t G = m->oc.G, A = m->oc.audio_vocab;
-    int64_t layer_act = 3 * n * C + 2 * n + 2 * n * HD + 2 * n * KD + B * m->H * L * L + 3 * n * F;
-    int64_t scratch = 3 * n * F + n * C + 2 * n * HD + 2 * n * KD + L * m->D;   // layer ctx (+ rope tables)
-    if (m->oc.lora.rank > 0) {   // LoRA: u [n, r] per targeted module; du [n, r] and the dropped input in the ctx
-        int64_t r_ = m->oc.lora.rank, wide = F > C ? F : C;
-        for (int t = 0; t < OS_LORA_N; t++) layer_act += (m->oc.lora.targets >> t & 1) * n * r_;
-        scratch += n * r_ + (m->oc.lora.dropout > 0 ? n * (HD > wide ? HD : wide) : 0);
-    }
-    int64_t resid = (m->nlayers + 1) * n * C;                                    // layer inputs
-    int64_t acts = (ckpt ? 1 : m->nlayers) * layer_act;
+    // activations: the forward/backward's arena, laid out from the same table that allocates it
+    // (model/activations.c; it holds the head's buffers and the backward's together, reused by every micro-batch)
+    os_act_sizes as;
+    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .recompute = ckpt};
+    os_acts_sizes(m, &sh, &as);
+    int64_t n = B * L, G = m->oc.G;
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
-    int64_t rows = k_xent_chunk_rows(V, n);
-    int64_t head = 2 * n * C + n + rows * V + (m->b_adapter >= 0 ? rows * (G * A + A) : 0) + (G + 1) * n;
-    int64_t at_head = resid + acts + scratch + batch + head + n * C;            // + dx
-    int64_t at_bwd = resid + acts + scratch + batch + n * C + K_ATTN_BQ * L;    // + dx + attention dS (1 thread)
+    int64_t at_head = as.total / 4 + batch;
+    int64_t at_bwd = at_head + K_ATTN_BQ * L;                                    // + attention dS (1 thread)
     int64_t a_head = 4 * at_head + 4 * g_head, a_bwd = 4 * at_bwd + 4 * g_bwd;
     if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head;
     else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd;
-    // stages 0-1, N > 1: after the backward (activations freed) each full gradient bucket is all-reduced in place;
-    // Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries meanwhile (measured with 25-400 MB buckets
-    // on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's own ring, which allocates nothing.
+    // stages 0-1, N > 1: after the backward each full gradient bucket is all-reduced in place (the activation
+    // arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries
+    // meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's
+    // own ring, which allocates nothing.
     int64_t a_reduce = stage < 2 && N > 1 ? 4 * (max_tb / 2) : 0;
-    if (a_reduce > p->activations + p->gather) p->activations = 0, p->gather = a_reduce;
+    if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
     p->total = p->params + p->grads + p->optim + p->gather + p->activations;
 }

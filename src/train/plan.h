@@ -1,5 +1,5 @@
-// Per-rank memory of a training configuration, computed from the parameter registry and the step's own buffer
-// sizes (src/train/step.c, layer.c, head.c allocate exactly these): model state by stage, gather/gradient
+// Per-rank memory of a training configuration, computed from the parameter registry and the table of the
+// forward/backward's buffers (os_acts_sizes, model/activations.h: the one the allocator lays out): model state by stage, gather/gradient
 // buffers of the sharding runtime, and activations with or without recomputation. Frozen buckets
 // (src/model/freeze.h) hold no gradient and no optimizer state.
 #pragma once

@@ -124,6 +124,7 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     s->pad_id = 151643 < m->V ? 151643 : 0;
     os_trainer *t = &s->trainer;
     t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing;
+    os_acts_init(&t->acts, m);
     t->speech = s->speech.on ? &s->speech : NULL;
     t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
     for (int k = 0; k < a->nterms; k++) {
@@ -135,6 +136,7 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
 }
 
 void os_session_close(os_session *s) {
+    if (s->trainer.acts.m) os_acts_free(&s->trainer.acts);
     zr_free(&s->rt);
     os_speech_free(&s->speech);
     os_model_free(&s->model);

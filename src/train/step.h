@@ -1,7 +1,8 @@
-// One micro-batch forward + backward of the SLAM-Omni model through the sharding runtime:
-//   embed (G+1-row mean) -> decoder layers -> final norm -> chunked lm_head + text CE + adapter + audio CEs
-//   (fused forward/backward) -> norm backward -> layers backward (recomputed when checkpointing) -> embedding
-//   (forward_only: stops after the head's losses)
+// One micro-batch of training (or evaluation) of the SLAM-Omni model: the model's forward and backward
+// (model/forward.h: embed -> decoder layers -> final norm -> chunked lm_head + text CE + adapter + audio CEs, fused
+// forward/backward -> norm backward -> layers backward, recomputed when checkpointing -> embedding) with the
+// sharding runtime as its weight and gradient source, the speech path around it, and the parameter loss terms
+// added at each gradient close. forward_only: stops after the head's losses.
 // Gradients accumulate in the runtime, scaled by dscale (1 / (ranks * accumulation steps)).
 #pragma once
 #include "dataset/batch.h"

@@ -1,6 +1,7 @@
 // What one micro-step works on (os_trainer: the model, the runtime, the speech path, the parameter loss terms)
 // and what it reports (os_step_stats); the step (train/step.h), the head and the speech path share these.
 #pragma once
+#include "model/activations.h"
 #include "model/omni.h"
 #include "zero/runtime.h"
 
@@ -26,6 +27,7 @@ typedef struct {
                           // rank must be in the same mode: the gradient scopes' collectives are skipped)
     float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
     uint64_t lora_key;    // LoRA dropout stream of this micro-batch (os_lora_dropout_key); unused without dropout
+    os_model_acts acts;   // the forward/backward's activations, allocated once and reused by every micro-batch
 } os_trainer;
 
 typedef struct {

@@ -1,4 +1,4 @@
-#include "train/lora.h"
+#include "model/lora.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include <string.h>

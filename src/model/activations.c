@@ -1,0 +1,108 @@
+#include "model/activations.h"
+#include "core/alloc.h"
+#include "kernels/kernels.h"
+#include <stddef.h>
+#include <string.h>
+
+enum { ALIGN = 64 };
+
+typedef struct {
+    os_model_acts *a;   // NULL: sizes only
+    int64_t off;        // bytes laid out so far
+    os_act_sizes *sz;
+} layout;
+
+// one table entry: n elements of 4 bytes in group g, at *dst (when laying out)
+static void put(layout *lo, os_act_group g, void *dst, int64_t n) {
+    void **p = dst;
+    if (n <= 0) {
+        if (lo->a) *p = NULL;
+        return;
+    }
+    if (lo->a) *p = lo->a->arena + lo->off;
+    lo->off += (4 * n + ALIGN - 1) / ALIGN * ALIGN;
+    lo->sz->floats[g] += n;
+}
+
+// THE table: every buffer of the forward/backward and its size
+static void table(const os_model *m, const os_act_shape *s, layout *lo) {
+    os_model_acts *a = lo->a, dummy = {0};
+    if (!a) a = &dummy;   // sizes only: the destinations are scratch
+    os_layer_act la_dummy;
+    int64_t B = s->B, L = s->L, N = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;
+    int64_t G = m->oc.G, A = m->oc.audio_vocab, nl = m->nlayers, r = m->oc.lora.rank, tr = s->train;
+    int64_t nacts = tr && !s->recompute ? nl : 1, rows = k_xent_chunk_rows(V, N);
+    int64_t wide = F > C ? F : C;
+    if (HD > wide) wide = HD;
+    // LAYERS
+    for (int64_t l = 0; l < nacts; l++) {
+        os_layer_act *x = lo->a ? &a->acts[l] : &la_dummy;
+        put(lo, OS_ACT_LAYERS, &x->ln1, N * C), put(lo, OS_ACT_LAYERS, &x->rstd1, N);
+        put(lo, OS_ACT_LAYERS, &x->q, N * HD), put(lo, OS_ACT_LAYERS, &x->k, N * KD), put(lo, OS_ACT_LAYERS, &x->v, N * KD);
+        put(lo, OS_ACT_LAYERS, &x->att, B * m->H * L * L), put(lo, OS_ACT_LAYERS, &x->ao, N * HD);
+        put(lo, OS_ACT_LAYERS, &x->h, N * C), put(lo, OS_ACT_LAYERS, &x->ln2, N * C), put(lo, OS_ACT_LAYERS, &x->rstd2, N);
+        put(lo, OS_ACT_LAYERS, &x->gate, N * F), put(lo, OS_ACT_LAYERS, &x->up, N * F), put(lo, OS_ACT_LAYERS, &x->act, N * F);
+        for (int t = 0; t < OS_LORA_N; t++)
+            put(lo, OS_ACT_LAYERS, &x->lora_u[t], r > 0 && (m->oc.lora.targets >> t & 1) ? N * r : 0);
+    }
+    // SCRATCH
+    os_layer_ctx *c = &a->ctx;
+    put(lo, OS_ACT_SCRATCH, &a->cos_t, s->npos * m->D / 2), put(lo, OS_ACT_SCRATCH, &a->sin_t, s->npos * m->D / 2);
+    put(lo, OS_ACT_SCRATCH, &c->dact, tr * N * F), put(lo, OS_ACT_SCRATCH, &c->dgate, tr * N * F);
+    put(lo, OS_ACT_SCRATCH, &c->dup, tr * N * F), put(lo, OS_ACT_SCRATCH, &c->dln, tr * N * C);
+    put(lo, OS_ACT_SCRATCH, &c->dao, tr * N * HD), put(lo, OS_ACT_SCRATCH, &c->dq, tr * N * HD);
+    put(lo, OS_ACT_SCRATCH, &c->dk, tr * N * KD), put(lo, OS_ACT_SCRATCH, &c->dv, tr * N * KD);
+    put(lo, OS_ACT_SCRATCH, &c->lora_du, tr * N * r);
+    put(lo, OS_ACT_SCRATCH, &c->lora_xd, tr && r > 0 && m->oc.lora.dropout > 0 ? N * wide : 0);
+    // RESID
+    float *x_dummy;
+    for (int64_t l = 0; l <= nl; l++) put(lo, OS_ACT_RESID, lo->a ? &a->xs[l] : &x_dummy, N * C);
+    // HEAD
+    os_head_buf *h = &a->head;
+    put(lo, OS_ACT_HEAD, &h->hn, N * C), put(lo, OS_ACT_HEAD, &h->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V);
+    int ad = m->b_adapter >= 0;
+    put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0), put(lo, OS_ACT_HEAD, &h->dA, ad && tr ? rows * A : 0);
+    put(lo, OS_ACT_HEAD, &h->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
+    // GRAD
+    put(lo, OS_ACT_GRAD, &a->dx, tr * N * C);
+    lo->sz->total = lo->off;
+}
+
+void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out) {
+    memset(out, 0, sizeof *out);
+    layout lo = {.sz = out};
+    table(m, s, &lo);
+}
+
+void os_acts_init(os_model_acts *a, const os_model *m) {
+    memset(a, 0, sizeof *a);
+    a->m = m;
+    a->xs = os_alloc(sizeof(float *) * (size_t)(m->nlayers + 1), "layer inputs");
+    a->acts = os_alloc(sizeof(os_layer_act) * (size_t)(m->nlayers > 0 ? m->nlayers : 1), "layer activations");
+}
+
+void os_acts_free(os_model_acts *a) {
+    os_free(a->arena), os_free(a->xs), os_free(a->acts);
+    memset(a, 0, sizeof *a);
+}
+
+void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
+    if (a->arena && !memcmp(&a->shape, s, sizeof *s)) return;
+    const os_model *m = a->m;
+    os_act_sizes sz;
+    os_acts_sizes(m, s, &sz);
+    if (sz.total > a->cap) {
+        os_free(a->arena);
+        a->arena = os_alloc((size_t)sz.total, "activations");
+        a->cap = sz.total;
+    }
+    memset(&sz, 0, sizeof sz);
+    layout lo = {.a = a, .sz = &sz};
+    table(m, s, &lo);
+    a->shape = *s;
+    a->nacts = s->train && !s->recompute ? m->nlayers : 1;
+    int32_t *pos = os_alloc(sizeof(int32_t) * (size_t)(s->npos > 0 ? s->npos : 1), "positions");
+    for (int64_t i = 0; i < s->npos; i++) pos[i] = (int32_t)i;
+    k_rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);
+    os_free(pos);
+}

@@ -1,0 +1,47 @@
+// The activations and scratch of the decoder's forward and backward (model/forward.h), in one arena allocated
+// once per run and reused by every micro-batch (grown when one needs more; a fresh calloc'd buffer per
+// micro-batch cost ~6% of a step in page faults). One table (os_acts_layout in activations.c) lists every buffer
+// and its size from the model and the micro-batch shape; the allocator lays the arena out from it and the memory
+// plan (train/plan.c) sums it, so the two cannot disagree.
+#pragma once
+#include "model/head.h"
+#include "model/layer.h"
+
+typedef struct {
+    int64_t B, L;     // micro-batch: samples, positions (N = B*L rows)
+    int64_t npos;     // RoPE positions needed (L; with a KV cache its capacity)
+    int train;        // backward buffers (layer scratch, dx, the head's dhn and dA)
+    int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
+} os_act_shape;
+
+// floats (4-byte elements) per group of the table
+typedef enum { OS_ACT_LAYERS, OS_ACT_SCRATCH, OS_ACT_RESID, OS_ACT_HEAD, OS_ACT_GRAD, OS_ACT_NGROUPS } os_act_group;
+//   LAYERS: the kept layers' saved activations (os_layer_act, one or every layer)
+//   SCRATCH: the layer backward scratch (os_layer_ctx) and the RoPE tables
+//   RESID: the residual stream, layer inputs xs[0..nlayers] [N, C] each
+//   HEAD: os_head_buf (targets included)
+//   GRAD: dx [N, C], the residual gradient of the backward
+typedef struct {
+    int64_t floats[OS_ACT_NGROUPS];
+    int64_t total;    // bytes of the arena (alignment included)
+} os_act_sizes;
+
+typedef struct {
+    const os_model *m;
+    unsigned char *arena;
+    int64_t cap;              // arena bytes
+    os_act_shape shape;       // the layout in place (B 0: none yet)
+    float **xs;               // [nlayers + 1] layer inputs [N, C]; xs[nlayers] the last layer's output
+    os_layer_act *acts;       // [nacts]
+    int64_t nacts;
+    os_layer_ctx ctx;         // the layer scratch and RoPE tables (per-call fields set by the forward)
+    float *cos_t, *sin_t;     // [npos, D/2]
+    os_head_buf head;
+    float *dx;                // [N, C]
+} os_model_acts;
+
+void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out);
+void os_acts_init(os_model_acts *a, const os_model *m);
+void os_acts_free(os_model_acts *a);
+// lay the buffers out for shape s (growing the arena when needed; RoPE tables filled)
+void os_acts_prepare(os_model_acts *a, const os_act_shape *s);

@@ -1,0 +1,159 @@
+#include "model/forward.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "model/embed.h"
+
+void os_kv_cache_init(os_kv_cache *kv, const os_model *m, int64_t B, int64_t cap) {
+    *kv = (os_kv_cache){.nlayers = m->nlayers, .B = B, .cap = cap, .KH = m->KH, .D = m->D};
+    size_t n = sizeof(float) * (size_t)(m->nlayers * B * cap * m->KH * m->D);
+    kv->k = os_alloc(n, "KV cache keys[layers, B, cap, KH, D]");
+    kv->v = os_alloc(n, "KV cache values[layers, B, cap, KH, D]");
+}
+
+void os_kv_cache_free(os_kv_cache *kv) {
+    os_free(kv->k), os_free(kv->v);
+    *kv = (os_kv_cache){0};
+}
+
+// a decoder layer's buckets: its own and its LoRA bucket (when the model has LoRA)
+static void layer_prefetch(const os_weights *w, const os_model *m, int64_t l) {
+    w->prefetch(w->ctx, m->b_layer[l]);
+    if (m->b_lora) w->prefetch(w->ctx, m->b_lora[l]);
+}
+static void layer_gather(const os_weights *w, const os_model *m, int64_t l) {
+    w->gather(w->ctx, m->b_layer[l]);
+    if (m->b_lora) w->gather(w->ctx, m->b_lora[l]);
+}
+static void layer_release(const os_weights *w, const os_model *m, int64_t l) {
+    w->release(w->ctx, m->b_layer[l]);
+    if (m->b_lora) w->release(w->ctx, m->b_lora[l]);
+}
+
+static os_layer_weights layer_weights(const os_model *m, const os_weights *w, int64_t l) {
+    const os_layer_ids *P = &m->layer[l];
+#define W(f) os_weight(w, P->f)
+    os_layer_weights x = {W(ln1), W(q_w), W(q_b), W(k_w), W(k_b), W(v_w), W(v_b), W(o_w), W(ln2), W(gate), W(up), W(down),
+                          {0}, {0}};
+#undef W
+    for (int t = 0; t < OS_LORA_N; t++)
+        if (P->lora_a[t] >= 0) x.lora_a[t] = os_weight(w, P->lora_a[t]), x.lora_b[t] = os_weight(w, P->lora_b[t]);
+    return x;
+}
+
+static os_layer_grads layer_grads(const os_model *m, const os_grads *g, int64_t l) {
+    const os_layer_ids *P = &m->layer[l];
+#define G(f) os_grad(g, P->f)
+    os_layer_grads x = {G(ln1), G(q_w), G(q_b), G(k_w), G(k_b), G(v_w), G(v_b), G(o_w), G(ln2), G(gate), G(up), G(down),
+                        {0}, {0}};
+#undef G
+    for (int t = 0; t < OS_LORA_N; t++)
+        if (P->lora_a[t] >= 0) x.lora_a[t] = os_grad(g, P->lora_a[t]), x.lora_b[t] = os_grad(g, P->lora_b[t]);
+    return x;
+}
+
+static os_embed_task embed_task(const os_model *m, const os_model_input *in) {
+    return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = in->ids, .speech = in->speech,
+                           .proj = in->proj};
+}
+
+static os_layer_act *act_of(os_model_acts *a, int64_t l) { return &a->acts[a->nacts == 1 ? 0 : l]; }
+
+// final norm, lm_head + losses (and their backward), norm backward; the bucket scopes around each part
+static void head(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
+                 os_loss_sums *s) {
+    const os_model *m = a->m;
+    const os_grads *g = o->grads;
+    int64_t N = in->B * in->L, C = m->C;
+    const float *x = a->xs[m->nlayers];
+    w->gather(w->ctx, m->b_norm);
+    os_head_norm_fwd(m, os_weight(w, m->final_norm), x, N, &a->head);
+    w->gather(w->ctx, m->b_head);
+    if (g) g->open(g->ctx, m->b_head);
+    int ad = m->b_adapter >= 0;
+    if (ad) {
+        w->gather(w->ctx, m->b_adapter);
+        if (g) g->open(g->ctx, m->b_adapter);
+    }
+    os_head_weights hw = {.lm_head = os_weight(w, m->lm_head)};
+    if (ad) hw.adapter_w = os_weight(w, m->adapter_w), hw.adapter_b = os_weight(w, m->adapter_b);
+    os_head_grads hg = {0};
+    if (g) {
+        hg.lm_head = os_grad(g, m->lm_head);
+        if (ad) hg.adapter_w = os_grad(g, m->adapter_w), hg.adapter_b = os_grad(g, m->adapter_b);
+        // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing")
+        int64_t lo = m->reg.b[m->b_head].train_lo, off = m->reg.p[m->lm_head].offset;
+        hg.lm_head_row0 = lo > off ? (lo - off) / C : 0;
+    }
+    os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
+                      .dh = g && o->below, .logits = o->logits, .last = o->logits_last};
+    os_head_loss(m, &hw, g ? &hg : NULL, &t, &a->head, s);
+    if (ad) {
+        if (g) g->close(g->ctx, m->b_adapter);
+        w->release(w->ctx, m->b_adapter);
+    }
+    if (g && m->b_head != m->b_embed) g->close(g->ctx, m->b_head);   // tied: the embedding backward closes it
+    w->release(w->ctx, m->b_head);
+    if (g && o->below) {
+        g->open(g->ctx, m->b_norm);
+        os_head_norm_bwd(m, os_weight(w, m->final_norm), os_grad(g, m->final_norm), x, N, &a->head, a->dx);
+        g->close(g->ctx, m->b_norm);
+    }
+    w->release(w->ctx, m->b_norm);
+}
+
+void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
+                      os_loss_sums *s) {
+    const os_model *m = a->m;
+    int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0;
+    OS_ASSERT(!o->kv || (!in->keymask && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
+    os_act_shape sh = {.B = in->B, .L = in->L, .npos = o->kv ? o->kv->cap : in->L, .train = o->grads != NULL,
+                       .recompute = o->recompute};
+    os_acts_prepare(a, &sh);
+    os_layer_ctx *c = &a->ctx;
+    c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;
+    c->keymask = in->keymask, c->kv = o->kv, c->lora_p = o->lora_dropout, c->lora_key = o->lora_key;
+
+    os_embed_task et = embed_task(m, in);
+    w->gather(w->ctx, m->b_embed);
+    os_embed_fwd(&et, os_weight(w, m->embed), a->xs[0]);
+    w->release(w->ctx, m->b_embed);
+    if (nl > 0) layer_prefetch(w, m, 0);
+    for (int64_t l = 0; l < nl; l++) {
+        if (l + 1 < nl) layer_prefetch(w, m, l + 1);
+        else w->prefetch(w->ctx, m->b_norm);
+        layer_gather(w, m, l);
+        os_layer_weights lw = layer_weights(m, w, l);
+        os_layer_fwd(c, (int)l, &lw, a->xs[l], act_of(a, l), a->xs[l + 1]);
+        layer_release(w, m, l);
+    }
+    head(a, in, w, o, s);
+    if (o->kv) o->kv->len += in->L;
+}
+
+void os_model_backward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o) {
+    const os_model *m = a->m;
+    const os_grads *g = o->grads;
+    int64_t nl = m->nlayers;
+    const os_layer_ctx *c = &a->ctx;
+    if (nl > 0) layer_prefetch(w, m, nl - 1);
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        if (l > 0) layer_prefetch(w, m, l - 1);
+        int bk = m->b_layer[l], bl = m->b_lora ? m->b_lora[l] : -1;
+        layer_gather(w, m, l);
+        os_layer_weights lw = layer_weights(m, w, l);
+        os_layer_act *act = act_of(a, l);
+        if (o->recompute) os_layer_fwd(c, (int)l, &lw, a->xs[l], act, NULL);
+        g->open(g->ctx, bk);
+        if (bl >= 0) g->open(g->ctx, bl);
+        os_layer_grads lg = layer_grads(m, g, l);
+        os_layer_bwd(c, (int)l, &lw, &lg, a->xs[l], act, a->dx);
+        g->close(g->ctx, bk);
+        if (bl >= 0) g->close(g->ctx, bl);
+        layer_release(w, m, l);
+    }
+    // embedding (tied lm_head: its gradient scope is still open from the head, and this close is its last)
+    os_embed_task et = embed_task(m, in);
+    if (m->b_head != m->b_embed) g->open(g->ctx, m->b_embed);
+    os_embed_bwd(&et, in->dproj, a->dx, os_grad(g, m->embed));
+    g->close(g->ctx, m->b_embed);
+}
