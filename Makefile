@@ -6,7 +6,7 @@ CC     := mpicc
 OPT    ?= -O3 -march=native
 SAN    ?=
 CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp $(OPT) $(SAN) -g -Isrc -MMD -MP
-LDLIBS := -lopenblas -lcjson -lpcre2-8 -lsndfile -lm
+LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm
 LDFLAGS := -fopenmp $(SAN)
 
 LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))

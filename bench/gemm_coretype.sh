@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 B=${BUILD:-build-bench}
 mkdir -p "$B"
 mpicc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp -Wall -Wextra -Isrc bench/bench_gemm.c src/core/*.c \
-    src/kernels/*.c -o "$B/bench_gemm" -lopenblas -lm
+    src/kernels/*.c -o "$B/bench_gemm" -lopenblas -ldnnl -lm
 secs=${1:-1}
 echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 echo "environment: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"

@@ -9,6 +9,9 @@
 // primitive, f32 or bf16 inputs, f32 output), blis (bli_sgemm). bf16 inputs are converted before timing.
 #include "core/cpu.h"
 #include "core/timer.h"
+#ifdef HAVE_DNNL
+#include "kernels/gemm.h"
+#endif
 #include <cblas.h>
 #include <dlfcn.h>
 #include <omp.h>
@@ -66,25 +69,14 @@ static void run_dnnl_sgemm(prob *p) {
     check(dnnl_sgemm(p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->M, p->N, p->K, 1.0f, p->a, p->lda, p->b, p->ldb, 0.0f,
                      p->c, p->N), "dnnl_sgemm");
 }
-static void dnnl_make(prob *p, int bf16) {
+static void dnnl_make(prob *p, int bf16) {   // the primitive omnishard's bf16 path builds (src/kernels/gemm_bf16.c)
     dnnl_memory_desc_t md[3];
-    dnnl_dims_t da = {p->M, p->K}, db = {p->K, p->N}, dc = {p->M, p->N};
-    dnnl_dims_t sa = {p->ta ? 1 : p->lda, p->ta ? p->lda : 1}, sb = {p->tb ? 1 : p->ldb, p->tb ? p->ldb : 1};
-    dnnl_dims_t sc = {p->N, 1};
-    dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
-    check(dnnl_memory_desc_init_by_strides(&md[0], 2, da, dt, sa), "md a");
-    check(dnnl_memory_desc_init_by_strides(&md[1], 2, db, dt, sb), "md b");
-    check(dnnl_memory_desc_init_by_strides(&md[2], 2, dc, dnnl_f32, sc), "md c");
-    dnnl_matmul_desc_t d;
-    check(dnnl_matmul_desc_init(&d, &md[0], &md[1], NULL, &md[2]), "matmul desc");
-    dnnl_primitive_desc_t pd;
-    check(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), "matmul pd");
-    check(dnnl_primitive_create(&p->mm[bf16], pd), "matmul");
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    k_gemm_op g = {p->ta, p->tb, p->M, p->N, p->K, 1.0f, 0.0f, NULL, NULL, p->lda, p->ldb, p->N, NULL, 4};
+    char impl[64] = "?";
+    const char *what = k_onednn_matmul(eng, &g, bf16 ? dnnl_bf16 : dnnl_f32, &p->mm[bf16], md, impl);
+    if (what) fprintf(stderr, "oneDNN: %s failed\n", what), exit(1);
     fprintf(stderr, "  dnnl %s %lldx%lldx%lld: %s\n", bf16 ? "bf16" : "f32", (long long)p->M, (long long)p->N,
-            (long long)p->K, impl ? impl : "?");
-    dnnl_primitive_desc_destroy(pd);
+            (long long)p->K, impl);
     void *ptr[3] = {bf16 ? (void *)p->ab : p->a, bf16 ? (void *)p->bb : p->b, p->c};
     for (int i = 0; i < 3; i++) check(dnnl_memory_create(&p->mem[bf16][i], &md[i], eng, ptr[i]), "memory");
 }

@@ -57,7 +57,7 @@ def test_a_value_at_the_edge_of_its_range_is_accepted(tmp_path, name, ok):
 
 
 @pytest.mark.parametrize("name,bad,supported", [
-    ("train_type", "qlora", "full or lora"), ("torch_dtype", "bfloat16", "float32 or fp32"), ("ddp_backend", "nccl", "mpi"),
+    ("train_type", "qlora", "full or lora"), ("torch_dtype", "float16", "float32, fp32, bfloat16 or bf16"), ("ddp_backend", "nccl", "mpi"),
     ("device", "cuda", "cpu"), ("lazy_tokenize", "false", "true or True"), ("check_model", "true", "false or False"),
     ("report_to", "wandb", "none"), ("model_type", "qwen3", "slam_omni or qwen2"),
     ("lr_scheduler_type", "polynomial", "linear, constant, constant_with_warmup or cosine"),
@@ -68,7 +68,8 @@ def test_a_flag_value_that_is_not_implemented_is_an_error(tmp_path, name, bad, s
     assert f"--{name}: '{bad}' is not supported (supported: {supported})" in err, err
 
 
-@pytest.mark.parametrize("extra", [["--train_type", "full"], ["--train_type", "lora"], ["--torch_dtype", "fp32"], ["--ddp_backend", "mpi"],
+@pytest.mark.parametrize("extra", [["--train_type", "full"], ["--train_type", "lora"], ["--torch_dtype", "fp32"],
+                                   ["--torch_dtype", "bfloat16"], ["--torch_dtype", "bf16"], ["--ddp_backend", "mpi"],
                                    ["--report_to", "none"], ["--dataloader_num_workers", "0"]])
 def test_the_implemented_values_are_accepted(tmp_path, extra):
     assert "nomodel/config.json" in parse_error(tmp_path, *extra)

@@ -2,6 +2,7 @@
 // without activation recomputation, and whether it fits a device of --device_memory bytes.
 #include "core/err.h"
 #include "io/hfconfig.h"
+#include "kernels/kernels.h"
 #include "model/freeze.h"
 #include "model/omni.h"
 #include "train/plan.h"
@@ -34,6 +35,7 @@ static void usage(FILE *f) {
                "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
                "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
                "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
+               "       [--torch_dtype float32|bfloat16]\n"
                "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
 }
 
@@ -52,6 +54,7 @@ static int load_config(const char *model, const char *config, os_qwen2_config *c
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
     long nproc = 1, L = 2048, B = 1, G = 3;
+    int bf16 = 0;
     double dev = 0;
     os_freeze_opts fz = {0, 0, 0, NULL};
     os_lora_config lora = {0, 32.0f, 0.05f, 0};
@@ -82,7 +85,12 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(k, "--lora_rank")) lora_rank = atoi(v);
         else if (!strcmp(k, "--lora_dropout")) lora.dropout = (float)atof(v);
         else if (!strcmp(k, "--target_modules")) targets = v;
-        else if (!strcmp(k, "--device_memory")) {
+        else if (!strcmp(k, "--torch_dtype")) {
+            if (strcmp(v, "float32") && strcmp(v, "fp32") && strcmp(v, "bfloat16") && strcmp(v, "bf16"))
+                return fprintf(stderr, "omnishard plan: --torch_dtype: '%s' is not supported (supported: float32, fp32, "
+                                       "bfloat16 or bf16)\n", v), 2;
+            bf16 = v[0] == 'b';
+        } else if (!strcmp(k, "--device_memory")) {
             if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
         } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
     }
@@ -109,6 +117,10 @@ int cmd_plan(int argc, char **argv) {
     printf("model: %s  %.3fB parameters, %.3fB trained (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
            "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (double)Ptr / 1e9, (long long)m.C, (long long)m.nlayers,
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
+    const char *path = "sgemm";
+    if (bf16 && k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    int onednn = bf16 && !strcmp(path, "onednn");
+    double conv = bf16 ? (double)os_plan_bf16(&m, B, L, onednn) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", dev > 0 ? "  fits" : "");
     for (const char *s = stages; *s; s++) {
@@ -118,6 +130,7 @@ int cmd_plan(int argc, char **argv) {
             if (!strstr(ckpts, rc ? "true" : "false")) continue;
             os_plan p;
             os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, &p);
+            if (bf16) p.activations += conv, p.total += conv;
             double tot = (double)(p.total + BASELINE_BYTES);
             printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,
                    p.optim / GB, p.gather / GB, p.activations / GB, tot / GB);
@@ -125,8 +138,11 @@ int cmd_plan(int argc, char **argv) {
             printf("\n");
         }
     }
-    printf("(per rank, fp32; buffers = gathered parameter and full gradient buckets at the peak; total includes "
-           "%.2f GB of process baseline)\n", BASELINE_BYTES / GB);
+    if (bf16)
+        printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs; weights, "
+               "gradients, gathers and AdamW stay fp32)\n", onednn ? "oneDNN" : "sgemm", conv / GB);
+    printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; total includes "
+           "%.2f GB of process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32", BASELINE_BYTES / GB);
     os_model_free(&m);
     return 0;
 }

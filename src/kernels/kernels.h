@@ -16,6 +16,13 @@ void k_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const
 // general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row strides
 void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+// bf16 mixed precision (gemm_bf16.c): with on = 1 every k_gemm (so every k_linear_*) rounds op(a) and op(b) to bf16
+// and accumulates in fp32. Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has bf16
+// instructions, else "sgemm": rounded values in fp32 sgemm), -1 with a message on a bad OMNISHARD_BF16_GEMM.
+int k_gemm_bf16_setup(const char **path);
+void k_gemm_set_bf16(int on);
+const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
+int64_t k_gemm_bf16_scratch_bytes(void);   // the rounded-input scratch of the calling (main) thread so far
 
 // ---- embedding ----
 // out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)

@@ -1,5 +1,7 @@
-// Linear layers and general matrix products on OpenBLAS sgemm (row-major, weights w[O,I] as in PyTorch).
+// Linear layers and general matrix products on OpenBLAS sgemm (row-major, weights w[O,I] as in PyTorch); in bf16
+// by gemm_bf16.c under k_gemm_set_bf16.
 #include "kernels/kernels.h"
+#include "kernels/gemm.h"
 #include <cblas.h>
 #include <omp.h>
 #include <stdatomic.h>
@@ -16,18 +18,44 @@ static void blas_single_thread(void) {
     atomic_store_explicit(&done, 1, memory_order_release);
 }
 
-static void sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
-                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+void k_gemm_sgemm(const k_gemm_op *g) {
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, (int)g->M,
+                (int)g->N, (int)g->K, g->alpha, g->a, (int)g->lda, g->b, (int)g->ldb, g->beta, g->c, (int)g->ldc);
+}
+
+// Products of at least SPLIT_FLOPS are cut along the longer of M and N into up to 2 blocks per OpenMP thread
+// (multiples of 16 rows or columns, at least SPLIT_MIN wide), taken by the threads as they come free (a core
+// shared with other work does not hold the others up); each block is an independent single-threaded product, so
+// every element of c is summed in the same order however the product is cut.
+enum { SPLIT_FLOPS = 1 << 22, SPLIT_ALIGN = 16, SPLIT_MIN = 128, SPLIT_PER_THREAD = 2 };
+void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern) {
+    int64_t M = g->M, N = g->N;
+    int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads(), D = M > N ? M : N;
+    int64_t nblk = 2 * M * N * g->K < SPLIT_FLOPS ? 1 : nt * SPLIT_PER_THREAD;
+    if (nblk > D / SPLIT_MIN) nblk = D / SPLIT_MIN / nt * nt;   // a multiple of the threads
+    if (nt < 2 || nblk < 2) {
+        kern(g);
+        return;
+    }
+    int64_t blk = ((D + nblk - 1) / nblk + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    int rows = M > N;   // split the rows of c (and of op(a)) or its columns (and those of op(b))
+    const char *a = g->a, *b = g->b;
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)nt)
+    for (int64_t lo = 0; lo < D; lo += blk) {
+        k_gemm_op s = *g;
+        int64_t n = D - lo < blk ? D - lo : blk;
+        if (rows)
+            s.M = n, s.a = a + (g->ta ? lo : lo * g->lda) * g->esz, s.c = g->c + lo * g->ldc;
+        else
+            s.N = n, s.b = b + (g->tb ? lo * g->ldb : lo) * g->esz, s.c = g->c + lo;
+        kern(&s);
+    }
 }
 
 // c[M,N] = alpha * op(a) @ op(b) + beta * c. Sizes of 0 are allowed (BLAS would reject lda = 0).
-// Products of at least SPLIT_FLOPS are cut along the longer of M and N into up to 2 blocks per OpenMP thread
-// (multiples of 16 rows or columns, at least SPLIT_MIN wide), taken by the threads as they come free (a core
-// shared with other work does not hold the others up); each block is an independent single-threaded sgemm, so
-// every element of c is summed in the same order however the product is cut.
-enum { SPLIT_FLOPS = 1 << 22, SPLIT_ALIGN = 16, SPLIT_MIN = 128, SPLIT_PER_THREAD = 2 };
+// Under k_gemm_set_bf16(1) the inputs are rounded to bf16 (gemm_bf16.c).
+static int use_bf16;
+void k_gemm_set_bf16(int on) { use_bf16 = on; }
 void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
@@ -37,23 +65,11 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
         return;
     }
     blas_single_thread();
-    int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads(), D = M > N ? M : N;
-    int64_t nblk = 2 * M * N * K < SPLIT_FLOPS ? 1 : nt * SPLIT_PER_THREAD;
-    if (nblk > D / SPLIT_MIN) nblk = D / SPLIT_MIN / nt * nt;   // a multiple of the threads
-    if (nt < 2 || nblk < 2) {
-        sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
-        return;
-    }
-    int64_t blk = ((D + nblk - 1) / nblk + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
-    int rows = M > N;   // split the rows of c (and of op(a)) or its columns (and those of op(b))
-#pragma omp parallel for schedule(dynamic, 1) num_threads((int)nt)
-    for (int64_t lo = 0; lo < D; lo += blk) {
-        int64_t n = D - lo < blk ? D - lo : blk;
-        if (rows)
-            sgemm(ta, tb, n, N, K, alpha, a + (ta ? lo : lo * lda), lda, b, ldb, beta, c + lo * ldc, ldc);
-        else
-            sgemm(ta, tb, M, n, K, alpha, a, lda, b + (tb ? lo * ldb : lo), ldb, beta, c + lo, ldc);
-    }
+    k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, (int)sizeof(float)};
+    if (use_bf16)
+        k_gemm_bf16(&g);
+    else
+        k_gemm_run(&g, k_gemm_sgemm);
 }
 
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O]

@@ -92,7 +92,9 @@ static const opt opts[] = {
     S(dump_grads, "write the first step's reduced gradients to this safetensors file"),
     P(dump_logits, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
     // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
-    C(torch_dtype, "float32|fp32", "training precision"),
+    C(torch_dtype, "float32|fp32|bfloat16|bf16", "training precision: float32 (default), or bfloat16 mixed "
+                                                 "precision: GEMMs on bf16 inputs with fp32 accumulation, fp32 "
+                                                 "master weights, gradients and AdamW (docs/training.md)"),
     C(ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
     C(device, "cpu", "device to train on"),
     N(dataloader_num_workers, T_I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),

@@ -68,6 +68,15 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     p->total = p->params + p->grads + p->optim + p->gather + p->activations;
 }
 
+int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int onednn) {
+    int64_t n = B * L, C = m->C, F = m->F, V = m->V, HD = m->H * m->D, rows = k_xent_chunk_rows(V, n);
+    int64_t a = rows * V, b = V * C;   // the head's: dlogits [rows, V] (as a) and the head's weight [V, C] (as b)
+    int64_t la[] = {n * F, n * C, n * HD}, lb[] = {F * C, n * F, n * C, HD * C};
+    for (size_t i = 0; i < sizeof la / sizeof la[0]; i++) a = la[i] > a ? la[i] : a;
+    for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) b = lb[i] > b ? lb[i] : b;
+    return (onednn ? 2 : 4) * (a + b);   // bf16 copies (onednn) or fp32 ones holding the rounded values (sgemm)
+}
+
 int os_plan_preset(const char *name, os_qwen2_config *c) {
     static const struct {
         const char *name;

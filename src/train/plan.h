@@ -14,5 +14,8 @@ typedef struct {
 } os_plan;
 
 void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, os_plan *p);
+// bf16 mixed precision (--torch_dtype bfloat16): the bytes of the rounded GEMM inputs held at the peak (the
+// largest operands, kept by src/kernels/gemm_bf16.c), on the oneDNN path (onednn 1) or the sgemm fallback (0)
+int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int onednn);
 // built-in Qwen2.5 configurations ("qwen2.5-0.5b", "-1.5b", "-3b", "-7b"); 0 or -1 if unknown
 int os_plan_preset(const char *name, os_qwen2_config *c);

@@ -3,6 +3,7 @@
 #include "model/freeze.h"
 #include "model/load.h"
 #include "model/load_audit.h"
+#include "kernels/kernels.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,8 +66,16 @@ static int speech_config(os_session *s, const os_sft_args *a, os_omni_config *oc
     return s->enc_ckpt ? 0 : -1;
 }
 
+int os_sft_bf16(const os_sft_args *a) {
+    return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));
+}
+
 int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     memset(s, 0, sizeof *s);
+    if (os_sft_bf16(a)) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
+        if (k_gemm_bf16_setup(NULL) < 0) return -1;
+        k_gemm_set_bf16(1);
+    }
     s->model_dir = a->model;
     os_qwen2_config cfg;
     os_omni_config oc;

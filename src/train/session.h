@@ -18,6 +18,8 @@ typedef struct {
     int32_t pad_id;
 } os_session;
 
+// 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16); os_session_open then switches k_gemm to it
+int os_sft_bf16(const os_sft_args *a);
 // collective; 0 or -1 + message (the caller stops every rank)
 int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks);
 void os_session_close(os_session *s);

@@ -3,6 +3,7 @@
 #include "core/err.h"
 #include "dataset/pretok.h"
 #include "io/dirlock.h"
+#include "kernels/kernels.h"
 #include "train/agree.h"
 #include "train/evaluate.h"
 #include "train/stop.h"
@@ -129,6 +130,9 @@ static void count_steps(os_sft_state *r) {
                 "%lld parameters (%lld trained)",
                 (long long)r->nsamp, r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
                 (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
+    if (r->rank == 0 && os_sft_bf16(a))
+        os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
+                "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
 }
 
 // the resumed checkpoint's parameters and moments (none after --save_only_model: AdamW restarts)

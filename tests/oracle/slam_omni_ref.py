@@ -256,10 +256,75 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
     return out
 
 
+def _bf16(x):
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+def _sum_to(g, shape):   # the gradient of a broadcast operand: summed over the broadcast leading dimensions
+    while g.dim() > len(shape):
+        g = g.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdim=True)
+    return g
+
+
+class _RoundedMM(torch.autograd.Function):
+    """a @ b on bf16-rounded a and b, fp32 result; backward: da = r(g) @ r(b)^T, db = r(a)^T @ r(g)."""
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = _bf16(a), _bf16(b)
+        ctx.save_for_backward(a, b)
+        return torch.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        g = _bf16(g)
+        return _sum_to(torch.matmul(g, b.transpose(-1, -2)), a.shape), _sum_to(torch.matmul(a.transpose(-1, -2), g), b.shape)
+
+
+class RoundedMatmul(torch.overrides.TorchFunctionMode):
+    """Every F.linear / matmul / @ / bmm on bf16-rounded inputs with fp32 accumulation and an fp32 result."""
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            y = _RoundedMM.apply(x, w.t())
+            return y if b is None else y + b
+        if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm):
+            return _RoundedMM.apply(args[0], args[1])
+        return func(*args, **kwargs)
+
+
+class bf16_mode:
+    def __init__(self, model, kind):
+        assert kind in (None, "autocast", "inputs"), kind
+        self.model, self.kind, self.ctx = model, kind, None
+
+    def __enter__(self):
+        if self.kind == "autocast":
+            self.ctx = torch.autocast("cpu", dtype=torch.bfloat16)
+        elif self.kind == "inputs":
+            self.model.config._attn_implementation = "eager"   # SDPA would hide its products from the mode
+            self.ctx = RoundedMatmul()
+        if self.ctx:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        if self.ctx:
+            self.ctx.__exit__(*exc)
+
+
 def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_norm=1.0, warmup=0, sched="linear",
           batch=1, accum=1, seed=42, loss_weights=None, param_terms=(), epochs_total=None, encoder=None, projector=None,
-          embed_row0=None):
+          embed_row0=None, bf16=None):
     """Single-process reference of omnishard sft. Returns per-step logs, step-1 grads, final params.
+    bf16 (omnishard's --torch_dtype bfloat16; the parameters, their gradients and AdamW stay fp32 either way):
+    "autocast": the forward under torch.autocast("cpu", torch.bfloat16), as mixed-precision PyTorch trains (bf16
+    products AND bf16 outputs of the linears, SDPA in bf16); "inputs": exactly omnishard's definition, every matrix
+    product forward and backward on bf16-rounded inputs with fp32 results (RoundedMatmul; eager attention).
     encoder (frozen, eval) + projector (trained): the speech path for samples with a speech input.
     Freezing: parameters with requires_grad False are left out (no gradient, no optimizer state). embed_row0: only
     rows >= embed_row0 of embed_tokens / lm_head train, as the reference's partial_freeze_weights (SLAM-LLM
@@ -309,7 +374,8 @@ def train(model, adapter, data, *, G, T, A, steps, lr=1e-3, wd=0.0, max_grad_nor
                 if wav not in feats:
                     feats[wav] = speech_features(encoder, wav)
                 speech.append((projector(feats[wav]), P))
-            terms = forward_losses(model, adapter, ids, lab, mask, G, T, A, speech)
+            with bf16_mode(model, bf16):
+                terms = forward_losses(model, adapter, ids, lab, mask, G, T, A, speech)
             loss = sum(wt * s / c for wt, (s, c, _) in zip(w, terms) if c > 0) / nonempty
             if k == 0:
                 for kind, coef, prefix in param_terms:

@@ -1,0 +1,29 @@
+// The product seam shared by the fp32 (linear.c) and bf16 (gemm_bf16.c) paths of k_gemm: one row-major product
+// described once, cut over the OpenMP threads by k_gemm_run, each block computed by a single-threaded kernel.
+#pragma once
+#include <oneapi/dnnl/dnnl.h>
+#include <stdint.h>
+
+typedef struct {
+    int ta, tb;             // op(a) = a^T, op(b) = b^T
+    int64_t M, N, K;        // c[M,N] = alpha * op(a)[M,K] @ op(b)[K,N] + beta * c
+    float alpha, beta;
+    const void *a, *b;      // elements of esz bytes (4: float; 2: bf16 bits)
+    int64_t lda, ldb, ldc;  // row strides in elements
+    float *c;
+    int esz;
+} k_gemm_op;
+
+typedef void k_gemm_kernel(const k_gemm_op *g);   // the whole of g on the calling thread
+
+// Products of at least 4 MFLOP cut along the longer of M and N into blocks taken by the OpenMP threads as they
+// come free (linear.c); every element of c is summed in the same order however the product is cut. M, N, K > 0.
+void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern);
+// OpenBLAS sgemm of a float op (esz 4), single-threaded
+void k_gemm_sgemm(const k_gemm_op *g);
+// k_gemm in bf16 (gemm_bf16.c): op(a) and op(b) rounded to bf16, products accumulated in fp32
+void k_gemm_bf16(const k_gemm_op *g);
+// oneDNN's matmul primitive for g's product (g->a, b, c unused): inputs of type in (dnnl_bf16 or dnnl_f32),
+// f32 c; md[] receives a, b, c's memory descriptors, impl_name (when not NULL) the kernel's name. NULL, or what failed.
+const char *k_onednn_matmul(dnnl_engine_t eng, const k_gemm_op *g, dnnl_data_type_t in, dnnl_primitive_t *p,
+                            dnnl_memory_desc_t md[3], char impl_name[64]);

@@ -1,0 +1,205 @@
+// k_gemm in bf16 mixed precision (--torch_dtype bfloat16, docs/training.md "bf16 mixed precision"): op(a) and
+// op(b) are rounded to bf16 (round to nearest even, as PyTorch's .to(torch.bfloat16)) and multiplied with fp32
+// accumulation into the fp32 c. Two paths compute the same sums (a bf16 x bf16 product is exact in fp32; only the
+// order of the fp32 additions differs):
+//  - onednn: oneDNN's matmul primitive on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16;
+//  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
+// Both operands are rounded into per-thread scratch (grown to the largest product, kept: k_gemm_bf16_scratch
+// tells the plan), then the product is cut over the threads like the fp32 one (k_gemm_run), each block one
+// single-threaded matmul.
+#include "core/alloc.h"
+#include "core/cpu.h"
+#include "core/err.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int onednn;   // the path: 1 onednn, 0 sgemm (set once by setup)
+static char impl[96] = "?";
+static dnnl_engine_t eng;
+
+const char *k_gemm_bf16_impl(void) { return onednn ? impl : "OpenBLAS sgemm on bf16-rounded fp32"; }
+
+// ---- rounding ----
+static inline uint32_t bf16_bits(float f) {   // the upper 16 bits of the rounded value; NaN stays NaN (quiet)
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;
+}
+
+// dst[rows, cols] (packed) = src[rows, cols] (row stride ld) rounded: bf16 bits (onednn) or fp32 (sgemm)
+static void round_rows(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    int par = !omp_in_parallel() && rows * cols >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = src + r * ld;
+        if (onednn) {
+            uint16_t *d = (uint16_t *)dst + r * cols;
+            for (int64_t j = 0; j < cols; j++) d[j] = (uint16_t)bf16_bits(s[j]);
+        } else {
+            uint32_t *d = (uint32_t *)dst + r * cols;
+            for (int64_t j = 0; j < cols; j++) d[j] = bf16_bits(s[j]) << 16;
+        }
+    }
+}
+
+static _Thread_local void *scr[2];
+static _Thread_local size_t scr_cap[2];
+static _Thread_local int64_t scr_peak;   // bytes of both buffers on this thread
+static int64_t scr_peak_all;             // the main thread's (the largest; the workers' hold attention blocks)
+
+static void *scratch(int i, size_t bytes) {
+    if (bytes > scr_cap[i]) {
+        os_free(scr[i]);
+        scr[i] = os_alloc(bytes, "bf16 GEMM input scratch");
+        scr_cap[i] = bytes;
+        scr_peak = (int64_t)(scr_cap[0] + scr_cap[1]);
+        if (!omp_in_parallel() && scr_peak > scr_peak_all) scr_peak_all = scr_peak;
+    }
+    return scr[i];
+}
+int64_t k_gemm_bf16_scratch_bytes(void) { return scr_peak_all; }
+
+// ---- oneDNN matmul, one primitive per shape, cached per thread ----
+typedef struct {
+    int64_t M, N, K, lda, ldb, ldc;
+    int ta, tb;
+    float alpha, beta;
+    dnnl_primitive_t p;
+    dnnl_memory_t mem[3];
+} prim;
+enum { CACHE = 48 };
+static _Thread_local prim cache[CACHE];
+static _Thread_local int ncache, evict;
+static _Thread_local dnnl_stream_t strm;
+
+static void ok(dnnl_status_t st, const char *what) {
+    if (st != dnnl_success) os_die("oneDNN: %s failed (status %d) in a bf16 GEMM", what, (int)st);
+}
+
+const char *k_onednn_matmul(dnnl_engine_t eng, const k_gemm_op *g, dnnl_data_type_t in, dnnl_primitive_t *p,
+                            dnnl_memory_desc_t md[3], char impl_name[64]) {
+#define TRY(call, what) if ((call) != dnnl_success) return what
+    dnnl_dims_t da = {g->M, g->K}, db = {g->K, g->N}, dc = {g->M, g->N};
+    dnnl_dims_t sa = {g->ta ? 1 : g->lda, g->ta ? g->lda : 1}, sb = {g->tb ? 1 : g->ldb, g->tb ? g->ldb : 1};
+    dnnl_dims_t sc = {g->ldc, 1};
+    TRY(dnnl_memory_desc_init_by_strides(&md[0], 2, da, in, sa), "memory desc");
+    TRY(dnnl_memory_desc_init_by_strides(&md[1], 2, db, in, sb), "memory desc");
+    TRY(dnnl_memory_desc_init_by_strides(&md[2], 2, dc, dnnl_f32, sc), "memory desc");
+    dnnl_matmul_desc_t d;
+    TRY(dnnl_matmul_desc_init(&d, &md[0], &md[1], NULL, &md[2]), "matmul desc");
+    dnnl_primitive_attr_t attr;
+    TRY(dnnl_primitive_attr_create(&attr), "attr");
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *what = NULL;
+    if (g->alpha != 1.0f && dnnl_primitive_attr_set_output_scales(attr, 1, 0, &g->alpha) != dnnl_success)
+        what = "output scale";
+    if (!what && g->beta != 0.0f &&   // c = alpha * op(a) @ op(b) + beta * c
+        (dnnl_post_ops_create(&po) != dnnl_success || dnnl_post_ops_append_sum(po, g->beta) != dnnl_success ||
+         dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success))
+        what = "sum post op";
+    if (!what && dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL) != dnnl_success) what = "matmul descriptor";
+    if (!what && dnnl_primitive_create(p, pd) != dnnl_success) what = "matmul primitive";
+    const char *name = NULL;
+    if (!what && impl_name && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name)
+        snprintf(impl_name, 64, "%s", name);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return what;
+#undef TRY
+}
+
+static prim *get_prim(const k_gemm_op *g, char *impl_name) {
+    for (int i = 0; i < ncache; i++) {
+        prim *e = &cache[i];
+        if (e->M == g->M && e->N == g->N && e->K == g->K && e->lda == g->lda && e->ldb == g->ldb && e->ldc == g->ldc &&
+            e->ta == g->ta && e->tb == g->tb && e->alpha == g->alpha && e->beta == g->beta)
+            return e;
+    }
+    if (!strm) ok(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags), "stream");
+    prim *e = ncache < CACHE ? &cache[ncache++] : &cache[evict++ % CACHE];
+    if (e->p) {
+        dnnl_primitive_destroy(e->p);
+        for (int i = 0; i < 3; i++) dnnl_memory_destroy(e->mem[i]);
+    }
+    *e = (prim){g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->ta, g->tb, g->alpha, g->beta, NULL, {NULL}};
+    dnnl_memory_desc_t md[3];
+    const char *what = k_onednn_matmul(eng, g, dnnl_bf16, &e->p, md, impl_name);
+    if (what) os_die("oneDNN: %s failed in a bf16 GEMM", what);
+    for (int i = 0; i < 3; i++) ok(dnnl_memory_create(&e->mem[i], &md[i], eng, DNNL_MEMORY_NONE), "memory");
+    return e;
+}
+
+static void onednn_run(const k_gemm_op *g) {
+    prim *e = get_prim(g, NULL);
+    ok(dnnl_memory_set_data_handle(e->mem[0], (void *)g->a), "data handle");
+    ok(dnnl_memory_set_data_handle(e->mem[1], (void *)g->b), "data handle");
+    ok(dnnl_memory_set_data_handle(e->mem[2], g->c), "data handle");
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->mem[0]}, {DNNL_ARG_WEIGHTS, e->mem[1]}, {DNNL_ARG_DST, e->mem[2]}};
+    ok(dnnl_primitive_execute(e->p, strm, 3, args), "matmul");
+    ok(dnnl_stream_wait(strm), "stream wait");
+}
+
+// One block on the calling thread only: oneDNN would otherwise start its own OpenMP team outside a parallel
+// region (its primitives plan their threads when created, so both happen in here)
+static void onednn_kernel(const k_gemm_op *g) {
+    if (omp_in_parallel()) {
+        onednn_run(g);
+        return;
+    }
+#pragma omp parallel num_threads(1)
+    {
+        omp_set_num_threads(1);   // this region's own setting: oneDNN reads omp_get_max_threads()
+        onednn_run(g);
+    }
+}
+
+// The path, from the CPU's features (or OMNISHARD_BF16_GEMM). oneDNN must also choose a bf16 kernel for a probe
+// product (its name is logged); its reference code would be far slower than the fallback.
+static void setup(void) {
+    const char *env = getenv("OMNISHARD_BF16_GEMM");
+    onednn = env && *env ? !strcmp(env, "onednn") : os_cpu_has_bf16();
+    if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
+    if (!onednn) return;
+    char name[64] = "?";
+    k_gemm_op probe = {0, 1, 32, 32, 32, 1.0f, 0.0f, NULL, NULL, 32, 32, 32, NULL, 2};
+#pragma omp parallel num_threads(1)
+    {
+        omp_set_num_threads(1);
+        get_prim(&probe, name);
+    }
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(impl, sizeof impl, "oneDNN %d.%d.%d matmul %s", v->major, v->minor, v->patch, name);
+    if (strstr(name, "ref") && !(env && *env)) onednn = 0;
+}
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+int k_gemm_bf16_setup(const char **path) {
+    const char *env = getenv("OMNISHARD_BF16_GEMM");
+    if (env && *env && strcmp(env, "onednn") && strcmp(env, "sgemm"))
+        return os_errf("OMNISHARD_BF16_GEMM: expected onednn or sgemm (or unset: chosen from the CPU), got '%s'", env);
+    pthread_once(&once, setup);
+    if (path) *path = onednn ? "onednn" : "sgemm";
+    return 0;
+}
+
+void k_gemm_bf16(const k_gemm_op *g) {
+    pthread_once(&once, setup);
+    int64_t ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;   // a and b as stored
+    int64_t br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
+    size_t esz = onednn ? 2 : 4;
+    void *a = scratch(0, esz * (size_t)(ar * ac)), *b = scratch(1, esz * (size_t)(br * bc));
+    round_rows(a, g->a, ar, ac, g->lda);
+    round_rows(b, g->b, br, bc, g->ldb);
+    k_gemm_op r = *g;
+    r.a = a, r.b = b, r.lda = ac, r.ldb = bc, r.esz = (int)esz;
+    k_gemm_run(&r, onednn ? onednn_kernel : k_gemm_sgemm);
+}

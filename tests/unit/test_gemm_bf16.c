@@ -1,0 +1,87 @@
+// k_gemm under bf16 mixed precision (src/kernels/gemm_bf16.c) against its definition: every element of c equals
+// alpha * sum_k bf16(op(a))[m,k] * bf16(op(b))[k,n] + beta * c, the sum taken in double here, within the fp32
+// accumulation bound K * 2^-23 * sum_k |products| (+ the rounding of alpha and beta terms). bf16() rounds to
+// nearest even (PyTorch's .to(torch.bfloat16)). Also: the result differs from the fp32 product (rounding happens),
+// the products that k_gemm cuts over threads, strided operands, and NaN passing through.
+// Runs on the path the CPU gets (oneDNN with AVX512-BF16 / AMX, else OpenBLAS sgemm on rounded values);
+// OMNISHARD_BF16_GEMM=sgemm|onednn picks one (tests/test_bf16.py runs both).
+#include "check.h"
+#include "core/alloc.h"
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static double bf16(float f) {   // written from the definition: keep 8 significant bits, ties to even
+    if (f == 0.0f || isinf(f) || isnan(f)) return f;
+    int e;
+    double m = frexp((double)f, &e);   // f = m * 2^e, 0.5 <= |m| < 1
+    double s = ldexp(m, 8);            // 8 significant bits in the integer part
+    double r = nearbyint(s);           // the default rounding mode: to nearest, ties to even
+    return ldexp(r, e - 8);
+}
+
+static int case_ok(const char *name, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
+                   float beta, uint64_t seed) {
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    int64_t lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+    float *a = os_alloc(sizeof(float) * (size_t)(ar * lda), "a"), *b = os_alloc(sizeof(float) * (size_t)(br * ldb), "b");
+    float *c = os_alloc(sizeof(float) * (size_t)(M * ldc), "c"), *c0 = os_alloc(sizeof(float) * (size_t)(M * ldc), "c0");
+    float *c32 = os_alloc(sizeof(float) * (size_t)(M * ldc), "c32");
+    os_rng_fill_uniform(a, ar * lda, seed, 0, -1, 1);
+    os_rng_fill_uniform(b, br * ldb, seed + 1, 0, -1, 1);
+    os_rng_fill_uniform(c0, M * ldc, seed + 2, 0, -1, 1);
+    memcpy(c, c0, sizeof(float) * (size_t)(M * ldc));
+    memcpy(c32, c0, sizeof(float) * (size_t)(M * ldc));
+    k_gemm_set_bf16(1);
+    k_gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    k_gemm_set_bf16(0);
+    k_gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c32, ldc);
+    double worst = 0, diff32 = 0;
+    int pads_kept = 1;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            double s = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double x = bf16(ta ? a[k * lda + m] : a[m * lda + k]), y = bf16(tb ? b[n * ldb + k] : b[k * ldb + n]);
+                s += x * y, mag += fabs(x * y);
+            }
+            double want = alpha * s + beta * c0[m * ldc + n];
+            double bound = (double)(K + 2) * ldexp(1.0, -23) * (fabs(alpha) * mag + fabs(beta * c0[m * ldc + n])) + 1e-30;
+            double err = fabs(c[m * ldc + n] - want) / bound;
+            worst = err > worst ? err : worst;
+            diff32 = fmax(diff32, fabs(c32[m * ldc + n] - want));
+        }
+        for (int64_t n = N; n < ldc; n++) pads_kept &= c[m * ldc + n] == c0[m * ldc + n];
+    }
+    printf("%s %s%s %lldx%lldx%lld alpha %g beta %g: error %.3g of the fp32 bound\n", name, ta ? "T" : "N",
+           tb ? "T" : "N", (long long)M, (long long)N, (long long)K, alpha, beta, worst);
+    CHECK(worst <= 1.0, "%s: error %.3g of the fp32 accumulation bound", name, worst);
+    CHECK(pads_kept, "%s: c's padding changed", name);
+    // the fp32 product is not the bf16 one: the rounding happened (inputs in (-1, 1) lose ~2^-9 each)
+    CHECK(diff32 > 1e-4, "%s: the fp32 result differs from the bf16 definition by only %.3g", name, diff32);
+    os_free(a), os_free(b), os_free(c), os_free(c0), os_free(c32);
+    return worst <= 1.0;
+}
+
+int main(void) {
+    const char *path = NULL;
+    if (k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "FAIL setup\n"), 1;
+    printf("bf16 GEMM path: %s (%s)\n", path, k_gemm_bf16_impl());
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            case_ok("small", ta, tb, 5, 7, 9, 0, 1.0f, 0.0f, 10 + 2 * ta + tb);
+            case_ok("strided", ta, tb, 33, 17, 65, 3, 0.375f, 1.0f, 20 + 2 * ta + tb);
+            case_ok("split over threads", ta, tb, 300, 200, 96, 0, 1.0f, 1.0f, 30 + 2 * ta + tb);
+            case_ok("split columns", ta, tb, 40, 700, 160, 1, -0.5f, 0.5f, 40 + 2 * ta + tb);
+        }
+    // a NaN in a stays NaN in its row of c, and only there
+    float a[4] = {1, NAN, 2, 3}, b[4] = {1, 2, 3, 4}, c[4] = {0};
+    k_gemm_set_bf16(1);
+    k_gemm(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    k_gemm_set_bf16(0);
+    CHECK(isnan(c[0]) && isnan(c[1]) && c[2] == 11.0f && c[3] == 16.0f, "nan: c = %g %g %g %g", c[0], c[1], c[2], c[3]);
+    return check_report("test_gemm_bf16");
+}
