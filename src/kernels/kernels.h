@@ -100,6 +100,13 @@ double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t 
 // head's chunk, and the activation plan's size of it
 int64_t k_xent_chunk_rows(int64_t V, int64_t N);
 
+// ---- AdamW with PyTorch's semantics (torch.optim.AdamW, foreach=False), on a flat range of n elements ----
+// g is multiplied by gscale first (gradient clipping) and zeroed as it is read. step is the 1-based step count.
+//   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+void k_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
+             float gscale, int64_t step);
+
 // ---- elementwise helpers ----
 void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a + b (out may alias)
 void k_axpy(float *y, float a, const float *x, int64_t N);            // y += a*x

@@ -1,6 +1,7 @@
 #include "model/activations.h"
 #include "core/alloc.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -103,6 +104,6 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     a->nacts = s->train && !s->recompute ? m->nlayers : 1;
     int32_t *pos = os_alloc(sizeof(int32_t) * (size_t)(s->npos > 0 ? s->npos : 1), "positions");
     for (int64_t i = 0; i < s->npos; i++) pos[i] = (int32_t)i;
-    k_rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);
+    os_k->rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);
     os_free(pos);
 }

@@ -1,5 +1,6 @@
 #include "model/head.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include <string.h>
 
 // shifted targets of loss term k (0 = text, 1+i = audio layer i) for every row into y[N]; returns their count
@@ -16,13 +17,13 @@ static int64_t targets(const os_model *m, const os_head_task *t, int k, int32_t 
 }
 
 void os_head_norm_fwd(const os_model *m, const float *norm, const float *x, int64_t N, os_head_buf *buf) {
-    k_rmsnorm_fwd(buf->hn, buf->rstd, x, norm, N, m->C, (float)m->cfg.rms_norm_eps);
+    os_k->rmsnorm_fwd(buf->hn, buf->rstd, x, norm, N, m->C, (float)m->cfg.rms_norm_eps);
 }
 
 // each sample's last row of lm_head logits into out[B, V] (inference)
 static void last_logits(const os_model *m, const float *W, const os_head_task *t, const os_head_buf *buf) {
     for (int64_t b = 0; b < t->B; b++)
-        k_linear_fwd(t->logits + b * m->V, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
+        os_k->linear_fwd(t->logits + b * m->V, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
 }
 
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
@@ -52,40 +53,40 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
         int64_t n = N - r0 < rows ? N - r0 : rows;
         const float *h = buf->hn + r0 * C;
-        k_linear_fwd(logits, h, W, NULL, n, C, V);                        // logits[n, V]
-        if (t->logits) memcpy(t->logits + r0 * V, logits, sizeof(float) * (size_t)(n * V));
+        os_k->linear_fwd(logits, h, W, NULL, n, C, V);                        // logits[n, V]
+        if (t->logits) os_k->copy(t->logits + r0 * V, logits, n * V);
         if (!nterms) continue;
         // text: columns [0, T)
-        s->sum[0] += k_xent_fwd_bwd(logits, V, y[0] + r0, n, T, scale[0], &s->correct[0]);
+        s->sum[0] += os_k->xent_fwd_bwd(logits, V, y[0] + r0, n, T, scale[0], &s->correct[0]);
         if (!ad) {   // G = 1, or layer shift: layer g = columns [T + g*A, T + (g+1)*A) (slam_model_s2s.py:262)
             for (int64_t k = 0; k < G; k++)
-                s->sum[1 + k] += k_xent_fwd_bwd(logits + T + k * A, V, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
+                s->sum[1 + k] += os_k->xent_fwd_bwd(logits + T + k * A, V, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
         } else {
             // adapter: al[n, G*A] = logits[:, T:T+A] @ Wa^T + ba, layer i = al[:, i*A:(i+1)*A]
-            k_gemm(0, 1, n, G * A, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, G * A);
-            for (int64_t i = 0; i < n; i++) k_add(al + i * G * A, al + i * G * A, ba, G * A);
+            os_k->gemm(0, 1, n, G * A, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, G * A);
+            for (int64_t i = 0; i < n; i++) os_k->add(al + i * G * A, al + i * G * A, ba, G * A);
             for (int64_t k = 0; k < G; k++)
-                s->sum[1 + k] += k_xent_fwd_bwd(al + k * A, G * A, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
+                s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, G * A, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
         }
         if (!bw) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
         if (ad) {
             // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
-            if (dWa) k_gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
-            for (int64_t i = 0; dba && i < n; i++) k_add(dba, dba, al + i * G * A, G * A);
-            k_gemm(0, 0, n, A, G * A, 1.0f, al, G * A, Wa, A, 0.0f, dA, A);
-            for (int64_t i = 0; i < n; i++) memcpy(logits + i * V + T, dA + i * A, sizeof(float) * (size_t)A);
+            if (dWa) os_k->gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
+            for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * G * A, G * A);
+            os_k->gemm(0, 0, n, A, G * A, 1.0f, al, G * A, Wa, A, 0.0f, dA, A);
+            for (int64_t i = 0; i < n; i++) os_k->copy(logits + i * V + T, dA + i * A, A);
         }
         for (int64_t i = 0; i < n && T + Va < V; i++)    // columns no loss reads
-            memset(logits + i * V + T + Va, 0, sizeof(float) * (size_t)(V - T - Va));
+            os_k->zero(logits + i * V + T + Va, V - T - Va);
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
-        if (dh) memset(buf->dhn + r0 * C, 0, sizeof(float) * (size_t)(n * C));
-        k_linear_bwd(dh ? buf->dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
-        if (dW) k_gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
+        if (dh) os_k->zero(buf->dhn + r0 * C, n * C);
+        os_k->linear_bwd(dh ? buf->dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
+        if (dW) os_k->gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
     }
 }
 
 void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const float *x, int64_t N,
                       const os_head_buf *buf, float *dx) {
-    memset(dx, 0, sizeof(float) * (size_t)(N * m->C));
-    k_rmsnorm_bwd(dx, dnorm, buf->dhn, x, norm, buf->rstd, N, m->C);
+    os_k->zero(dx, N * m->C);
+    os_k->rmsnorm_bwd(dx, dnorm, buf->dhn, x, norm, buf->rstd, N, m->C);
 }

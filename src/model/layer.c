@@ -1,8 +1,7 @@
 #include "model/layer.h"
 #include "core/rng.h"
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "model/lora.h"
-#include <string.h>
 
 // LoRA module t of layer l on input x [N, I]: its op (NULL when t is not targeted)
 static const os_lora_op *lora_op(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, os_lora_op *op) {
@@ -34,10 +33,10 @@ static void cached_attention(const os_layer_ctx *c, int l, os_layer_act *a) {
     int64_t KD = kv->KH * kv->D, lay = (int64_t)l * kv->B * kv->cap * KD;
     float *kc = kv->k + lay, *vc = kv->v + lay;
     for (int64_t b = 0; b < c->B; b++) {
-        memcpy(kc + (b * kv->cap + c->p0) * KD, a->k + b * c->L * KD, sizeof(float) * (size_t)(c->L * KD));
-        memcpy(vc + (b * kv->cap + c->p0) * KD, a->v + b * c->L * KD, sizeof(float) * (size_t)(c->L * KD));
+        os_k->copy(kc + (b * kv->cap + c->p0) * KD, a->k + b * c->L * KD, c->L * KD);
+        os_k->copy(vc + (b * kv->cap + c->p0) * KD, a->v + b * c->L * KD, c->L * KD);
     }
-    k_attention_cached_fwd(a->ao, a->q, kc, vc, c->B, c->L, c->p0, kv->cap, c->m->H, kv->KH, kv->D);
+    os_k->attention_cached_fwd(a->ao, a->q, kc, vc, c->B, c->L, c->p0, kv->cap, c->m->H, kv->KH, kv->D);
 }
 
 void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const float *x, os_layer_act *a, float *y) {
@@ -45,64 +44,62 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
     const float *cs = c->cos_t + c->p0 * D / 2, *sn = c->sin_t + c->p0 * D / 2;
-    k_rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, eps);
-    k_linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
-    k_linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
-    k_linear_fwd(a->v, a->ln1, w->v_w, w->v_b, N, C, KH * D);
+    os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, eps);
+    os_k->linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
+    os_k->linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
+    os_k->linear_fwd(a->v, a->ln1, w->v_w, w->v_b, N, C, KH * D);
     lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
     lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
     lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
-    k_rope_fwd(a->q, cs, sn, c->B, c->L, H, D);
-    k_rope_fwd(a->k, cs, sn, c->B, c->L, KH, D);
+    os_k->rope_fwd(a->q, cs, sn, c->B, c->L, H, D);
+    os_k->rope_fwd(a->k, cs, sn, c->B, c->L, KH, D);
     if (c->kv) cached_attention(c, l, a);
-    else k_attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, 1, c->B, c->L, H, KH, D);
-    k_linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
+    else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, 1, c->B, c->L, H, KH, D);
+    os_k->linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
-    k_add(a->h, a->h, x, N * C);
-    k_rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, eps);
-    k_linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
-    k_linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
+    os_k->add(a->h, a->h, x, N * C);
+    os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, eps);
+    os_k->linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
+    os_k->linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
     lora_fwd(c, l, w, OS_LORA_GATE, a->ln2, a, a->gate);
     lora_fwd(c, l, w, OS_LORA_UP, a->ln2, a, a->up);
-    k_swiglu_fwd(a->act, a->gate, a->up, N * F);
-    if (y) k_linear_fwd(y, a->act, w->down, NULL, N, F, C);
+    os_k->swiglu_fwd(a->act, a->gate, a->up, N * F);
+    if (y) os_k->linear_fwd(y, a->act, w->down, NULL, N, F, C);
     lora_fwd(c, l, w, OS_LORA_DOWN, a->act, a, y);   // y NULL (recomputation): keeps its u only
     if (!y) return;
-    k_add(y, y, a->h, N * C);
+    os_k->add(y, y, a->h, N * C);
 }
-
-static void zero(float *p, int64_t n) { memset(p, 0, sizeof(float) * (size_t)n); }
 
 void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const os_layer_grads *g, const float *x,
                   const os_layer_act *a, float *dx) {
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     // MLP: y = h + down(act)
-    zero(c->dact, N * F);
-    k_linear_bwd(c->dact, g->down, NULL, dx, a->act, w->down, N, F, C);
+    os_k->zero(c->dact, N * F);
+    os_k->linear_bwd(c->dact, g->down, NULL, dx, a->act, w->down, N, F, C);
     lora_bwd(c, l, w, g, OS_LORA_DOWN, a->act, a, dx, c->dact);
-    zero(c->dgate, N * F), zero(c->dup, N * F);
-    k_swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F);
-    zero(c->dln, N * C);
-    k_linear_bwd(c->dln, g->gate, NULL, c->dgate, a->ln2, w->gate, N, C, F);
-    k_linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
+    os_k->zero(c->dgate, N * F), os_k->zero(c->dup, N * F);
+    os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F);
+    os_k->zero(c->dln, N * C);
+    os_k->linear_bwd(c->dln, g->gate, NULL, c->dgate, a->ln2, w->gate, N, C, F);
+    os_k->linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
     lora_bwd(c, l, w, g, OS_LORA_GATE, a->ln2, a, c->dgate, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_UP, a->ln2, a, c->dup, c->dln);
-    k_rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2, a->rstd2, N, C);   // dx = dL/dh
+    os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2, a->rstd2, N, C);   // dx = dL/dh
     // attention: h = x + o_proj(attn)
-    zero(c->dao, N * H * D);
-    k_linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
+    os_k->zero(c->dao, N * H * D);
+    os_k->linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
     lora_bwd(c, l, w, g, OS_LORA_O, a->ao, a, dx, c->dao);
-    zero(c->dq, N * H * D), zero(c->dk, N * KH * D), zero(c->dv, N * KH * D);
-    k_attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->att, c->B, c->L, H, KH, D);
-    k_rope_bwd(c->dq, c->cos_t, c->sin_t, c->B, c->L, H, D);
-    k_rope_bwd(c->dk, c->cos_t, c->sin_t, c->B, c->L, KH, D);
-    zero(c->dln, N * C);
-    k_linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
-    k_linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);
-    k_linear_bwd(c->dln, g->v_w, g->v_b, c->dv, a->ln1, w->v_w, N, C, KH * D);
+    os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
+    os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->att, c->B, c->L, H, KH, D);
+    os_k->rope_bwd(c->dq, c->cos_t, c->sin_t, c->B, c->L, H, D);
+    os_k->rope_bwd(c->dk, c->cos_t, c->sin_t, c->B, c->L, KH, D);
+    os_k->zero(c->dln, N * C);
+    os_k->linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
+    os_k->linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);
+    os_k->linear_bwd(c->dln, g->v_w, g->v_b, c->dv, a->ln1, w->v_w, N, C, KH * D);
     lora_bwd(c, l, w, g, OS_LORA_Q, a->ln1, a, c->dq, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_K, a->ln1, a, c->dk, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_V, a->ln1, a, c->dv, c->dln);
-    k_rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1, a->rstd1, N, C);   // dx = dL/dx
+    os_k->rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1, a->rstd1, N, C);   // dx = dL/dx
 }

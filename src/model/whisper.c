@@ -2,7 +2,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "audio/logmel.h"
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -97,18 +97,18 @@ typedef struct {
 static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, float *x, int64_t T, enc_scratch *s) {
     const os_whisper_layer_ids *P = &w->layer[l];
     int64_t d = w->d, H = w->H, F = w->F;
-    k_layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
-    k_linear_fwd(s->q, s->ln, os_weight(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
-    k_linear_fwd(s->k, s->ln, os_weight(wt, P->k_w), NULL, T, d, d);
-    k_linear_fwd(s->v, s->ln, os_weight(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
-    k_attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, 0, 1, T, H, H, d / H);
-    k_linear_fwd(s->tmp, s->ao, os_weight(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
-    k_add(x, x, s->tmp, T * d);
-    k_layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
-    k_linear_fwd(s->hid, s->ln, os_weight(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
-    k_gelu_fwd(s->hid, s->hid, T * F);
-    k_linear_fwd(s->tmp, s->hid, os_weight(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
-    k_add(x, x, s->tmp, T * d);
+    os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
+    os_k->linear_fwd(s->q, s->ln, os_weight(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
+    os_k->linear_fwd(s->k, s->ln, os_weight(wt, P->k_w), NULL, T, d, d);
+    os_k->linear_fwd(s->v, s->ln, os_weight(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
+    os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, 0, 1, T, H, H, d / H);
+    os_k->linear_fwd(s->tmp, s->ao, os_weight(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
+    os_k->add(x, x, s->tmp, T * d);
+    os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
+    os_k->linear_fwd(s->hid, s->ln, os_weight(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
+    os_k->gelu_fwd(s->hid, s->hid, T * F);
+    os_k->linear_fwd(s->tmp, s->hid, os_weight(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
+    os_k->add(x, x, s->tmp, T * d);
 }
 
 void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const float *const *mel, int64_t T_mel,
@@ -121,10 +121,10 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
     float *c1 = n ? F32(d * T_mel, "encoder conv1 out[d, T_mel]") : NULL, *c2 = n ? F32(d * T, "encoder conv2 out[d, T]") : NULL;
     const float *pos = os_weight(wt, w->pos);
     for (int64_t i = 0; i < n; i++) {
-        k_conv1d_fwd(c1, mel[i], os_weight(wt, w->conv1_w), os_weight(wt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
-        k_gelu_fwd(c1, c1, d * T_mel);
-        k_conv1d_fwd(c2, c1, os_weight(wt, w->conv2_w), os_weight(wt, w->conv2_b), d, T_mel, d, 3, 2, 1);
-        k_gelu_fwd(c2, c2, d * T);
+        os_k->conv1d_fwd(c1, mel[i], os_weight(wt, w->conv1_w), os_weight(wt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
+        os_k->gelu_fwd(c1, c1, d * T_mel);
+        os_k->conv1d_fwd(c2, c1, os_weight(wt, w->conv2_w), os_weight(wt, w->conv2_b), d, T_mel, d, 3, 2, 1);
+        os_k->gelu_fwd(c2, c2, d * T);
         float *x = out[i];
 #pragma omp parallel for schedule(static)
         for (int64_t t = 0; t < T; t++)
@@ -150,6 +150,6 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
     // ---- final LayerNorm ----
     wt->gather(wt->ctx, w->b_final);
     for (int64_t i = 0; i < n; i++)
-        k_layernorm_fwd(out[i], NULL, NULL, out[i], os_weight(wt, w->lnf_w), os_weight(wt, w->lnf_b), T, d, 1e-5f);
+        os_k->layernorm_fwd(out[i], NULL, NULL, out[i], os_weight(wt, w->lnf_w), os_weight(wt, w->lnf_b), T, d, 1e-5f);
     wt->release(wt->ctx, w->b_final);
 }

@@ -1,6 +1,6 @@
 #include "train/trainer.h"
 #include "core/err.h"
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -35,8 +35,8 @@ double os_apply_param_terms(os_trainer *t, int b) {
             float *g = zr_grad(t->rt, i);   // NULL: frozen (the term has a value but moves nothing)
             int64_t ne = r->p[i].numel;
             if (pt->kind == OS_TERM_L2) {
-                loss += pt->coef * k_sumsq(p, ne);
-                if (g) k_axpy(g, 2.0f * pt->coef * dscale, p, ne);
+                loss += pt->coef * os_k->sumsq(p, ne);
+                if (g) os_k->axpy(g, 2.0f * pt->coef * dscale, p, ne);
             } else {
                 double s = 0.0;
                 for (int64_t j = 0; j < ne; j++) s += p[j];

@@ -3,7 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
-#include "optim/adamw.h"
+#include "kernels/ops.h"
 #include "zero/comm.h"
 #include <math.h>
 #include <string.h>
@@ -232,7 +232,7 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
             int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
             if (s > done) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(s - done));
-            os_adamw(zr_at(p, s), zr_at(g, s), zr_at(m, s), zr_at(v, s), e - s, lr, b1, b2, eps,
+            os_k->adamw(zr_at(p, s), zr_at(g, s), zr_at(m, s), zr_at(v, s), e - s, lr, b1, b2, eps,
                      q->ndim >= 2 ? wd : 0.0f, gscale, step);
             done = e > done ? e : done;
         }

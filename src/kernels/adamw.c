@@ -1,7 +1,7 @@
-#include "optim/adamw.h"
+#include "kernels/kernels.h"
 #include <math.h>
 
-void os_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
+void k_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
               float wd, float gscale, int64_t step) {
     // bias corrections in double, as PyTorch computes them on Python floats
     double bc1 = 1.0 - pow((double)b1, (double)step), bc2 = 1.0 - pow((double)b2, (double)step);

@@ -1,0 +1,63 @@
+// The device seam: every operation the model (src/model/), the parameter loss terms and the optimizer step run on
+// their buffers, as one table. A backend fills the table; the callers go through os_k, so a new device (CUDA,
+// Ascend) is a new ops_<device>.c and its kernels, not edits across the tree. docs/design.md "Device seam" says
+// which buffers live where and who synchronises.
+// Each compute member has the signature, shapes and accumulate rules of the k_ kernel of the same name in
+// kernels.h (the CPU backend's implementation). The buffer members stand for memset/memcpy on the backend's memory.
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    const char *name;
+    // buffers: n floats zeroed / copied (dst and src on the backend's memory)
+    void (*zero)(float *x, int64_t n);
+    void (*copy)(float *dst, const float *src, int64_t n);
+    // matrix products
+    void (*gemm)(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+    void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
+    void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                       int64_t N, int64_t I, int64_t O);
+    // attention
+    void (*attention_fwd)(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
+                          int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                          const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+    void (*attention_cached_fwd)(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+                                 int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
+    // norms
+    void (*rmsnorm_fwd)(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps);
+    void (*rmsnorm_bwd)(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                        int64_t N, int64_t C);
+    void (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                          int64_t N, int64_t C, float eps);
+    // rope
+    void (*rope_table)(float *cos_t, float *sin_t, const int32_t *pos, int64_t T, int64_t D, float theta);
+    void (*rope_fwd)(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+    void (*rope_bwd)(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+    // embedding
+    void (*embedding_fwd)(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+    void (*embedding_acc)(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+    void (*embedding_bwd)(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t C, float scale);
+    // activations, convolution
+    void (*swiglu_fwd)(float *out, const float *gate, const float *up, int64_t N);
+    void (*swiglu_bwd)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N);
+    void (*gelu_fwd)(float *out, const float *inp, int64_t N);
+    void (*relu_fwd)(float *out, const float *inp, int64_t N);
+    void (*conv1d_fwd)(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
+                       int64_t Cout, int64_t K, int64_t stride, int64_t pad);
+    // softmax cross-entropy (fused forward + backward on a chunk of rows)
+    double (*xent_fwd_bwd)(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
+                           int64_t *ncorrect);
+    // elementwise
+    void (*add)(float *out, const float *a, const float *b, int64_t N);
+    void (*axpy)(float *y, float a, const float *x, int64_t N);
+    void (*scale)(float *x, float a, int64_t N);
+    double (*sumsq)(const float *x, int64_t N);
+    // optimizer
+    void (*adamw)(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
+                  float gscale, int64_t step);
+} os_ops;
+
+extern const os_ops os_ops_cpu;   // kernels/ops_cpu.c: OpenBLAS + OpenMP
+extern const os_ops *os_k;        // the backend in use (os_ops_cpu)

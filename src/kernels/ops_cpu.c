@@ -1,0 +1,41 @@
+// The CPU backend of the device seam (kernels/ops.h): the kernels of kernels.h on host memory.
+#include "kernels/ops.h"
+#include "kernels/kernels.h"
+#include <string.h>
+
+static void zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
+static void copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
+
+const os_ops os_ops_cpu = {
+    .name = "cpu",
+    .zero = zero,
+    .copy = copy,
+    .gemm = k_gemm,
+    .linear_fwd = k_linear_fwd,
+    .linear_bwd = k_linear_bwd,
+    .attention_fwd = k_attention_fwd,
+    .attention_bwd = k_attention_bwd,
+    .attention_cached_fwd = k_attention_cached_fwd,
+    .rmsnorm_fwd = k_rmsnorm_fwd,
+    .rmsnorm_bwd = k_rmsnorm_bwd,
+    .layernorm_fwd = k_layernorm_fwd,
+    .rope_table = k_rope_table,
+    .rope_fwd = k_rope_fwd,
+    .rope_bwd = k_rope_bwd,
+    .embedding_fwd = k_embedding_fwd,
+    .embedding_acc = k_embedding_acc,
+    .embedding_bwd = k_embedding_bwd,
+    .swiglu_fwd = k_swiglu_fwd,
+    .swiglu_bwd = k_swiglu_bwd,
+    .gelu_fwd = k_gelu_fwd,
+    .relu_fwd = k_relu_fwd,
+    .conv1d_fwd = k_conv1d_fwd,
+    .xent_fwd_bwd = k_xent_fwd_bwd,
+    .add = k_add,
+    .axpy = k_axpy,
+    .scale = k_scale,
+    .sumsq = k_sumsq,
+    .adamw = k_adamw,
+};
+
+const os_ops *os_k = &os_ops_cpu;
