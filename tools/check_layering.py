@@ -48,12 +48,7 @@ def matrix_order():
 # Temporary exceptions: exact (including file, included header) pairs that break the order today, each with the
 # reason and the move that removes it (issue 11). Only these pairs are let through; a NEW wrong include fails.
 # An exception that no longer occurs fails too: delete it from this list when its include is gone.
-EXCEPTIONS = {
-    ("src/zero/runtime.h", "model/registry.h"): "issue 11: the parameter registry moves into zero/ (the model "
-                                                "declares its tensors, the runtime buckets them)",
-    ("src/zero/runtime.h", "model/weights.h"): "issue 11: zr_weights (the runtime as a model's weight source) moves "
-                                               "to train/, which joins model and runtime",
-}
+EXCEPTIONS = {}
 
 # Private headers that belong to another module (one module split over several files), "folder/stem" -> module.
 PARTS = {

@@ -6,6 +6,7 @@
 #include "persist/checkpoint.h"
 #include "persist/export.h"
 #include "zero/comm.h"
+#include "train/model_runtime.h"
 #include "zero/runtime.h"
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
     for (int b = 0; b < m.reg.nb; b++) os_reg_freeze(&m.reg, b);   // parameters only: no gradients, no moments
     zr_runtime rt;
     int N = comm_size();
-    zr_init(&rt, &m.reg, N > 1 ? 3 : 0, comm_rank(), N);
+    os_runtime_init(&rt, &m.reg, N > 1 ? 3 : 0, comm_rank(), N);
     int64_t step;
     int rc = os_checkpoint_load(&m, &rt, ckpt, &step);
     if (rc == 0) rc = os_export(&m, &rt, ckpt, out, merge_lora);

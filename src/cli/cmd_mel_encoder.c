@@ -10,6 +10,7 @@
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "model/whisper.h"
+#include "train/model_runtime.h"
 #include "zero/runtime.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,9 @@ static int encoder_open(encoder *e, const char *dir) {
     if (!(e->d = os_st_dir_open(dir)) || os_whisper_name_map(e->d, dir, &map) < 0 ||
         os_params_check_map(&e->reg, e->d, dir, 0, e->reg.nb, &map) < 0)
         return -1;
-    zr_init(&e->rt, &e->reg, 0, 0, 1);
-    for (int b = 0; b < e->reg.nb; b++) {
-        zr_span mine = zr_local(&e->rt, b, ZR_PARAMETERS);
-        if (os_params_fill_map(&e->reg, e->d, &map, b, mine.off, mine.off + mine.n, mine.p, 0) < 0)
-            return os_err_ctx("%s", dir);
-    }
+    os_runtime_init(&e->rt, &e->reg, 0, 0, 1);
+    for (int b = 0; b < e->reg.nb; b++)
+        if (os_runtime_fill(&e->rt, &e->reg, b, e->d, &map, 0) < 0) return os_err_ctx("%s", dir);
     return 0;
 }
 
@@ -125,7 +123,7 @@ int cmd_mel_encoder(int argc, char **argv) {
     float *enc = os_alloc(sizeof(float) * (size_t)(T * w->d), "encoder output");
     const float *mels[1] = {mel};
     float *outs[1] = {enc};
-    os_weights wt = zr_weights(&e.rt);
+    os_weights wt = os_runtime_weights(&e.rt);
     os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
     if (bench > 0) {
         double tm = 0.0, te = 0.0;

@@ -88,3 +88,10 @@ void os_info(const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
 }
+
+const char *os_shape_str(const int64_t *shape, int ndim, char *buf, int n) {
+    int k = snprintf(buf, (size_t)n, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += snprintf(buf + k, (size_t)(n - k), i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, (size_t)(n - k), "]");
+    return buf;
+}

@@ -3,6 +3,7 @@
 // OS_ASSERT is for omnishard's own bugs only.
 #pragma once
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,3 +36,6 @@ void os_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     do {                                                                                              \
         if (!(c)) os_die("internal error: %s:%d: assertion '%s' failed", __FILE__, __LINE__, #c);     \
     } while (0)
+
+// "[d0, d1, ...]" of a shape of ndim dims into buf[n] (for messages); returns buf
+const char *os_shape_str(const int64_t *shape, int ndim, char *buf, int n);

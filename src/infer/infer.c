@@ -99,7 +99,7 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
         ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
         zr_read_bucket(&s->rt, m->b_adapter, ad);
         if (!rank0) os_free(ad), ad = NULL;
-        else Wa = ad + m->reg.p[m->adapter_w].offset, ba = ad + m->reg.p[m->adapter_b].offset;
+        else Wa = ad + s->rt.reg->p[m->adapter_w].offset, ba = ad + s->rt.reg->p[m->adapter_b].offset;
     }
     float *dump = rank0 ? os_alloc(sizeof(float) * (size_t)(cap * V), "logits") : NULL;
     float *al = rank0 ? os_alloc(sizeof(float) * (size_t)A, "audio logits") : NULL;

@@ -80,9 +80,9 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
     if (g) {
         hg.lm_head = os_grad(g, m->lm_head);
         if (ad) hg.adapter_w = os_grad(g, m->adapter_w), hg.adapter_b = os_grad(g, m->adapter_b);
-        // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing")
-        int64_t lo = m->reg.b[m->b_head].train_lo, off = m->reg.p[m->lm_head].offset;
-        hg.lm_head_row0 = lo > off ? (lo - off) / C : 0;
+        // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing"); it is its
+        // bucket's only parameter (model/omni.c), so the bucket's trained range counts its elements
+        hg.lm_head_row0 = m->reg.b[m->b_head].train_lo / C;
     }
     os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
                       .dh = g && o->below, .logits = o->logits, .last = o->logits_last};

@@ -7,13 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *shape_str(const int64_t *s, int nd, char *buf, int n) {
-    int k = snprintf(buf, (size_t)n, "[");
-    for (int i = 0; i < nd && k < n; i++) k += snprintf(buf + k, (size_t)(n - k), i ? ", %lld" : "%lld", (long long)s[i]);
-    if (k < n) snprintf(buf + k, (size_t)(n - k), "]");
-    return buf;
-}
-
 // the checkpoint tensor of parameter p (NULL if absent); name[n] receives the name looked up
 static const os_st_tensor *find(const os_st_dir *d, const os_param *p, const os_name_map *map, char *name, int n) {
     size_t k = map ? strlen(map->from) : 0;
@@ -37,7 +30,7 @@ int os_params_check_map(const os_registry *r, const os_st_dir *d, const char *di
         if (!t) {
             if (p->init == OS_INIT_REQUIRED || p->resizable)
                 return os_errf("%s: tensor '%s' %s is missing from the checkpoint", dir, name,
-                               shape_str(p->shape, p->ndim, a, sizeof a));
+                               os_shape_str(p->shape, p->ndim, a, sizeof a));
             continue;
         }
         int ok = t->ndim == p->ndim;
@@ -45,7 +38,7 @@ int os_params_check_map(const os_registry *r, const os_st_dir *d, const char *di
         if (ok) ok = p->resizable ? t->shape[0] >= 1 && t->shape[0] <= p->shape[0] : t->shape[0] == p->shape[0];
         if (!ok)
             return os_errf("%s: tensor '%s': shape %s does not match the model's %s%s", dir, name,
-                           shape_str(t->shape, t->ndim, a, sizeof a), shape_str(p->shape, p->ndim, b, sizeof b),
+                           os_shape_str(t->shape, t->ndim, a, sizeof a), os_shape_str(p->shape, p->ndim, b, sizeof b),
                            p->resizable ? " (at most that many rows)" : "");
         if (t->dtype != OS_DT_F32 && t->dtype != OS_DT_F16 && t->dtype != OS_DT_BF16 && t->dtype != OS_DT_F64)
             return os_errf("%s: tensor '%s': dtype %s is not a float type", dir, name, os_st_dtype_name(t->dtype));
@@ -68,43 +61,29 @@ static void init_range(const os_param *p, int64_t s, int64_t n, float *dst, uint
     }
 }
 
-int os_params_fill(const os_registry *r, const os_st_dir *d, int b, int64_t lo, int64_t hi, float *dst,
-                   uint64_t seed) {
-    return os_params_fill_map(r, d, NULL, b, lo, hi, dst, seed);
-}
-
-int os_params_fill_map(const os_registry *r, const os_st_dir *d, const os_name_map *map, int b, int64_t lo,
-                       int64_t hi, float *dst, uint64_t seed) {
-    const os_bucket *bk = &r->b[b];
-    for (int64_t j = lo; j < hi; j++)
-        if (j >= bk->numel) dst[j - lo] = 0.0f;
-    for (int i = bk->first; i < bk->first + bk->count; i++) {
-        const os_param *p = &r->p[i];
-        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        if (s >= e) continue;
-        float *out = dst + (s - lo);
-        int64_t ps = s - p->offset, pn = e - s;   // range inside the parameter
-        char name[256];
-        const os_st_tensor *t = find(d, p, map, name, sizeof name);
-        int64_t have = t ? t->numel : 0;          // leading elements available from the checkpoint (row-major)
-        if (ps < have) {
-            int64_t k = pn < have - ps ? pn : have - ps;
-            if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", name);
-            int64_t bad = k_first_nonfinite(out, k);
-            if (bad >= 0)
-                return os_errf("tensor '%s': element %lld is %s (an input model must hold finite values only)", name,
-                               (long long)(ps + bad), isnan(out[bad]) ? "NaN" : "infinite");
-            out += k, ps += k, pn -= k;
-        }
-        if (pn > 0 && p->init == OS_INIT_MEAN_ROWS) {
-            os_mean_rows st;
-            if (!t) return os_errf("tensor '%s': its new rows are initialised from the checkpoint's rows, which are missing", name);
-            if (os_mean_rows_init(&st, t, name) < 0) return -1;
-            os_mean_rows_fill(&st, os_hash_str(p->name, seed), ps, pn, out);
-            os_mean_rows_free(&st);
-        } else if (pn > 0) {
-            init_range(p, ps, pn, out, seed);
-        }
+int os_params_fill(const os_registry *r, const os_st_dir *d, const os_name_map *map, int i, int64_t ps, int64_t pn,
+                   float *out, uint64_t seed) {
+    const os_param *p = &r->p[i];
+    char name[256];
+    const os_st_tensor *t = find(d, p, map, name, sizeof name);
+    int64_t have = t ? t->numel : 0;          // leading elements available from the checkpoint (row-major)
+    if (ps < have) {
+        int64_t k = pn < have - ps ? pn : have - ps;
+        if (os_st_read_f32(t, ps, k, out) < 0) return os_err_ctx("tensor '%s'", name);
+        int64_t bad = k_first_nonfinite(out, k);
+        if (bad >= 0)
+            return os_errf("tensor '%s': element %lld is %s (an input model must hold finite values only)", name,
+                           (long long)(ps + bad), isnan(out[bad]) ? "NaN" : "infinite");
+        out += k, ps += k, pn -= k;
+    }
+    if (pn > 0 && p->init == OS_INIT_MEAN_ROWS) {
+        os_mean_rows st;
+        if (!t) return os_errf("tensor '%s': its new rows are initialised from the checkpoint's rows, which are missing", name);
+        if (os_mean_rows_init(&st, t, name) < 0) return -1;
+        os_mean_rows_fill(&st, os_hash_str(p->name, seed), ps, pn, out);
+        os_mean_rows_free(&st);
+    } else if (pn > 0) {
+        init_range(p, ps, pn, out, seed);
     }
     return 0;
 }

@@ -71,7 +71,8 @@ int os_params_audit(const os_registry *r, const os_st_dir *d, const char *dir, i
     for (int i = 0; i < np; i++) {
         const os_param *p = &r->p[i];
         const os_st_tensor *t = os_st_dir_find(d, p->name);
-        os_param_desc(p, desc, sizeof desc);
+        char shape[96];
+        snprintf(desc, sizeof desc, "%s %s", p->name, os_shape_str(p->shape, p->ndim, shape, sizeof shape));
         if (t && p->resizable && t->shape[0] < p->shape[0]) {
             char rows[64];
             snprintf(rows, sizeof rows, "rows %lld-%lld", (long long)t->shape[0], (long long)p->shape[0] - 1);

@@ -2,7 +2,7 @@
 // (docs/model-directory.md "Tensors read, ignored and initialised"). Run after os_params_check_map.
 #pragma once
 #include "io/safetensors.h"
-#include "model/registry.h"
+#include "model/params.h"
 
 typedef struct {
     int first_slam;      // no slam_omni.safetensors: the SLAM-Omni modules may be initialised (a first run from Qwen2)

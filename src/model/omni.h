@@ -3,13 +3,13 @@
 // split into G layers (G = 1: logits[:, T:T+A] directly). G = 0 is a plain Qwen2 causal LM (one text row).
 // With layer shift (the reference's do_layershift) every layer has its own A rows: vocabulary T + G*A, layer g's
 // id a is T + g*A + a, its logits are logits[:, T+g*A : T+(g+1)*A], and there is no adapter.
-// See docs/spec/slam-omni.md. Parameters are declared in a registry (registry.h), data lives in the
-// sharding runtime's buckets (src/zero/runtime.h).
+// See docs/spec/slam-omni.md. Parameters are declared in m->reg (params.h); where they live and their data is the
+// sharding runtime's (zero/registry.h, zero/runtime.h; train/model_runtime.h joins the two).
 #pragma once
 #include "io/hfconfig.h"
 #include <stddef.h>
 #include "model/projector.h"
-#include "model/registry.h"
+#include "model/params.h"
 #include "model/whisper.h"
 
 #define OS_MAX_G 8

@@ -12,7 +12,7 @@
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "model/load.h"
-#include "model/registry.h"
+#include "model/params.h"
 #include "model/weights.h"
 #include <stdint.h>
 

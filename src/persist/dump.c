@@ -5,8 +5,8 @@
 #include "zero/comm.h"
 #include <string.h>
 
-int os_dump_grads(const os_model *m, zr_runtime *rt, const char *path) {
-    const os_registry *r = &m->reg;
+int os_dump_grads(zr_runtime *rt, const char *path) {
+    const zr_registry *r = rt->reg;
     int root = comm_rank() == 0, rc = 0, n = 0;
     const char **names = os_alloc(sizeof(char *) * (size_t)r->np, "dump");
     int *nd = os_alloc(sizeof(int) * (size_t)r->np, "dump");

@@ -98,7 +98,7 @@ static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *ful
     const os_registry *r = &m->reg;
     int64_t l = merge && m->b_lora ? layer_of(m, b) : -1;
     for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
-        const float *src = full + r->p[i].offset;
+        const float *src = full + rt->reg->p[i].offset;   // where the runtime placed it
         float *tmp = NULL;
         for (int t = 0; l >= 0 && t < OS_LORA_N; t++) {
             int64_t O, I;

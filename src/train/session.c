@@ -4,6 +4,7 @@
 #include "model/load.h"
 #include "model/load_audit.h"
 #include "kernels/kernels.h"
+#include "train/model_runtime.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -117,12 +118,10 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
     if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
-    zr_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
+    os_runtime_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     for (int b = 0; b < m->reg.nb; b++) {
         int enc = b >= nb_llm;
-        zr_span mine = zr_local(&s->rt, b, ZR_PARAMETERS);   // this rank's part: write its initial values
-        if (os_params_fill_map(&m->reg, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, b, mine.off, mine.off + mine.n,
-                               mine.p, (uint64_t)a->seed) < 0)
+        if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
     // the checkpoint pages just read would stay in this process's RSS for the whole run (4 bytes per F32

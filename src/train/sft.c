@@ -165,7 +165,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     micro_report sl;
     micro_batches(r, step, &sl);
     zr_reduce_grads(&r->s.rt);
-    if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(r->m, &r->s.rt, a->dump_grads));
+    if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(&r->s.rt, a->dump_grads));
     double gnorm = zr_grad_norm(&r->s.rt, r->bucket_norms);
     if (check_finite(r, step, &sl, gnorm)) return 1;
     double lr = optimizer_step(r, step, gnorm);

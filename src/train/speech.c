@@ -4,6 +4,7 @@
 #include "audio/audio.h"
 #include "audio/logmel.h"
 #include "io/atomic.h"
+#include "train/model_runtime.h"
 #include "train/speech_cache.h"
 #include "train/stop.h"
 #include <string.h>
@@ -132,7 +133,7 @@ void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
             mel[k] = sp->mel + bi * sp->n_mels * sp->T_mel;
             out[k++] = sp->feat + bi * sp->T_enc * sp->d;
         }
-    os_weights wt = zr_weights(rt);
+    os_weights wt = os_runtime_weights(rt);
     os_whisper_fwd(&m->enc, &wt, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
     os_free(mel), os_free(out);
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {

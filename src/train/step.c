@@ -4,6 +4,7 @@
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"
+#include "train/model_runtime.h"
 #include "train/speech.h"
 #include <stdio.h>
 #include <string.h>
@@ -67,7 +68,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     for (int64_t bi = 0; bi < b->B; bi++) proj[bi] = os_speech_proj(t->speech, bi), dproj[bi] = os_speech_dproj(t->speech, bi);
     os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .labels = b->labels, .keymask = b->keymask,
                          .speech = b->speech, .proj = proj, .dproj = dproj};
-    os_weights w = zr_weights(t->rt);
+    os_weights w = os_runtime_weights(t->rt);
     grad_ctx gc = {t, st};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
     int fo = t->forward_only;

@@ -20,7 +20,7 @@ static zr_span part(const zr_runtime *rt, int b) {
 
 // that part within the bucket's trained range (empty when frozen): where the moments live (no pointer)
 static zr_span moment_span(const zr_runtime *rt, int b) {
-    const os_bucket *k = &rt->reg->b[b];
+    const zr_bucket *k = &rt->reg->b[b];
     zr_span s = part(rt, b);
     int64_t a = s.off, e = s.off + s.n;
     if (a < k->train_lo) a = k->train_lo;
@@ -29,8 +29,11 @@ static zr_span moment_span(const zr_runtime *rt, int b) {
     return (zr_span){NULL, a, e - a};
 }
 
-void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks) {
+void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nranks) {
     memset(rt, 0, sizeof *rt);
+    zr_registry *reg = os_alloc(sizeof *reg, "parameter registry");
+    *reg = *reg_in;
+    memset(reg_in, 0, sizeof *reg_in);
     rt->stage = stage, rt->rank = rank, rt->nranks = nranks, rt->reg = reg, rt->nb = reg->nb;
     int nb = reg->nb;
     rt->padded = arr(nb, 8), rt->slice = arr(nb, 8);
@@ -79,9 +82,26 @@ void zr_free(zr_runtime *rt) {
         os_free(rt->full[b]), os_free(rt->pshard[b]), os_free(rt->gfull[b]), os_free(rt->gshard[b]);
         os_free(rt->m[b]), os_free(rt->v[b]);
     }
-    void *t[] = {rt->padded, rt->slice, rt->full, rt->pshard, rt->gfull, rt->gshard, rt->m, rt->v, rt->scope, rt->gscope, rt->prefetch};
+    zr_registry *reg = rt->reg;
+    if (reg) zr_reg_free(reg);
+    void *t[] = {reg, rt->padded, rt->slice, rt->full, rt->pshard, rt->gfull, rt->gshard, rt->m, rt->v, rt->scope, rt->gscope, rt->prefetch};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) os_free(t[i]);
     memset(rt, 0, sizeof *rt);
+}
+
+int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx) {
+    const zr_registry *r = rt->reg;
+    zr_span mine = zr_local(rt, b, ZR_PARAMETERS);
+    int64_t lo = mine.off, hi = mine.off + mine.n, numel = r->b[b].numel;
+    if (hi > numel) memset(zr_at(mine, numel > lo ? numel : lo), 0, sizeof(float) * (size_t)(hi - (numel > lo ? numel : lo)));
+    for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+        const zr_tensor *p = &r->p[i];
+        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (s >= e) continue;
+        int rc = fill(ctx, i, s - p->offset, e - s, zr_at(mine, s));
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 static float *start_gather(zr_runtime *rt, int b) {
@@ -133,7 +153,7 @@ float *zr_grad_open(zr_runtime *rt, int b) {
 
 // a bucket trained on [train_lo, train_hi) only: its gradient outside is dropped (the kernels compute all of it)
 static void mask_grad(zr_runtime *rt, int b) {
-    const os_bucket *k = &rt->reg->b[b];
+    const zr_bucket *k = &rt->reg->b[b];
     float *g = rt->gfull[b];
     if (k->train_lo > 0) memset(g, 0, sizeof(float) * (size_t)k->train_lo);
     if (k->train_hi < rt->padded[b]) memset(g + k->train_hi, 0, sizeof(float) * (size_t)(rt->padded[b] - k->train_hi));
@@ -160,27 +180,18 @@ void zr_grad_close(zr_runtime *rt, int b) {
 static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const char *caller) {
     char d[200];
     os_die("internal error: %s of parameter %s requested by %s() outside its %s scope (ZeRO stage %d, bucket '%s')",
-           what, os_param_desc(&rt->reg->p[pid], d, sizeof d), caller, what, rt->stage,
+           what, zr_tensor_desc(&rt->reg->p[pid], d, sizeof d), caller, what, rt->stage,
            rt->reg->b[rt->reg->p[pid].bucket].name);
 }
 
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {
-    const os_param *p = &rt->reg->p[pid];
+    const zr_tensor *p = &rt->reg->p[pid];
     if (rt->scope[p->bucket] <= 0 || !rt->full[p->bucket]) outside(rt, pid, "data", caller);
     return rt->full[p->bucket] + p->offset;
 }
 
-static void w_prefetch(void *rt, int b) { zr_prefetch(rt, b); }
-static void w_gather(void *rt, int b) { zr_gather(rt, b); }
-static void w_release(void *rt, int b) { zr_release(rt, b); }
-static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
-
-os_weights zr_weights(zr_runtime *rt) {
-    return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param};
-}
-
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
-    const os_param *p = &rt->reg->p[pid];
+    const zr_tensor *p = &rt->reg->p[pid];
     if (!rt->reg->b[p->bucket].trainable) return NULL;
     if (rt->gscope[p->bucket] <= 0 || !rt->gfull[p->bucket]) outside(rt, pid, "gradient", caller);
     return rt->gfull[p->bucket] + p->offset;
@@ -216,7 +227,7 @@ double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
 }
 
 void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, float wd, float gscale, int64_t step) {
-    const os_registry *r = rt->reg;
+    const zr_registry *r = rt->reg;
     double t0 = os_now(), tg = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!r->b[b].trainable) continue;
@@ -227,7 +238,7 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         // gradient it reads, the rest of this rank's part (untrained ranges, padding) is zeroed here
         int64_t done = g.off;   // the gradient's elements before `done` are zero
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
-            const os_param *q = &r->p[i];
+            const zr_tensor *q = &r->p[i];
             int64_t s = q->offset > lo ? q->offset : lo;
             int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
@@ -252,7 +263,7 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
 }
 
 int zr_first_nonfinite(zr_runtime *rt, int grads) {
-    const os_registry *r = rt->reg;
+    const zr_registry *r = rt->reg;
     int64_t first = r->np;
     for (int b = 0; b < rt->nb && first == r->np; b++) {
         if (!r->b[b].trainable) continue;

@@ -9,8 +9,7 @@
 //   stage 2: + gradients sharded (reduce-scatter as each bucket's backward ends)
 //   stage 3: + parameters sharded (gathered per bucket for forward and again for backward, then dropped)
 #pragma once
-#include "model/registry.h"
-#include "model/weights.h"
+#include "zero/registry.h"
 #include <stdint.h>
 
 // Seconds spent in the runtime's phases (core/timer.h), accumulated; the caller reads and clears them (logging.jsonl
@@ -23,7 +22,7 @@ typedef struct {
 
 typedef struct {
     int stage, rank, nranks;
-    const os_registry *reg;
+    zr_registry *reg;          // where each parameter lives (owned)
     int nb;
     int64_t *padded, *slice;   // per bucket: padded numel, slice length (padded / nranks)
     float **full;              // gathered params [padded] (stage 3: only inside a scope)
@@ -38,8 +37,9 @@ typedef struct {
     zr_times times;            // accumulated since the caller last cleared it
 } zr_runtime;
 
-// Allocate buffers. Parameter values are filled afterwards with zr_fill (each rank its own part).
-void zr_init(zr_runtime *rt, const os_registry *reg, int stage, int rank, int nranks);
+// Take the registry over (*reg is left empty) and allocate buffers. Parameter values are filled afterwards (each
+// rank its own part: zr_local(rt, b, ZR_PARAMETERS) or zr_fill).
+void zr_init(zr_runtime *rt, zr_registry *reg, int stage, int rank, int nranks);
 void zr_free(zr_runtime *rt);
 // What a rank holds of a bucket (zr_local).
 typedef enum { ZR_PARAMETERS, ZR_GRADIENTS, ZR_EXP_AVG, ZR_EXP_AVG_SQ } zr_what;
@@ -57,6 +57,10 @@ typedef struct {
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
 // element i of the bucket within span s
 static inline float *zr_at(zr_span s, int64_t i) { return s.p + (i - s.off); }
+// Write the initial values of this rank's part of bucket b: fill(ctx, tensor, start, n, dst) for each piece of a
+// tensor in it (its elements [start, start+n) into dst[n]); zeros in the padding. 0, or fill's first nonzero.
+typedef int (*zr_fill_fn)(void *ctx, int tensor, int64_t start, int64_t n, float *dst);
+int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx);
 
 // ---- scopes ----
 void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise)
@@ -71,8 +75,6 @@ void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside t
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
-// the runtime's parameters as a model forward reads them (model/weights.h): zr_prefetch/zr_gather/zr_release/zr_param
-os_weights zr_weights(zr_runtime *rt);
 
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
 // stage 0/1: all-reduce the full gradients (sum over ranks)

@@ -28,7 +28,7 @@ static const float *slice_src(const zr_runtime *rt, int b, int k, int64_t n, flo
 }
 
 int zr_shards_write(const zr_runtime *rt, int nb, const char *path, int with_optim, const char *const *meta_kv) {
-    const os_registry *r = rt->reg;
+    const zr_registry *r = rt->reg;
     int nt = 0, cap = 3 * (nb ? nb : 1);
     char(*names)[96] = os_alloc(sizeof(char[96]) * (size_t)cap, "checkpoint names");
     const char **np = os_alloc(sizeof(char *) * (size_t)cap, "checkpoint names");
@@ -53,7 +53,7 @@ int zr_shards_write(const zr_runtime *rt, int nb, const char *path, int with_opt
 }
 
 // read elements [lo, hi) of bucket b, kind k, from the rank files into dst (zeros past numel)
-static int read_range(const zr_shard_source *c, const os_registry *reg, int b, int k, int64_t lo, int64_t hi,
+static int read_range(const zr_shard_source *c, const zr_registry *reg, int b, int k, int64_t lo, int64_t hi,
                       float *dst) {
     int64_t numel = reg->b[b].numel, S = c->slice[b];
     memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
@@ -80,7 +80,7 @@ static int read_range(const zr_shard_source *c, const os_registry *reg, int b, i
 }
 
 int zr_shards_read(zr_runtime *rt, int nb, const zr_shard_source *src, int optim) {
-    const os_registry *reg = rt->reg;
+    const zr_registry *reg = rt->reg;
     int rc = 0;
     for (int b = 0; rc == 0 && b < nb; b++)
         for (int k = 0; rc == 0 && k < (optim && reg->b[b].trainable ? 3 : 1); k++) {

@@ -3,10 +3,12 @@
 // sequence (no cache), then the same positions as a prefix plus a continuation, and position by position, with a
 // KV cache; every position's lm_head logits must agree (the attention sums differ in blocking only: tolerance).
 // Two samples of the same length run together (B = 2). The weights come from a plain table (os_weights over one
-// buffer per bucket), the way any owner of parameters supplies them.
+// buffer per bucket, laid out by the runtime's registry built from the model's declarations), the way any owner of
+// parameters supplies them.
 #include "core/alloc.h"
 #include "core/rng.h"
 #include "model/forward.h"
+#include "train/model_runtime.h"
 #include "check.h"
 #include <math.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 enum { NB = 2, LEN = 11, PREFIX = 7, G = 3 };
 
 typedef struct {
-    const os_model *m;
+    zr_registry reg;   // where each parameter lives in its bucket's buffer
     float **bucket;
 } table;
 
@@ -22,7 +24,7 @@ static void nop(void *ctx, int b) { (void)ctx, (void)b; }
 static const float *param(void *ctx, int pid, const char *caller) {
     table *t = ctx;
     (void)caller;
-    const os_param *p = &t->m->reg.p[pid];
+    const zr_tensor *p = &t->reg.p[pid];
     return t->bucket[p->bucket] + p->offset;
 }
 
@@ -57,7 +59,8 @@ int main(void) {
     oc.text_vocab = 96, oc.audio_vocab = 64;
     os_model m;
     CHECK(os_model_build(&m, &cfg, &oc) == 0, "model build");
-    table t = {&m, os_alloc(sizeof(float *) * (size_t)m.reg.nb, "buckets")};
+    table t = {.bucket = os_alloc(sizeof(float *) * (size_t)m.reg.nb, "buckets")};
+    os_runtime_registry(&m.reg, &t.reg);
     for (int b = 0; b < m.reg.nb; b++) {
         t.bucket[b] = os_alloc(sizeof(float) * (size_t)m.reg.b[b].numel, "bucket");
         os_rng_fill_uniform(t.bucket[b], m.reg.b[b].numel, 77 + (uint64_t)b, 0, -0.3f, 0.3f);
@@ -110,6 +113,7 @@ int main(void) {
     os_free(full), os_free(got), os_free(part);
     for (int b = 0; b < m.reg.nb; b++) os_free(t.bucket[b]);
     os_free(t.bucket);
+    zr_reg_free(&t.reg);
     os_model_free(&m);
     return check_report("test_forward_kv");
 }

@@ -1,6 +1,8 @@
-// Parameter registry: every parameter has its global (Hugging Face / SLAM-LLM) name, full shape, owning bucket
-// and offset in that bucket's flat buffer, whether it is trained, and how it is initialised when a checkpoint
-// lacks it. Metadata lives on every rank; the data lives in buffers owned by the sharding runtime (src/zero/).
+// The model's parameter declarations: every parameter's global (Hugging Face / SLAM-LLM) name, full shape, the
+// bucket it belongs to (declaration order within the bucket), and how it is initialised when a checkpoint lacks
+// it; per bucket whether it trains and which of its elements. Where a parameter lives (offsets in a bucket's
+// buffer, padding, per-rank slices) is the runtime's (zero/registry.h), which train/ builds from these
+// declarations with the same ids. Metadata lives on every rank; the model holds no parameter data.
 #pragma once
 #include <stdint.h>
 
@@ -20,8 +22,6 @@ typedef struct {
     int64_t shape[4];
     int64_t numel;
     int bucket;
-    int64_t offset;       // element offset inside the bucket's flat buffer
-    int trainable;
     os_init_kind init;
     float init_arg;       // std for NORMAL
     int64_t fan_in;       // for LINEAR_*
@@ -33,7 +33,8 @@ typedef struct {
     int first, count;     // parameters [first, first+count)
     int64_t numel;        // sum of their numel
     int trainable;
-    int64_t train_lo, train_hi;   // trained elements [train_lo, train_hi) of the flat buffer (all when trainable;
+    int64_t train_lo, train_hi;   // trained elements [train_lo, train_hi) of the bucket, its parameters counted back
+                                  // to back in declaration order (all when trainable;
                                   // a row range of the embedding with --trainable_embed_rows; empty when frozen)
 } os_bucket;
 
@@ -56,5 +57,3 @@ void os_reg_freeze(os_registry *r, int b);
 // train only elements [lo, hi) of bucket b (b trainable again if it was frozen); elements outside stay bit-identical
 void os_reg_train_range(os_registry *r, int b, int64_t lo, int64_t hi);
 void os_reg_free(os_registry *r);
-// "name [d0, d1]" into buf
-const char *os_param_desc(const os_param *p, char *buf, int n);

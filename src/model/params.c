@@ -1,4 +1,4 @@
-#include "model/registry.h"
+#include "model/params.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include <stdio.h>
@@ -36,8 +36,6 @@ int os_reg_param(os_registry *r, const char *name, int ndim, const int64_t *shap
     p->numel = 1;
     for (int i = 0; i < ndim; i++) p->shape[i] = shape[i], p->numel *= shape[i];
     p->bucket = r->nb - 1;
-    p->offset = b->numel;
-    p->trainable = b->trainable;
     p->init = init;
     p->init_arg = arg;
     p->fan_in = ndim >= 2 ? shape[1] : 0;
@@ -67,8 +65,6 @@ int64_t os_reg_numel(const os_registry *r, int trainable_only) {
 static void set_trainable(os_registry *r, int b, int on, int64_t lo, int64_t hi) {
     os_bucket *k = &r->b[b];
     k->trainable = on, k->train_lo = lo, k->train_hi = hi;
-    for (int i = k->first; i < k->first + k->count; i++)   // a parameter is trainable when any of it is
-        r->p[i].trainable = on && r->p[i].offset < hi && r->p[i].offset + r->p[i].numel > lo;
 }
 
 void os_reg_freeze(os_registry *r, int b) { set_trainable(r, b, 0, 0, 0); }
@@ -82,11 +78,4 @@ void os_reg_free(os_registry *r) {
     os_free(r->p);
     os_free(r->b);
     memset(r, 0, sizeof *r);
-}
-
-const char *os_param_desc(const os_param *p, char *buf, int n) {
-    int k = snprintf(buf, (size_t)n, "%s [", p->name);
-    for (int i = 0; i < p->ndim && k < n; i++) k += snprintf(buf + k, (size_t)(n - k), i ? ", %lld" : "%lld", (long long)p->shape[i]);
-    if (k < n) snprintf(buf + k, (size_t)(n - k), "]");
-    return buf;
 }
