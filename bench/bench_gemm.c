@@ -1,6 +1,7 @@
 // sgemm and k_linear_fwd throughput (GFLOP/s, best of a few repetitions) under the OpenBLAS core type that
 // omnishard's start-up (os_cpu_setup) leaves in place. usage: bench_gemm [seconds per shape, default 1]
-// Prints one line: core=NAME then name=GFLOP/s pairs (parsed by bench/gemm_coretype.sh).
+// Prints one line: core=NAME then name=GFLOP/s pairs (parsed by bench/gemm_coretype.sh), the bf16 linears last
+// (bf16_path=onednn|sgemm: src/kernels/gemm_bf16.c).
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/rng.h"
@@ -43,6 +44,16 @@ int main(int argc, char **argv) {
     printf(" sgemm_2048=%.1f", gflops(2048, 2048, 2048, 0));
     printf(" sgemm_512x4864x896=%.1f", gflops(512, 4864, 896, 0));   // M x N x K: MLP up-projection
     printf(" linear_512x896x4864=%.1f", gflops(512, 4864, 896, 1));  // N x I x O: gate/up projection
-    printf(" linear_512x4864x896=%.1f\n", gflops(512, 896, 4864, 1)); // down projection
+    printf(" linear_512x4864x896=%.1f", gflops(512, 896, 4864, 1)); // down projection
+    // the same two linears under --torch_dtype bfloat16 (rounding of both inputs included)
+    const char *path = "?";
+    if (k_gemm_bf16_setup(&path) == 0) {
+        k_gemm_set_bf16(1);
+        printf(" bf16_path=%s", path);
+        printf(" bf16_linear_512x896x4864=%.1f", gflops(512, 4864, 896, 1));
+        printf(" bf16_linear_512x4864x896=%.1f", gflops(512, 896, 4864, 1));
+        k_gemm_set_bf16(0);
+    }
+    printf("\n");
     return 0;
 }

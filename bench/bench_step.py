@@ -5,6 +5,11 @@ weights, one sample of seq 512, batch 1, no activation recomputation.
 
 usage: .venv/bin/python bench/bench_step.py [--build build-bench] [--steps 3] [--threads 2] [--seq 512]
            [--blas env,unset] [--only omni|torch] [--layers 24] [--cache bench/.cache]
+           [--torch_dtype float32,bfloat16] [--rounds 1]
+
+--torch_dtype runs omnishard in each precision (bfloat16: docs/training.md "bf16 mixed precision"), alternating
+within each of --rounds rounds, and prints the bf16 / fp32 step-time ratio next to the GEMM speedup the CPU offers
+(bench/bench_gemm.c's k_linear_fwd at the MLP shapes, bf16 vs fp32, measured in the same run).
 
 The model is written once to --cache (about 2.2 GB, git-ignored) and loaded by both. The runs go one after the
 other (each holds about 9 GB of fp32 model state). Step times: omnishard's logging.jsonl step_time_s, PyTorch's
@@ -90,20 +95,22 @@ def gemm_omni(build, mode, threads):
     src = [os.path.join(d, f) for d in ("src/core", "src/kernels") for f in sorted(os.listdir(os.path.join(ROOT, d)))
            if f.endswith(".c")]
     subprocess.run(["mpicc", "-std=c11", "-D_GNU_SOURCE", "-O3", "-march=native", "-fopenmp", "-Isrc",
-                    "bench/bench_gemm.c", *src, "-o", exe, "-lopenblas", "-lm"], cwd=ROOT, check=True)   # every run
+                    "bench/bench_gemm.c", *src, "-o", exe, "-lopenblas", "-ldnnl", "-lm"], cwd=ROOT, check=True)
     env = blas_env(mode)
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = str(threads)
     out = subprocess.run([exe, "1"], env=env, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     kv = dict(x.split("=", 1) for x in out.split())
+    gemm_omni.last = kv   # the bf16 linears (bench_gemm.c), for the bf16 / fp32 ratio
     return kv["core"], float(kv["sgemm_2048"])
 
 
-def run_omni(build, mdir, data, steps, threads, seq, mode):
+def run_omni(build, mdir, data, steps, threads, seq, mode, dtype="float32"):
     env = blas_env(mode)
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = str(threads)
     cmd = [os.path.join(ROOT, build, "omnishard"), "sft", "--model", mdir, "--dataset", data,
            "--max_steps", str(steps), "--gradient_checkpointing", "false", "--max_length", str(seq),
-           "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--save_only_model", "true"]
+           "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--save_only_model", "true",
+           "--torch_dtype", dtype]
     print("$ " + " ".join(f"{k}={env[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
                           if k in env) + " " + " ".join(cmd), flush=True)
     log, wall = run_sft(cmd, env, ROOT, "bench_step_omni_")
@@ -187,6 +194,8 @@ def main():
     ap.add_argument("--layers", type=int, default=SHAPE["layers"], help="fewer layers for a quick trial")
     ap.add_argument("--blas", default="env,unset", help="omnishard OpenBLAS set-ups to run: env, unset")
     ap.add_argument("--only", choices=["omni", "torch"])
+    ap.add_argument("--torch_dtype", default="float32", help="omnishard precisions to run: float32, bfloat16")
+    ap.add_argument("--rounds", type=int, default=1, help="omnishard runs per set-up, alternating")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model"), ap.add_argument("--data"), ap.add_argument("--shape")
     a = ap.parse_args()
@@ -210,13 +219,31 @@ def main():
     def med(t):
         return statistics.median(t[1:] if len(t) > 1 else t)
 
+    dtypes = [d for d in a.torch_dtype.split(",") if d]
     if a.only != "torch":
-        for mode in [m for m in a.blas.split(",") if m]:
-            core, g = gemm_omni(a.build, mode, a.threads)
-            r = run_omni(a.build, mdir, data, a.steps, a.threads, a.seq, mode)
-            rows.append((f"omnishard (OpenBLAS {core}, {mode})", med(r["times"]), g, r))
+        runs, gem = {}, {}
+        for _ in range(a.rounds):   # A B A B: every set-up once per round
+            for mode in [m for m in a.blas.split(",") if m]:
+                core, g = gemm_omni(a.build, mode, a.threads)
+                gem.setdefault(mode, []).append(dict(gemm_omni.last, sgemm=g, core=core))
+                for dt in dtypes:
+                    runs.setdefault((mode, dt), []).append(run_omni(a.build, mdir, data, a.steps, a.threads, a.seq, mode, dt))
+        for (mode, dt), rs in runs.items():
+            times = [t for r in rs for t in (r["times"][1:] if len(r["times"]) > 1 else r["times"])]
+            r = dict(rs[-1], times=times, peak_rss_gb=max(x["peak_rss_gb"] for x in rs))
+            g = statistics.median(x["sgemm"] for x in gem[mode])
+            rows.append((f"omnishard {dt} (OpenBLAS {gem[mode][0]['core']}, {mode})", statistics.median(times), g, r))
+        if "bfloat16" in dtypes and "float32" in dtypes:
+            for mode in gem:
+                fp, bf = statistics.median([x for r in runs[(mode, "float32")] for x in r["times"][1:]]), \
+                    statistics.median([x for r in runs[(mode, "bfloat16")] for x in r["times"][1:]])
+                lin = [(float(x["bf16_linear_512x896x4864"]) + float(x["bf16_linear_512x4864x896"])) /
+                       (float(x["linear_512x896x4864"]) + float(x["linear_512x4864x896"])) for x in gem[mode]]
+                print(f"[{mode}] bf16 / fp32 step time: {bf / fp:.3f} (speed-up {fp / bf:.2f}x); bf16 GEMM speed-up "
+                      f"the CPU offers (k_linear_fwd, MLP shapes, {gem[mode][0]['bf16_path']} path): "
+                      f"{statistics.median(lin):.2f}x (per round {' '.join(f'{v:.2f}' for v in lin)})")
     if a.only != "omni":
-        r = run_torch(mdir, data, a.steps, a.threads, a.seq, s)
+        r = run_torch(mdir, data, a.steps, a.threads, a.seq, s)   # fp32
         rows.append((f"PyTorch {r['torch']} ({r['blas']}, attn {r['attn']})", med(r["times"]), r["gemm"], r))
     print(f"\n{'run':<52} {'s/step':>7} {'GFLOP/s':>8} {'sgemm2048':>9} {'of sgemm':>8} {'peak RSS':>8}  "
           "steps (s) / losses")

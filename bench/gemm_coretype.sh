@@ -25,6 +25,7 @@ done
 printf '%s' "$runs" | awk '
     { for (i = 2; i <= NF; i++) { split($i, kv, "=");
           if (kv[1] == "core") core[$1] = kv[2];
+          else if (kv[1] == "bf16_path") continue;
           else { if (!(kv[1] in seen)) { seen[kv[1]] = 1; keys[++nk] = kv[1] }
                  if (kv[2] > best[$1, kv[1]]) best[$1, kv[1]] = kv[2] } } }
     END {

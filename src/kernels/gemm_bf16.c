@@ -4,9 +4,9 @@
 // order of the fp32 additions differs):
 //  - onednn: oneDNN's matmul primitive on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16;
 //  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
-// Both operands are rounded into per-thread scratch (grown to the largest product, kept: k_gemm_bf16_scratch
-// tells the plan), then the product is cut over the threads like the fp32 one (k_gemm_run), each block one
-// single-threaded matmul.
+// Both operands are rounded into per-thread scratch (grown to the largest product and kept; os_plan_bf16 in
+// src/train/plan.c counts it), unless one was rounded ahead (k_gemm_bf16_pin); then the product is cut over the
+// threads like the fp32 one (k_gemm_run), each block one single-threaded matmul.
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
@@ -51,20 +51,15 @@ static void round_rows(void *dst, const float *src, int64_t rows, int64_t cols, 
 
 static _Thread_local void *scr[2];
 static _Thread_local size_t scr_cap[2];
-static _Thread_local int64_t scr_peak;   // bytes of both buffers on this thread
-static int64_t scr_peak_all;             // the main thread's (the largest; the workers' hold attention blocks)
 
 static void *scratch(int i, size_t bytes) {
     if (bytes > scr_cap[i]) {
         os_free(scr[i]);
         scr[i] = os_alloc(bytes, "bf16 GEMM input scratch");
         scr_cap[i] = bytes;
-        scr_peak = (int64_t)(scr_cap[0] + scr_cap[1]);
-        if (!omp_in_parallel() && scr_peak > scr_peak_all) scr_peak_all = scr_peak;
     }
     return scr[i];
 }
-int64_t k_gemm_bf16_scratch_bytes(void) { return scr_peak_all; }
 
 // ---- oneDNN matmul, one primitive per shape, cached per thread ----
 typedef struct {
@@ -191,14 +186,46 @@ int k_gemm_bf16_setup(const char **path) {
     return 0;
 }
 
+static int on;
+void k_gemm_set_bf16(int v) { on = v; }
+int k_gemm_bf16_on(void) { return on; }
+
+// One operand rounded ahead (k_gemm_bf16_pin), used by every product that reads exactly it
+static struct {
+    const float *src;   // NULL: none pinned
+    int64_t rows, cols, ld;
+    void *copy;         // kept between pins (grown only), as the scratch
+    size_t cap;
+} pin;
+
+void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
+    if (!on || rows <= 0 || cols <= 0) return;
+    pthread_once(&once, setup);
+    size_t bytes = (onednn ? 2 : 4) * (size_t)(rows * cols);
+    if (bytes > pin.cap) {
+        os_free(pin.copy);
+        pin.copy = os_alloc(bytes, "bf16 rounded weight"), pin.cap = bytes;
+    }
+    round_rows(pin.copy, w, rows, cols, ld);
+    pin.src = w, pin.rows = rows, pin.cols = cols, pin.ld = ld;
+}
+
+void k_gemm_bf16_unpin(void) { pin.src = NULL; }
+
+// the operand src [rows, cols] (row stride ld) rounded: the pinned copy, or scratch i filled now
+static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    if (pin.src && src == pin.src && rows == pin.rows && cols == pin.cols && ld == pin.ld) return pin.copy;
+    void *d = scratch(i, (onednn ? 2 : 4) * (size_t)(rows * cols));
+    round_rows(d, src, rows, cols, ld);
+    return d;
+}
+
 void k_gemm_bf16(const k_gemm_op *g) {
     pthread_once(&once, setup);
     int64_t ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;   // a and b as stored
     int64_t br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
     size_t esz = onednn ? 2 : 4;
-    void *a = scratch(0, esz * (size_t)(ar * ac)), *b = scratch(1, esz * (size_t)(br * bc));
-    round_rows(a, g->a, ar, ac, g->lda);
-    round_rows(b, g->b, br, bc, g->ldb);
+    const void *a = rounded(0, g->a, ar, ac, g->lda), *b = rounded(1, g->b, br, bc, g->ldb);
     k_gemm_op r = *g;
     r.a = a, r.b = b, r.lda = ac, r.ldb = bc, r.esz = (int)esz;
     k_gemm_run(&r, onednn ? onednn_kernel : k_gemm_sgemm);

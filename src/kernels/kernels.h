@@ -21,8 +21,13 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // instructions, else "sgemm": rounded values in fp32 sgemm), -1 with a message on a bad OMNISHARD_BF16_GEMM.
 int k_gemm_bf16_setup(const char **path);
 void k_gemm_set_bf16(int on);
+int k_gemm_bf16_on(void);
+// bf16: round w [rows, cols] (row stride ld) once, for every k_gemm reading exactly that operand (same pointer,
+// rows, cols, ld) until k_gemm_bf16_unpin(); w must not change meanwhile. One at a time; a no-op in fp32.
+// (The head's weight [V, C] is read by two products per logits chunk: rounded once per micro-batch.)
+void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);
+void k_gemm_bf16_unpin(void);
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
-int64_t k_gemm_bf16_scratch_bytes(void);   // the rounded-input scratch of the calling (main) thread so far
 
 // ---- embedding ----
 // out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)

@@ -54,8 +54,6 @@ void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern) {
 
 // c[M,N] = alpha * op(a) @ op(b) + beta * c. Sizes of 0 are allowed (BLAS would reject lda = 0).
 // Under k_gemm_set_bf16(1) the inputs are rounded to bf16 (gemm_bf16.c).
-static int use_bf16;
-void k_gemm_set_bf16(int on) { use_bf16 = on; }
 void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
@@ -66,7 +64,7 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
     }
     blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, (int)sizeof(float)};
-    if (use_bf16)
+    if (k_gemm_bf16_on())
         k_gemm_bf16(&g);
     else
         k_gemm_run(&g, k_gemm_sgemm);

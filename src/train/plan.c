@@ -70,7 +70,8 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
 
 int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int onednn) {
     int64_t n = B * L, C = m->C, F = m->F, V = m->V, HD = m->H * m->D, rows = k_xent_chunk_rows(V, n);
-    int64_t a = rows * V, b = V * C;   // the head's: dlogits [rows, V] (as a) and the head's weight [V, C] (as b)
+    // the head's: dlogits [rows, V] (as a) and its weight [V, C] (pinned: k_gemm_bf16_pin); a layer's inputs
+    int64_t a = rows * V, b = V * C;
     int64_t la[] = {n * F, n * C, n * HD}, lb[] = {F * C, n * F, n * C, HD * C};
     for (size_t i = 0; i < sizeof la / sizeof la[0]; i++) a = la[i] > a ? la[i] : a;
     for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) b = lb[i] > b ? lb[i] : b;

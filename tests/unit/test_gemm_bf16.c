@@ -77,6 +77,30 @@ int main(void) {
             case_ok("split over threads", ta, tb, 300, 200, 96, 0, 1.0f, 1.0f, 30 + 2 * ta + tb);
             case_ok("split columns", ta, tb, 40, 700, 160, 1, -0.5f, 0.5f, 40 + 2 * ta + tb);
         }
+    // a pinned operand (k_gemm_bf16_pin) gives the same product as rounding it in the call, and a product that
+    // reads another operand of the same shape is not given the pinned one
+    {
+        int64_t M = 37, N = 300, K = 64;
+        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *w = os_alloc(sizeof(float) * (size_t)(N * K), "w");
+        float *w2 = os_alloc(sizeof(float) * (size_t)(N * K), "w2"), *c[4];
+        for (int i = 0; i < 4; i++) c[i] = os_alloc(sizeof(float) * (size_t)(M * N), "c");
+        os_rng_fill_uniform(a, M * K, 50, 0, -1, 1);
+        os_rng_fill_uniform(w, N * K, 51, 0, -1, 1);
+        os_rng_fill_uniform(w2, N * K, 52, 0, -1, 1);
+        k_gemm_set_bf16(1);
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[0], N);    // w rounded in the call
+        k_gemm_bf16_pin(w, N, K, K);
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[1], N);    // the pinned copy
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[2], N);   // another operand
+        k_gemm_bf16_unpin();
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[3], N);
+        k_gemm_set_bf16(0);
+        size_t bytes = sizeof(float) * (size_t)(M * N);
+        CHECK(!memcmp(c[0], c[1], bytes), "pinned operand: the product differs from rounding it in the call");
+        CHECK(!memcmp(c[2], c[3], bytes), "a product reading another operand was given the pinned one");
+        os_free(a), os_free(w), os_free(w2);
+        for (int i = 0; i < 4; i++) os_free(c[i]);
+    }
     // a NaN in a stays NaN in its row of c, and only there
     float a[4] = {1, NAN, 2, 3}, b[4] = {1, 2, 3, 4}, c[4] = {0};
     k_gemm_set_bf16(1);
