@@ -15,6 +15,10 @@ typedef struct {
     // matrix products
     void (*gemm)(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+    // a weight every following gemm/linear reads as is, until gemm_unpin: a backend that converts it (bf16 mixed
+    // precision rounds it) may do so once (k_gemm_bf16_pin)
+    void (*gemm_pin)(const float *w, int64_t rows, int64_t cols, int64_t ld);
+    void (*gemm_unpin)(void);
     void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
     void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                        int64_t N, int64_t I, int64_t O);

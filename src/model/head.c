@@ -50,7 +50,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     int64_t row0 = dW ? g->lm_head_row0 : 0;
     int64_t rows = k_xent_chunk_rows(V, N);
     float *logits = buf->logits, *al = buf->al, *dA = buf->dA;
-    k_gemm_bf16_pin(W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
+    os_k->gemm_pin(W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
         int64_t n = N - r0 < rows ? N - r0 : rows;
         const float *h = buf->hn + r0 * C;
@@ -84,7 +84,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         os_k->linear_bwd(dh ? buf->dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
         if (dW) os_k->gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
     }
-    k_gemm_bf16_unpin();
+    os_k->gemm_unpin();
 }
 
 void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const float *x, int64_t N,
