@@ -1,4 +1,4 @@
-"""omnishard infer (src/train/infer*.c, src/cli/cmd_infer.c) against the PyTorch generation reference
+"""omnishard infer (src/infer/, src/cli/cmd_infer.c, infer_run.c) against the PyTorch generation reference
 (tests/oracle/slam_infer_ref.py, written from slam-omni.md "Inference"): the prompt (text question, dataset record,
 spoken question) and the greedy tokens for G = 3 with the adapter and G = 1; the stop rules (eot then pad_t, eoa in any
 layer then pad_a, both ended, max_new_tokens); the same output on 2 ranks at ZeRO-3; sampling invariants; errors.
@@ -125,12 +125,19 @@ def check_same(got, want, tok):
 
 
 def test_greedy_matches_pytorch(case):
+    """with the KV cache (the default) as the reference's generate with transformers' cache; without it (the whole
+    sequence at every step) the same"""
     d, G, model, adapter, tok, stops = case
     got = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--show_prompt")
     ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
     assert got["prompt_input_ids"] == ids
-    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW, **RECIPE)
+    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW, kv_cache=True, **RECIPE)
     check_same(got, want, tok)
+    assert iref.generate(model, adapter, ids, G, T, A, MAX_NEW, **RECIPE) == want
+    off = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--show_prompt", "--kv_cache", "false")
+    assert off == {**got, "decoder_positions": off["decoder_positions"]}
+    P, n = got["prompt_positions"], got["steps"]   # the cache runs each position once; without, the sequence each step
+    assert got["decoder_positions"] == P + n - 1 and off["decoder_positions"] == n * P + n * (n - 1) // 2
     assert got["code_layer"] == G and len(got["audio"]) == G
     if stops:   # the stop rules really ran: both streams ended at the forced steps, then generation stopped
         kt, ka, layer = stops
@@ -148,6 +155,17 @@ def test_zero3_two_ranks_same_output(case):
     one = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW)
     two = infer(d, "--question", QUESTION, "--max_new_tokens", MAX_NEW, "--deepspeed", "zero3", np_=2)
     assert two == one
+
+
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
+@pytest.mark.parametrize("stage,cache", [(0, "true"), (1, "false"), (2, "true"), (3, "false")])
+def test_any_stage_two_ranks_same_output(case, stage, cache):
+    """2 ranks at every ZeRO stage, with and without the KV cache, print what 1 rank prints"""
+    d, G, *_ = case
+    q = ["--question", QUESTION, "--max_new_tokens", MAX_NEW]
+    one = infer(d, *q)
+    two = infer(d, *q, "--zero_stage", stage, "--kv_cache", cache, np_=2)
+    assert two == {**one, "decoder_positions": two["decoder_positions"]}
 
 
 @pytest.mark.parametrize("case", ["G1-text-first"], indirect=True)
@@ -308,6 +326,12 @@ def test_spoken_question_matches_pytorch(tmp_path):
     two = infer(d, "--wav", tmp_path / "q.wav", "--question", QUESTION, "--speech_encoder", tmp_path / "enc",
                 "--max_new_tokens", 5, "--show_prompt", "--deepspeed", "zero3", np_=2)
     assert two == got
+    # without the KV cache the speech positions run (projector output spliced in) at every step: the same
+    off = infer(d, "--dataset", tmp_path / "data.jsonl", "--speech_encoder", tmp_path / "enc", "--max_new_tokens", 5,
+                "--show_prompt", "--kv_cache", "false")
+    assert off == {**got, "decoder_positions": off["decoder_positions"]}
+    with torch.no_grad():
+        assert iref.generate(model, adapter, ids, G, T, A, 5, speech=speech, proj=p, kv_cache=True, **RECIPE) == want
     # asr: the transcript only (no audio is predicted)
     asr = infer(d, "--wav", tmp_path / "q.wav", "--task", "asr", "--speech_encoder", tmp_path / "enc",
                 "--max_new_tokens", 4, "--show_prompt")
@@ -371,6 +395,7 @@ def small(tmp_path_factory):
     (["--model", "{d}/m", "--question", "hi", "--do_sample", "true", "--top_p", "0"], "--top_p: expected a number in (0, 1]"),
     (["--model", "{d}/m", "--question", "hi", "--do_sample", "true", "--top_p", "1.5"], "--top_p: expected a number in (0, 1]"),
     (["--model", "{d}/m", "--question", "hi", "--do_sample", "yes"], "--do_sample: expected true or false"),
+    (["--model", "{d}/m", "--question", "hi", "--kv_cache", "off"], "--kv_cache: expected true or false"),
     (["--model", "{d}/m", "--question", "hi", "--repetition_penalty", "0"], "--repetition_penalty: expected a number > 0"),
     (["--model", "{d}/m", "--question", "hi", "--repetition_penalty", "2", "--text_repetition_penalty", "1.1"],
      "--repetition_penalty sets both penalties"),
@@ -404,4 +429,4 @@ def infer_fail(d, args, np_):
 
 def test_help():
     p = run(["infer", "--help"])
-    assert "No KV cache" in p.stdout and "--max_new_tokens" in p.stdout
+    assert "--kv_cache BOOL" in p.stdout and "--max_new_tokens" in p.stdout and "--multi_round" in p.stdout

@@ -136,6 +136,9 @@ def test_infer_matches_pytorch(tmp_path):
     want = iref.generate(model, None, ids, G, T, A, n, latency=latency, layershift=True, **recipe)
     for k in ("text_ids", "audio", "codec", "steps", "text_end", "audio_end"):
         assert got[k] == want[k], (k, got[k], want[k])
+    off = json.loads(run(["infer", "--model", d, "--question", question, "--max_new_tokens", n, "--show_prompt",
+                          "--kv_cache", "false"]).stdout)   # the KV cache on == off
+    assert off == {**got, "decoder_positions": off["decoder_positions"]}
     assert all(a[:latency] == [A - 63] * latency for a in want["audio"]) and want["audio_end"]
     assert want["audio"][1][5] == eoa and len(want["audio"][0]) == 6
 

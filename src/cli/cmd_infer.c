@@ -21,8 +21,6 @@ static const char USAGE[] =
     "Generates an answer (text + G layers of audio tokens) with a trained SLAM-Omni model and prints one JSON object\n"
     "on stdout: text, text_ids, audio (raw ids per layer), codec (the de-interleaved codec stream), ... (see\n"
     "docs/inference.md). Greedy unless --do_sample true; the decoding defaults are SLAM-LLM's inference recipe's.\n"
-    "No KV cache: every new position reruns the forward over the whole sequence (cost grows with the square of the\n"
-    "length).\n"
     "\n"
     "  --model DIR            a model directory as omnishard sft writes it (OUTPUT/final_model, omnishard export)\n"
     "  --question TEXT        the user's question as text (text before its last \"<USER>:\" is history)\n"
@@ -43,6 +41,8 @@ static const char USAGE[] =
     "  --audio_repetition_penalty X  penalty (> 0) on each audio layer's ids generated before (default 1.2; 1: none)\n"
     "  --repetition_penalty X        both penalties at once\n"
     "  --seed S               sampling seed (default 42)\n"
+    "  --kv_cache BOOL        true (default): the prompt runs once, then one position per step (keys and values of\n"
+    "                         earlier positions cached); false: the whole sequence again at every step\n"
     "  --text_only            predict no audio (audio rows pad_a), as the reference's decode_text_only\n"
     "  --zero_stage N         ZeRO stage 0-3 (default 3 under mpirun, else 0); --deepspeed zeroN also works\n"
     "  --show_prompt          add the prompt's input ids [G+1][P] to the output\n";
@@ -103,7 +103,7 @@ static int settle_choice(const infer_args *a, os_gen_opts *g) {
 static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t *index, int nranks) {
     memset(g, 0, sizeof *g);
     memset(sa, 0, sizeof *sa);
-    g->max_new_tokens = 3000, g->seed = 42, g->text_only = a->text_only;
+    g->max_new_tokens = 3000, g->seed = 42, g->text_only = a->text_only, g->kv_cache = 1;
     if (!a->model) return os_errf("--model DIR is required (omnishard infer --help)");
     if (a->multi_round && (a->question || a->wav || a->dataset))
         return os_errf("--multi_round: the questions come from stdin, one per line (no --question/--wav/--dataset)");
@@ -119,6 +119,7 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
     if ((a->index && parse_i64("--index", a->index, 0, index) < 0) ||
         (a->max_new && parse_i64("--max_new_tokens", a->max_new, 1, &g->max_new_tokens) < 0) ||
         (a->seed && parse_i64("--seed", a->seed, 0, &seed) < 0) ||
+        (a->kv_cache && parse_bool("--kv_cache", a->kv_cache, &g->kv_cache) < 0) ||
         (a->zero && parse_i64("--zero_stage", a->zero, 0, &zero) < 0))
         return -1;
     g->seed = (uint64_t)seed;
@@ -137,11 +138,11 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
 
 // the options every rank must have alike (ranks otherwise run different forwards and wait on each other)
 static int check_same(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
-    enum { NV = 19 };
+    enum { NV = 20 };
     const char *f[NV] = {"--model", "--question", "--wav", "--dataset", "--speech_encoder", "--system_prompt", "--task",
                          "--index", "--max_new_tokens", "--do_sample", "--temperature", "--top_k", "--top_p",
                          "--text_repetition_penalty", "--audio_repetition_penalty", "--seed", "--zero_stage",
-                         "--text_only", "--multi_round"};
+                         "--text_only", "--multi_round", "--kv_cache"};
     char v[NV][256];
     const char *s[] = {a->model, a->question, a->wav, a->dataset, a->speech_encoder, a->system, a->task};
     for (int i = 0; i < 7; i++) snprintf(v[i], 256, "%s", s[i] ? s[i] : "(none)");
@@ -158,6 +159,7 @@ static int check_same(const infer_args *a, const os_gen_opts *g, const os_sft_ar
     snprintf(v[16], 256, "%d", sa->zero_stage);
     snprintf(v[17], 256, "%d", g->text_only);
     snprintf(v[18], 256, "%d", a->multi_round);
+    snprintf(v[19], 256, "%d", g->kv_cache);
     const char *vals[NV];
     for (int i = 0; i < NV; i++) vals[i] = v[i];
     return os_agree_values(f, vals, NV);
@@ -177,7 +179,7 @@ int cmd_infer(int argc, char **argv) {
         {"--audio_repetition_penalty", OS_OPT_STR, &a.audio_penalty}, {"--seed", OS_OPT_STR, &a.seed},
         {"--zero_stage", OS_OPT_STR, &a.zero}, {"--deepspeed", OS_OPT_STR, &a.deepspeed},
         {"--text_only", OS_OPT_FLAG, &a.text_only}, {"--show_prompt", OS_OPT_FLAG, &a.show_prompt},
-        {"--multi_round", OS_OPT_FLAG, &a.multi_round},
+        {"--multi_round", OS_OPT_FLAG, &a.multi_round}, {"--kv_cache", OS_OPT_STR, &a.kv_cache},
     };
     int rc = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), USAGE);
     if (rc >= 0) return rc;

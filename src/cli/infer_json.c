@@ -35,9 +35,9 @@ void os_infer_print(const os_tokenizer *tok, const os_model *m, const os_infer_p
     put_rows(r->audio, G, r->naudio);
     printf(", \"codec\": ");
     put_ids(r->codec, r->ncodec);
-    printf(", \"text_end\": %s, \"audio_end\": %s, \"text_only\": %s, \"steps\": %lld, \"prompt_positions\": %lld",
-           r->text_end ? "true" : "false", r->audio_end ? "true" : "false", text_only ? "true" : "false",
-           (long long)r->steps, (long long)p->L);
+    printf(", \"text_end\": %s, \"audio_end\": %s, \"text_only\": %s, \"steps\": %lld, \"prompt_positions\": %lld"
+           ", \"decoder_positions\": %lld", r->text_end ? "true" : "false", r->audio_end ? "true" : "false",
+           text_only ? "true" : "false", (long long)r->steps, (long long)p->L, (long long)r->positions);
     printf(", \"code_layer\": %lld, \"text_vocab\": %lld, \"audio_vocab\": %lld, \"num_latency_tokens\": %d, "
            "\"do_layershift\": %s", (long long)G, (long long)m->oc.text_vocab, (long long)m->oc.audio_vocab, m->oc.latency,
            m->oc.layershift ? "true" : "false");

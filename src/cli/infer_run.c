@@ -3,6 +3,7 @@
 #include "cli/infer_json.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/timer.h"
 #include "dataset/slam_dataset.h"
 #include "infer/infer_text.h"
 #include "zero/comm.h"
@@ -50,7 +51,12 @@ static int answer(run_ctx *c, const char *question, const char *history, int64_t
                         : os_infer_prompt_question(&p, m, a->model, question, a->wav, a->system, a->task, history, T_s);
     int code = 1;
     os_gen_result r;
+    double t0 = os_now();
     if (!os_infer_failed(rc) && !os_infer_failed(os_generate(&c->s, &p, c->g, &r))) {
+        double sec = os_now() - t0;
+        if (comm_rank() == 0)   // bench/bench_infer.py reads this line
+            os_info("omnishard infer: generation: %lld steps, %lld decoder positions, %.3f s (%.2f steps/s)",
+                    (long long)r.steps, (long long)r.positions, sec, sec > 0 ? (double)r.steps / sec : 0.0);
         int text_only = c->g->text_only || p.asr;
         os_infer_print_opts po = {a->show_prompt, round, history ? history : ""};
         if (comm_rank() == 0) os_infer_print(c->tok, m, &p, &r, text_only, &po);

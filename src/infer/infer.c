@@ -1,9 +1,11 @@
-// omnishard infer's generation loop (infer.h): full forward per step, rank 0 picks, every rank follows.
+// omnishard infer's generation loop (infer.h): one forward per step (gen_forward.h), rank 0 picks, every rank follows.
 #include "infer/infer.h"
+#include "infer/gen_forward.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/rng.h"
 #include "dataset/slam_dataset.h"
+#include "kernels/kernels.h"
 #include "zero/comm.h"
 #include <math.h>
 #include <stdlib.h>
@@ -26,36 +28,13 @@ static int agree(int rc) {
     return failed ? -1 : 0;
 }
 
-// one forward over seq [R, L] (rows of stride `cap`); rank 0 gets the lm_head logits [L, V] in dump
-static void forward(os_session *s, const os_infer_prompt *p, const int32_t *seq, int64_t cap, int64_t L, float *dump) {
-    int64_t R = p->R;
-    os_batch b;
-    os_batch_alloc(&b, 1, R, L);
-    for (int64_t r = 0; r < R; r++) memcpy(b.ids + r * L, seq + r * cap, sizeof(int32_t) * (size_t)L);
-    for (int64_t i = 0; i < R * L; i++) b.labels[i] = -100;
-    memset(b.keymask, 1, (size_t)L);
-    if (p->speech) memcpy(b.speech, p->speech, (size_t)p->L);
-    os_trainer *t = &s->trainer;
-    t->forward_only = 1;
-    t->dump_logits = dump;
-    os_step_stats st;
-    os_train_micro(t, &b, 0.0f, &st);
-    t->dump_logits = NULL;
-    t->forward_only = 0;
-    os_batch_free(&b);
-}
-
-// audio logits of layer g from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T+g*A : T+(g+1)*A]
-// (g*A only with layer shift); with it Wa[g*A + j, :] . z[T:T+A] + ba[g*A + j] (double accumulation) into out[A]
-static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, int64_t g, float *out) {
-    int64_t T = m->oc.text_vocab, A = m->oc.audio_vocab;
-    if (!Wa) return z + T + (m->oc.layershift ? g * A : 0);
-    for (int64_t j = 0; j < A; j++) {
-        const float *w = Wa + (g * A + j) * A;
-        double acc = ba[g * A + j];
-        for (int64_t k = 0; k < A; k++) acc += (double)w[k] * z[T + k];
-        out[j] = (float)acc;
-    }
+// audio logits [G, A] from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T : T+G*A] (layer g:
+// its own columns with layer shift, else G = 1); with it the adapter Wa [G*A, A] @ z[T:T+A] + ba (one sgemm, as the
+// training head's k_gemm) into out[G*A]
+static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, float *out) {
+    int64_t T = m->oc.text_vocab, A = m->oc.audio_vocab, G = m->oc.G;
+    if (!Wa) return z + T;
+    k_linear_fwd(out, z + T, Wa, ba, 1, A, G * A);
     return out;
 }
 
@@ -73,7 +52,7 @@ static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency
 
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r) {
     const os_model *m = &s->model;
-    int64_t G = m->oc.G, R = G + 1, T = m->oc.text_vocab, A = m->oc.audio_vocab, V = m->V, N = o->max_new_tokens;
+    int64_t G = m->oc.G, R = G + 1, T = m->oc.text_vocab, A = m->oc.audio_vocab, N = o->max_new_tokens;
     int64_t cap = p->L + N;
     int rank0 = comm_rank() == 0;
     memset(r, 0, sizeof *r);
@@ -101,8 +80,7 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
         if (!rank0) os_free(ad), ad = NULL;
         else Wa = ad + s->rt.reg->p[m->adapter_w].offset, ba = ad + s->rt.reg->p[m->adapter_b].offset;
     }
-    float *dump = rank0 ? os_alloc(sizeof(float) * (size_t)(cap * V), "logits") : NULL;
-    float *al = rank0 ? os_alloc(sizeof(float) * (size_t)A, "audio logits") : NULL;
+    float *al = rank0 ? os_alloc(sizeof(float) * (size_t)(G * A), "audio logits") : NULL;
     os_choice_work cw = {0};
     if (rank0) os_choice_work_init(&cw, T > A ? T : A);
     uint64_t key = os_hash_str("omnishard infer sampling", o->seed);
@@ -114,22 +92,22 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     int32_t *gen = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids by step");   // [N, G]
     int audio_end = o->text_only || p->asr;
     int64_t L = p->L;
+    os_gen_fwd fw;
+    os_gen_fwd_init(&fw, s, R, p->L, p->speech, cap, o->kv_cache);
     for (int64_t step = 0; step < N; step++) {
-        forward(s, p, seq, cap, L, dump);
-        if (step == 0 && s->speech.on)   // the encoder output stays in the speech buffers: reuse it
-            for (int64_t bi = 0; bi < s->speech.B; bi++) s->speech.state[bi] = s->speech.state[bi] ? 2 : 0;
+        const float *z = os_gen_fwd_next(&fw, seq, L);
         int32_t tok[OS_MAX_G + 1];   // [0, G) audio (raw), G text
         if (rank0) {
-            const float *z = dump + (L - 1) * V;
             uint64_t ctr = (uint64_t)step * (uint64_t)R;
+            int predict = !audio_end && step >= m->oc.latency;
+            const float *xa = predict ? audio_logits(m, z, Wa, ba, al) : NULL;   // [G, A]
             tok[G] = r->text_end ? os_pad_t(T)
                                  : os_choose(z, T, r->text, r->ntext, 1, o->text_penalty, &o->choice,
                                              os_rng_uniform(key, ctr + (uint64_t)G), &cw);
             for (int64_t g = 0; g < G; g++)   // the first `latency` steps hold the audio back (slam_model_s2s.py:412)
-                tok[g] = audio_end || step < m->oc.latency
-                             ? os_pad_a(A)
-                             : os_choose(audio_logits(m, z, Wa, ba, g, al), A, gen + g, r->naudio, G, o->audio_penalty,
-                                         &o->choice, os_rng_uniform(key, ctr + (uint64_t)g), &cw);
+                tok[g] = !predict ? os_pad_a(A)
+                                  : os_choose(xa + g * A, A, gen + g, r->naudio, G, o->audio_penalty, &o->choice,
+                                              os_rng_uniform(key, ctr + (uint64_t)g), &cw);
         }
         comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);
         r->steps = step + 1;
@@ -153,7 +131,9 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     for (int64_t g = 0; g < G; g++)
         for (int64_t t = 0; t < r->naudio; t++) r->audio[g * r->naudio + t] = gen[t * G + g];
     codec_stream(r, G, A, m->oc.latency);
-    os_free(gen), os_free(seq), os_free(dump), os_free(al), os_free(ad);
+    r->positions = fw.positions;
+    os_gen_fwd_free(&fw);
+    os_free(gen), os_free(seq), os_free(al), os_free(ad);
     if (rank0) os_choice_work_free(&cw);
     return 0;
 }

@@ -6,8 +6,8 @@
 //   - after eot the text row gets pad_t (no more text is predicted); the audio rows get pad_a once any layer has
 //     emitted eoa; stop when both streams ended or after max_new_tokens steps;
 //   - num_latency_tokens > 0: the first that many steps give pad_a in every audio row (not predicted).
-// No KV cache: every step reruns the forward (os_train_micro, forward only) over the whole sequence [G+1, L] and
-// reads the last row of the lm_head logits (os_trainer.dump_logits on rank 0). Collective: every rank runs the
+// With the KV cache (the default) the prompt runs once and every step one position (src/infer/gen_forward.h); without
+// it every step reruns the forward over the whole sequence [G+1, L]. Collective: every rank runs the
 // same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
 #pragma once
 #include "infer/choose.h"
@@ -43,10 +43,12 @@ typedef struct {
     double audio_penalty;     // of each audio layer over that layer's ids generated so far (pad_a included)
     uint64_t seed;            // sampling: the counter RNG stream (step, stream) -> uniform
     int text_only;            // audio rows pad_a from the start, no audio predicted (the reference's decode_text_only)
+    int kv_cache;             // 1: prefill once, then one position per step; 0: the whole sequence every step
 } os_gen_opts;
 
 typedef struct {
     int64_t steps;            // forwards run (positions generated)
+    int64_t positions;        // positions run through the decoder, all forwards together (prefill included)
     int32_t *text;            // text ids before eot (eot itself excluded) [ntext]
     int64_t ntext;
     int text_end, audio_end;  // eot / eoa was emitted

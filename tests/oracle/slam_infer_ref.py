@@ -1,9 +1,10 @@
 """PyTorch reference of SLAM-Omni generation (written from docs/spec/slam-omni.md "Inference", with the step
-rules of the reference implementation's `generate`): omnishard infer must print the same tokens.
+rules of the reference implementation's `generate`): omnishard infer must print the same tokens, with and without
+its KV cache.
 
 The prompt is the part of a training sample before its answer (slam_samples_ref.build, cut at `lead`). At each
-step the model (transformers Qwen2ForCausalLM on the G+1-row mean of the embeddings, no KV cache) predicts the next
-text token (argmax over logits[:T]) and G audio tokens (argmax per layer over the adapter's output on
+step the model (transformers Qwen2ForCausalLM on the G+1-row mean of the embeddings; with transformers' KV cache as
+the reference, or the whole sequence every step) predicts the next text token (argmax over logits[:T]) and G audio tokens (argmax per layer over the adapter's output on
 logits[T:T+A], or logits[T:T+A] for G = 1); after eot the text row is fed back as pad_t, after any layer emitted eoa
 the audio rows are fed back as pad_a; stop after max_new_tokens steps or when both streams ended.
 
@@ -11,6 +12,7 @@ Decoding options, ported from the reference (SLAM-LLM examples/s2s/model/slam_mo
 `repetition_penalty` (:680-693, applied to each stream's logits over the ids that stream got at the earlier steps,
 :400-403) and `sample_next_token` (:638-678: temperature, top-k, top-p, then argmax or a multinomial draw).
 """
+import inspect
 from collections import namedtuple
 
 import torch
@@ -43,13 +45,24 @@ def _embed(model, ids, speech, proj, G):
 
 
 @torch.no_grad()
-def step_logits(model, adapter, ids, G, T, A, speech=None, proj=None):
+def step_logits(model, adapter, ids, G, T, A, speech=None, proj=None, cache=None):
     """The last position's final hidden state h [C], lm_head logits z [V], text logits z[:T] and the audio logits
     [G, A] (the adapter on z[T:T+A]; without it z[T:T+G*A]: G = 1, or layer shift, slam_model_s2s.py:394-398) for
-    input ids [G+1][L]."""
-    x = _embed(model, ids, speech, proj, G)
-    L = x.shape[1]
-    h = model.model(inputs_embeds=x, position_ids=torch.arange(L)[None]).last_hidden_state[0, -1]
+    input ids [G+1][L]. cache (a dict): transformers' KV cache as the reference's generate uses it
+    (past_key_values, use_cache=True, slam_model_s2s.py:381-390; transformers 5 names the argument `cache`): the first call runs every position and keeps the
+    cache, later calls run the new last position only."""
+    L = len(ids[0])
+    if cache is not None and cache.get("pkv") is not None:
+        assert cache["len"] == L - 1
+        x = _embed(model, [r[L - 1:] for r in ids], None, None, G)
+        name = "cache" if "cache" in inspect.signature(model.model.forward).parameters else "past_key_values"
+        out = model.model(inputs_embeds=x, position_ids=torch.tensor([[L - 1]]), use_cache=True, **{name: cache["pkv"]})
+    else:
+        x = _embed(model, ids, speech, proj, G)
+        out = model.model(inputs_embeds=x, position_ids=torch.arange(L)[None], use_cache=cache is not None)
+    if cache is not None:
+        cache["pkv"], cache["len"] = getattr(out, "cache", None) or out.past_key_values, L
+    h = out.last_hidden_state[0, -1]
     z = model.lm_head(h)
     al = z[T:T + G * A] if adapter is None else adapter.linear(z[T:T + A])
     return h, z, z[:T], al.reshape(G, A)
@@ -99,13 +112,14 @@ Step = namedtuple("Step", "h z xt xa")   # hidden state, lm_head logits, text an
 @torch.no_grad()
 def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=None, text_only=False, trace=None,
              latency=0, layershift=False, text_penalty=1.0, audio_penalty=1.0, do_sample=False, temperature=1.0,
-             top_k=0, top_p=1.0, generator=None):
+             top_k=0, top_p=1.0, generator=None, kv_cache=False):
     """Generation from input ids [G+1][P]; proj: the projector output [T_s, C] for the speech positions.
     trace (a list): gets a Step of every step. latency: num_latency_tokens, the first steps give pad_a
     (slam_model_s2s.py:412) and the codec stream starts after them (codec_utils.py:74); layershift: audio fed back
     as T + g*A + a (slam_model_s2s.py:372, snac_utils.py:21). text_penalty / audio_penalty: the reference's
     text_ / audio_repetition_penalty over every id that stream got before (pad_t, pad_a included: its
-    generated_ids[:step]); do_sample ... top_p: sample_next_token's options (draws from `generator`)."""
+    generated_ids[:step]); do_sample ... top_p: sample_next_token's options (draws from `generator`). kv_cache:
+    transformers' KV cache (the reference's way), else the whole sequence at every step."""
     V = sref.Vocab(T, A, G)
     ids = [list(r) for r in ids]
     text, audio = [], []
@@ -113,8 +127,9 @@ def generate(model, adapter, ids, G, T, A, max_new_tokens, speech=None, proj=Non
     text_end, audio_end = False, text_only
     steps = 0
     pick = lambda x: sample_next_token(x, do_sample, temperature, top_k, top_p, generator)
+    cache = {} if kv_cache else None
     for step in range(max_new_tokens):
-        h, z, xt, xa = step_logits(model, adapter, ids, G, T, A, speech, proj)
+        h, z, xt, xa = step_logits(model, adapter, ids, G, T, A, speech, proj, cache)
         xt = repetition_penalty(xt, generated[G], text_penalty)
         xa = torch.stack([repetition_penalty(xa[g], generated[g], audio_penalty) for g in range(G)])
         if trace is not None:

@@ -1,0 +1,29 @@
+// The model forward of generation (omnishard infer, infer/infer.h) through os_model_forward (model/forward.h):
+//   KV cache on: the prompt once (prefill, the speech encoder and projector with it), then one position per step
+//   that attends to the cached keys and values;
+//   off: the whole sequence again at every step (the check of the cache: the same tokens, tests/test_infer.py).
+// Forward only: no labels, no gradient scope; one layer's activations are kept. Collective: every rank runs the
+// same forwards (any ZeRO stage) and gets the last position's lm_head logits.
+#pragma once
+#include "model/forward.h"
+#include "train/model_runtime.h"
+#include "train/session.h"
+
+typedef struct {
+    os_session *s;
+    int64_t R, P, cap;        // rows (G+1), prompt positions, positions at most
+    const uint8_t *speech;    // the prompt's speech mask [P] (NULL: none)
+    int cached;               // KV cache on
+    os_kv_cache kv;
+    int32_t *ids;             // [R, cap] the rows one forward reads
+    uint8_t *mask;            // [cap] its speech mask
+    float *z;                 // [V] the last position's logits
+    int64_t positions;        // positions run through the decoder so far (all forwards)
+} os_gen_fwd;
+
+// R rows (G+1), a prompt of P positions with speech mask speech[P] (NULL: none), at most cap positions
+void os_gen_fwd_init(os_gen_fwd *f, os_session *s, int64_t R, int64_t P, const uint8_t *speech, int64_t cap, int cached);
+// seq [R rows of stride f->cap] holds positions [0, L) (L <= cap; with the cache, L is 1 more than at the previous
+// call, or the prompt at the first): returns the lm_head logits [V] of position L-1.
+const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L);
+void os_gen_fwd_free(os_gen_fwd *f);
