@@ -3,17 +3,17 @@
 #include <math.h>
 
 void k_add(float *out, const float *a, const float *b, int64_t N) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
     for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
 void k_axpy(float *y, float a, const float *x, int64_t N) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
     for (int64_t i = 0; i < N; i++) y[i] += a * x[i];
 }
 
 void k_scale(float *x, float a, int64_t N) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
     for (int64_t i = 0; i < N; i++) x[i] *= a;
 }
 

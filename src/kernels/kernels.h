@@ -73,7 +73,9 @@ void k_attention_fwd(float *out, float *att, const float *q, const float *k, con
 void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                             int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
 // dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate. Scratch: K_ATTN_BQ * T floats per thread in use.
-enum { K_ATTN_BQ = 128 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
+enum { K_ATTN_BQ = 128 };
+// elementwise kernels run on one thread below this many elements (an OpenMP fork/join costs more than the work)
+enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 

@@ -6,7 +6,7 @@ enum { BLK = 256 };   // column block for the weight gradients (threads split co
 
 // y = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps); the variance is rounded to float as in Qwen2RMSNorm
 void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *x = inp + n * C;
         double ss = 0.0;
@@ -22,7 +22,7 @@ void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, in
 void k_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
                    int64_t N, int64_t C) {
     if (dinp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
         for (int64_t n = 0; n < N; n++) {
             const float *x = inp + n * C, *g = dout + n * C;
             double dot = 0.0;
@@ -33,7 +33,7 @@ void k_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, 
         }
     }
     if (dw) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
         for (int64_t c0 = 0; c0 < C; c0 += BLK) {
             int64_t c1 = c0 + BLK < C ? c0 + BLK : C;
             double acc[BLK] = {0};
@@ -47,7 +47,7 @@ void k_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, 
 // y = (x - mean) * rstd * w + b, biased variance; w or b NULL means 1 or 0
 void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                      int64_t N, int64_t C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *x = inp + n * C;
         double s = 0.0, ss = 0.0;
@@ -70,7 +70,7 @@ void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, con
 void k_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                      const float *rstd, const float *w, int64_t N, int64_t C) {
     if (dinp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
         for (int64_t n = 0; n < N; n++) {
             const float *x = inp + n * C, *g = dout + n * C;
             double sg = 0.0, sgx = 0.0;
@@ -87,7 +87,7 @@ void k_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const
         }
     }
     if (dw || db) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
         for (int64_t c0 = 0; c0 < C; c0 += BLK) {
             int64_t c1 = c0 + BLK < C ? c0 + BLK : C;
             double aw[BLK] = {0}, ab[BLK] = {0};

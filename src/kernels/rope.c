@@ -19,7 +19,7 @@ void k_rope_table(float *cos_t, float *sin_t, const int32_t *pos, int64_t T, int
 static void rotate(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D,
                    float sign) {
     int64_t half = D / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * T * H * D >= K_PAR_MIN)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *cs = cos_t + (bt % T) * half, *sn = sin_t + (bt % T) * half;
         for (int64_t h = 0; h < H; h++) {
