@@ -114,11 +114,11 @@ static void micro_batches(os_sft_state *r, int64_t step, micro_report *sl) {
 }
 
 // where the step's time went (logging.jsonl's time/*_s; docs/training.md)
-static void phase_times(os_sft_state *r, const micro_report *sl) {
+static void phase_times(os_sft_state *r, const micro_report *sl, double cpu0) {
     double *ph = r->log.phase;
     ph[OS_PH_DATA] = sl->t_data, ph[OS_PH_COMPUTE] = sl->t_micro - sl->in_micro.gather - sl->in_micro.reduce;
     ph[OS_PH_GATHER] = r->s.rt.times.gather, ph[OS_PH_REDUCE] = r->s.rt.times.reduce;
-    ph[OS_PH_OPTIM] = r->s.rt.times.optim;
+    ph[OS_PH_OPTIM] = r->s.rt.times.optim, ph[OS_PH_CPU] = os_cpu_now() - cpu0;
 }
 
 // a NaN/Inf loss on any rank or a non-finite gradient norm: the stop message and 1
@@ -159,7 +159,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     const os_sft_args *a = r->a;
     os_stop_boundary(step - 1);   // a signal or a failed write on any rank ends every rank here (collective)
     os_stop_step(step, r->total);
-    double t0 = os_now();
+    double t0 = os_now(), cpu0 = os_cpu_now();
     comm_set_step(step);
     maybe_fault(r->rank, step);
     micro_report sl;
@@ -170,7 +170,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     if (check_finite(r, step, &sl, gnorm)) return 1;
     double lr = optimizer_step(r, step, gnorm);
     double epoch = advance(r);
-    phase_times(r, &sl);
+    phase_times(r, &sl, cpu0);
     os_steplog_step(&r->log, r->m, step, epoch, sl.loss_sum, sl.nonempty, sl.term_loss, &sl.acc, lr, gnorm,
                     r->bucket_norms, os_now() - t0, &r->s.rt,
                     a->logging_steps > 0 && (step % a->logging_steps == 0 || step == r->total));

@@ -146,7 +146,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
     static const char *phases[OS_NPHASE] = {"time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s",
-                                            "time/optimizer_s"};
+                                            "time/optimizer_s", "time/cpu_s"};
     for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], v[n + i] / comm_size());
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");

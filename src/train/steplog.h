@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 // the phases of a step in seconds, logged as "time/<name>_s" (the mean over ranks; docs/training.md)
-enum { OS_PH_DATA, OS_PH_COMPUTE, OS_PH_GATHER, OS_PH_REDUCE, OS_PH_OPTIM, OS_NPHASE };
+enum { OS_PH_DATA, OS_PH_COMPUTE, OS_PH_GATHER, OS_PH_REDUCE, OS_PH_OPTIM, OS_PH_CPU, OS_NPHASE };
 
 typedef struct {
     int fd, failed;

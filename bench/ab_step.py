@@ -1,0 +1,110 @@
+"""A/B of training steps: omnishard builds and/or launch lines run alternately (A B A B ...) on issue 12's model
+(bench/vs_deepspeed.py's shape, cached in bench/.cache), printing per side the median step time and phase times
+(logging.jsonl time/*_s, docs/training.md) over every step but each run's first, and each side's ratio to the
+first side, per round and overall (adjacent runs see about the same machine load). On a machine shared with
+other jobs the wall-clock times scatter widely; the CPU seconds of each whole run (all ranks, start-up included,
+from getrusage of the children) vary much less and are printed next to them ("run CPU s").
+
+    .venv/bin/python bench/ab_step.py --side NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]] ... [--seq 512] [--steps 3]
+        [--rounds 3] [--layers 4] [--stage 3]
+
+A side names a build folder (its omnishard binary), ranks x threads per rank, and optionally the per-rank batch and
+gradient accumulation (default 1x1) and the ZeRO stage (default --stage). Sides with the same global batch train on the same samples in the same order;
+their losses are printed for comparison. Examples:
+    --side base=/tmp/base/build:2x1 --side new=build:2x1                       # a change, A/B
+    --side ranks=build:2x1:1x1 --side threads=build:1x2:1x2                      # 2 ranks vs 1 rank x 2 threads
+"""
+import argparse, json, os, resource, shutil, statistics, subprocess, sys, tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_step import make_model, model_dir  # noqa: E402
+from vs_deepspeed import SHAPE  # noqa: E402
+
+PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s"]
+
+
+def parse_side(text, stage):
+    name, rest = text.split("=", 1)
+    build, *f = rest.split(":")
+    if not f or len(f) > 3:
+        sys.exit(f"--side {text}: expected NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]]")
+    ranks, threads = map(int, f[0].split("x"))
+    batch, accum = map(int, (f[1] if len(f) > 1 else "1x1").split("x"))
+    return dict(name=name, build=build, ranks=ranks, threads=threads, batch=batch, accum=accum,
+                stage=int(f[2]) if len(f) > 2 else stage)
+
+
+def run(side, a, mdir, data):
+    out = tempfile.mkdtemp(prefix="omni_ab_", dir="/tmp")
+    env = dict(os.environ, OMP_NUM_THREADS=str(side["threads"]), OPENBLAS_NUM_THREADS=str(side["threads"]),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    exe = os.path.join(ROOT, side["build"], "omnishard")
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(side["ranks"]), exe, "sft", "--model", mdir,
+           "--dataset", data, "--zero_stage", str(side["stage"]), "--max_length", str(a.seq), "--max_steps", str(a.steps),
+           "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--warmup_steps", "0", "--weight_decay", "0",
+           "--max_grad_norm", "1", "--gradient_checkpointing", "true", "--per_device_train_batch_size",
+           str(side["batch"]), "--gradient_accumulation_steps", str(side["accum"]), "--save_only_model", "true",
+           "--output_dir", out]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime
+    if p.returncode:
+        sys.exit(f"{side['name']}: failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+    log = [json.loads(x) for x in open(os.path.join(out, "logging.jsonl")) if '"step_time_s"' in x]
+    shutil.rmtree(out, ignore_errors=True)
+    return log, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--side", action="append", required=True, help="NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]]")
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=3, help="optimizer steps per run (the first is warm-up)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=SHAPE["layers"])
+    ap.add_argument("--stage", type=int, default=3)
+    ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
+    a = ap.parse_args()
+    sides = [parse_side(x, a.stage) for x in a.side]
+    s = dict(SHAPE, layers=a.layers)
+    os.makedirs(a.cache, exist_ok=True)
+    mdir = model_dir(a.cache, s)
+    make_model(mdir, s)
+    from oracle import slam_omni_ref as ref
+    n = max(x["ranks"] * x["batch"] * x["accum"] for x in sides) * a.steps
+    data = os.path.join(a.cache, f"ab_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
+    if not os.path.exists(data):
+        ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
+    print(f"seq {a.seq}, {a.layers} layers, {a.rounds} rounds x {a.steps} steps; "
+          f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    res = {x["name"]: [] for x in sides}
+    cpus = {x["name"]: [] for x in sides}   # CPU seconds of each whole run (every rank, start-up included)
+    for k in range(a.rounds):
+        for x in sides:
+            log, cpu = run(x, a, mdir, data)
+            res[x["name"]].append(log)
+            cpus[x["name"]].append(cpu)
+            print(f"round {k + 1} {x['name']}: steps {' '.join('%.2f' % r['step_time_s'] for r in log)} s; losses "
+                  f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {cpu:.1f} s; load {os.getloadavg()[0]:.2f}", flush=True)
+    first = sides[0]["name"]
+    med = lambda logs, key: statistics.median(r[key] for log in logs for r in (log[1:] or log))
+    print("| side | ranks x threads | batch x accum | stage | run CPU s | vs | s/step | " + " | ".join(p[5:-2] for p in PHASES) +
+          f" | vs {first} | per round |")
+    print("|---" * (10 + len(PHASES)) + "|")
+    for x in sides:
+        logs = res[x["name"]]
+        t = med(logs, "step_time_s")
+        per = [statistics.median(r["step_time_s"] for r in (l[1:] or l)) /
+               statistics.median(r["step_time_s"] for r in (f[1:] or f)) for l, f in zip(logs, res[first])]
+        print(f"| {x['name']} | {x['ranks']}x{x['threads']} | {x['batch']}x{x['accum']} | {x['stage']} | "
+              f"{statistics.median(cpus[x['name']]):.1f} | "
+              f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | {t:.2f} | " +
+              " | ".join(f"{med(logs, p):.2f}" for p in PHASES) +
+              f" | {t / med(res[first], 'step_time_s'):.2f} | {' '.join(f'{v:.2f}' for v in per)} |")
+
+
+if __name__ == "__main__":
+    main()

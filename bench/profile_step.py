@@ -1,0 +1,113 @@
+"""Where the time of a ZeRO-3 training step goes: `perf record` on every rank, symbols grouped by kind, next to the
+step's phase times from logging.jsonl (time/*_s, docs/training.md). Issue 12's model (bench/vs_deepspeed.py: Qwen2.5-
+0.5B layer shapes, 4 layers, V = 152000 + 4160, G = 3, tied, random weights, cached in bench/.cache), seq 512, batch
+1 per rank, fp32, AdamW, recomputation, `--deepspeed zero3`; the first step (warm-up) is excluded from the phase
+medians, not from the profile.
+
+    .venv/bin/python bench/profile_step.py [--np 2] [--threads 1] [--seq 512] [--steps 3] [--build build]
+        [--layers 4] [--top 25]
+
+Needs `perf` (Debian: linux-perf) and kernel.perf_event_paranoid <= 1 (or root). Not a test: figures are printed.
+"""
+import argparse, collections, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_step import make_model, model_dir  # noqa: E402
+from vs_deepspeed import SHAPE  # noqa: E402
+
+# (group, test on "dso symbol"), first match wins
+GROUPS = [
+    ("sgemm (OpenBLAS)", lambda d, s: "openblas" in d or re.search(r"gemm|_copy_|_oncopy|_incopy|_itcopy|_otcopy", s)),
+    ("MPI / transport", lambda d, s: re.search(r"libmpi|open-pal|open-rte|mca_|libucp|libucs|libuct|libfabric|"
+                                               r"libpmix|libevent|libhwloc", d)),
+    ("OpenMP runtime (spin/wait)", lambda d, s: "libgomp" in d),
+    ("kernel: page faults, zeroing", lambda d, s: d == "[kernel.kallsyms]" and re.search(
+        r"clear_page|page_fault|do_anonymous|handle_mm|alloc_pages|rmqueue|__memcg|lru|folio|pte|zap_|free_pages|"
+        r"release_pages|unmap", s)),
+    ("kernel: other", lambda d, s: d == "[kernel.kallsyms]"),
+    ("memset / memcpy (libc)", lambda d, s: re.search(r"mem(set|cpy|move)", s)),
+    ("attention softmax", lambda d, s: "softmax" in s or "attention" in s or "used_keys" in s),
+    ("cross-entropy", lambda d, s: "xent" in s),
+    ("AdamW", lambda d, s: "adamw" in s),
+    ("gradient norm / reduce add", lambda d, s: "grad_norm" in s or "ring_reduce" in s or "zr_grad" in s or
+     "first_nonfinite" in s),
+    ("norms, activations, rope, embedding", lambda d, s: re.search(r"norm|swiglu|gelu|relu|rope|embed|k_add|k_mul|"
+                                                                   r"k_scale|elementwise", s)),
+    ("libm", lambda d, s: "libm" in d),
+]
+
+
+def group_of(dso, sym):
+    for name, f in GROUPS:
+        if f(dso, sym):
+            return name
+    return "other"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=SHAPE["layers"])
+    ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
+    ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
+    ap.add_argument("--top", type=int, default=25, help="symbols listed")
+    a = ap.parse_args()
+    if not shutil.which("perf"):
+        sys.exit("perf: not found (Debian: apt-get install linux-perf)")
+    s = dict(SHAPE, layers=a.layers)
+    os.makedirs(a.cache, exist_ok=True)
+    mdir = model_dir(a.cache, s)
+    make_model(mdir, s)
+    from oracle import slam_omni_ref as ref
+    n = a.np * a.steps
+    data = os.path.join(a.cache, f"profile_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
+    if not os.path.exists(data):
+        ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
+    tmp = tempfile.mkdtemp(prefix="omni_profile_", dir="/tmp")
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    exe = os.path.join(ROOT, a.build, "omnishard")
+    wrap = f'exec perf record -q -F 499 -o {tmp}/perf.$OMPI_COMM_WORLD_RANK.data -- "$@"'
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(a.np), "sh", "-c", wrap, "sh", exe, "sft",
+           "--model", mdir, "--dataset", data, "--deepspeed", "zero3", "--max_length", str(a.seq),
+           "--max_steps", str(a.steps), "--learning_rate", "1e-5", "--lr_scheduler_type", "constant",
+           "--warmup_steps", "0", "--weight_decay", "0", "--max_grad_norm", "1", "--gradient_checkpointing", "true",
+           "--save_only_model", "true", "--output_dir", f"{tmp}/out"]
+    print(f"{a.np} rank(s) x {a.threads} thread(s), seq {a.seq}, {a.layers} layers, {a.steps} steps; "
+          f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    log = [json.loads(x) for x in open(f"{tmp}/out/logging.jsonl") if '"step_time_s"' in x]
+    keys = ["step_time_s", "time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s",
+            "time/optimizer_s"]
+    rows = log[1:] or log
+    print("phases (median over steps 2..):", ", ".join(f"{k} {statistics.median(r[k] for r in rows):.3f}"
+                                                       for k in keys))
+    total = collections.Counter()
+    syms = collections.Counter()
+    for f in sorted(glob.glob(f"{tmp}/perf.*.data")):
+        out = subprocess.run(["perf", "report", "-i", f, "--no-children", "--sort", "dso,sym", "--stdio",
+                              "-F", "period,dso,sym"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            m = re.match(r"\s*(\d+)\s+(\S+)\s+\[[.k]\]\s+(.*\S)", line)
+            if not m:
+                continue
+            period, dso, sym = int(m.group(1)), m.group(2), m.group(3)
+            total[group_of(dso, sym)] += period
+            syms[(dso, sym)] += period
+    allp = sum(total.values()) or 1
+    print("| where (all ranks' CPU time) | share |\n|---|---|")
+    for g, p in total.most_common():
+        print(f"| {g} | {100 * p / allp:.1f}% |")
+    print(f"\ntop {a.top} symbols:")
+    for (dso, sym), p in syms.most_common(a.top):
+        print(f"  {100 * p / allp:5.1f}%  {sym}  ({dso})")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
