@@ -1,7 +1,7 @@
 """omnishard vs DeepSpeed ZeRO-3, side by side on the same SLAM-Omni model, data and machine (issue 12).
 
 usage: .venv/bin/python bench/vs_deepspeed.py [--seq 512,2048] [--np 2,1] [--rounds 3] [--steps 4] [--layers 4]
-           [--threads T] [--build build] [--cache bench/.cache] [--quick]
+           [--threads T] [--build build] [--base BUILD] [--cache bench/.cache] [--quick]
 
 Model: Qwen2.5-0.5B layer shapes (hidden 896, intermediate 4864, 14 heads, 2 kv heads), --layers layers (4),
 vocabulary T = 152000 + A = 4160, G = 3 with the group-decode adapter, tied, random weights; written once by
@@ -24,6 +24,8 @@ library DeepSpeed's side uses; and omnishard's OpenBLAS through bench/bench_gemm
 Loss check: every run's per-step losses against the first DeepSpeed run's, relative difference <= --loss_rtol
 (default 1e-4: fp32 with different reduction orders drifts by ~1e-6 per step here; a wrong loss, data order or
 update differs by far more); a failure is printed and the exit status is 1.
+--base BUILD: omnishard-only A/B: the DeepSpeed side is replaced by BUILD/omnishard (e.g. the build before a change,
+  made from `git archive main` in /tmp), run the same way; the ratios are then omnishard / base.
 --quick: a tiny model (hidden 64, 2 layers, A = 64), seq 64, 2 rounds x 3 steps: checks the bench end to end.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -129,11 +131,11 @@ def run_ds(a, mdir, data, np_, threads, seq, port):
     return r
 
 
-def run_omni(a, mdir, data, np_, threads, seq):
+def run_omni(a, mdir, data, np_, threads, seq, build=None):
     out = tempfile.mkdtemp(prefix="vs_omni_", dir="/tmp")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    exe = os.path.join(ROOT, a.build, "omnishard")
+    exe = os.path.join(ROOT, build or a.build, "omnishard")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np_), exe, "sft", "--model", mdir,
            "--dataset", data, "--deepspeed", "zero3", "--max_length", str(seq), "--max_steps", str(a.steps),
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--warmup_steps", "0",
@@ -165,16 +167,17 @@ def one_config(a, s, mdir, np_, seq):
     core, g_blas = gemm_omni(a.build, "env", np_ * threads)
     print(f"sgemm 2048^3 at {np_ * threads} threads: torch.mm (oneMKL) {g_torch:.1f} GFLOP/s, "
           f"OpenBLAS ({core}) {g_blas:.1f} GFLOP/s", flush=True)
-    runs = {"DeepSpeed": [], "omnishard": []}
+    ref_side = "base" if a.base else "DeepSpeed"
+    runs = {ref_side: [], "omnishard": []}
     for k in range(a.rounds):
-        for side in ("DeepSpeed", "omnishard"):
+        for side in runs:
             r = (run_ds(a, mdir, data, np_, threads, seq, 29500 + k) if side == "DeepSpeed"
-                 else run_omni(a, mdir, data, np_, threads, seq))
+                 else run_omni(a, mdir, data, np_, threads, seq, a.base if side == "base" else None))
             runs[side].append(r)
             print(f"round {k + 1} {side:<9}: steps {' '.join(f'{t:.3f}' for t in r['times'])} s; peak RSS/rank "
                   f"{' '.join(f'{x / 1e9:.2f}' for x in r['peaks'])} GB; losses "
                   f"{' '.join(f'{x:.6f}' for x in r['losses'])}; load {os.getloadavg()[0]:.2f}", flush=True)
-    ref_l = runs["DeepSpeed"][0]["losses"]
+    ref_l = runs[ref_side][0]["losses"]
     worst, ok = 0.0, True
     for side, rs in runs.items():
         for r in rs:
@@ -184,7 +187,7 @@ def one_config(a, s, mdir, np_, seq):
             for x, y in zip(r["losses"], ref_l):
                 worst = max(worst, abs(x - y) / max(abs(y), 1e-12))
     ok = ok and worst <= a.loss_rtol
-    print(f"losses: largest relative difference to DeepSpeed's first run {worst:.2e} "
+    print(f"losses: largest relative difference to {ref_side}'s first run {worst:.2e} "
           f"({'OK' if ok else 'FAIL'}, tolerance {a.loss_rtol:g})")
     res = {}
     print(f"{'side':<10} {'s/step':>8} {'GFLOP/s':>8} {'of MKL':>7} {'of OpenBLAS':>11} {'peak RSS/rank':>13}")
@@ -194,10 +197,10 @@ def one_config(a, s, mdir, np_, seq):
         gf = flops / t / 1e9
         res[side] = (t, rss)
         print(f"{side:<10} {t:8.3f} {gf:8.1f} {gf / g_torch:7.0%} {gf / g_blas:11.0%} {rss / 1e9:11.2f}GB")
-    (to, ro), (td, rd) = res["omnishard"], res["DeepSpeed"]
+    (to, ro), (td, rd) = res["omnishard"], res[ref_side]
     pairs = [o["times"][1:] and d["times"][1:] and statistics.median(o["times"][1:]) / statistics.median(d["times"][1:])
-             for d, o in zip(runs["DeepSpeed"], runs["omnishard"])]
-    print(f"omnishard / DeepSpeed: step time {to / td:.2f}x (per round {' '.join(f'{x:.2f}' for x in pairs if x)}), "
+             for d, o in zip(runs[ref_side], runs["omnishard"])]
+    print(f"omnishard / {ref_side}: step time {to / td:.2f}x (per round {' '.join(f'{x:.2f}' for x in pairs if x)}), "
           f"peak RSS per rank {ro / rd:.2f}x")
     return ok
 
@@ -211,6 +214,7 @@ def main():
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--threads", type=int, default=0, help="threads per rank (default: cores // ranks)")
     ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
+    ap.add_argument("--base", default="", help="omnishard-only A/B: this build folder's omnishard in place of DeepSpeed")
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     ap.add_argument("--loss_rtol", type=float, default=1e-4)
     ap.add_argument("--quick", action="store_true", help="tiny model, seq 64, 2 rounds x 3 steps")
@@ -223,7 +227,10 @@ def main():
         sys.exit("--steps: at least 2 (the first step of each run is warm-up)")
     if not os.path.exists(os.path.join(ROOT, a.build, "omnishard")):
         sys.exit(f"{a.build}/omnishard: not built (run make)")
-    build_shm_op()
+    if a.base and not os.path.exists(os.path.join(a.base, "omnishard")):
+        sys.exit(f"--base {a.base}: no omnishard binary there")
+    if not a.base:
+        build_shm_op()
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)
     make_model(mdir, s)

@@ -31,7 +31,8 @@ static int parse_bytes(const char *s, double *out) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: omnishard plan --model DIR|PRESET | --config config.json  [--nproc 8] [--zero_stage 2,3]\n"
-               "       [--max_length 3072] [--batch 1] [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
+               "       [--max_length 3072] [--batch 1] [--gradient_accumulation_steps 1]\n"
+               "       [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
                "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
                "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
                "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
@@ -53,7 +54,7 @@ static int load_config(const char *model, const char *config, os_qwen2_config *c
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
-    long nproc = 1, L = 2048, B = 1, G = 3;
+    long nproc = 1, L = 2048, B = 1, G = 3, accum = 1;
     int bf16 = 0;
     double dev = 0;
     os_freeze_opts fz = {0, 0, 0, NULL};
@@ -74,6 +75,7 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(k, "--nproc")) nproc = atol(v);
         else if (!strcmp(k, "--max_length")) L = atol(v);
         else if (!strcmp(k, "--batch") || !strcmp(k, "--per_device_train_batch_size")) B = atol(v);
+        else if (!strcmp(k, "--gradient_accumulation_steps")) accum = atol(v);
         else if (!strcmp(k, "--code_layer")) G = atol(v);
         else if (!strcmp(k, "--freeze_llm") || !strcmp(k, "--freeze_group_decode_adapter")) {
             int on = !strcmp(v, "true") || !strcmp(v, "1");
@@ -94,7 +96,7 @@ int cmd_plan(int argc, char **argv) {
             if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
         } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
     }
-    if ((!model && !config) || nproc < 1 || L < 2 || B < 1 || G < 0 || G > OS_MAX_G) return usage(stderr), 2;
+    if ((!model && !config) || nproc < 1 || L < 2 || B < 1 || accum < 1 || G < 0 || G > OS_MAX_G) return usage(stderr), 2;
     os_qwen2_config cfg;
     if (load_config(model, config, &cfg) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     os_omni_config oc;
@@ -129,7 +131,7 @@ int cmd_plan(int argc, char **argv) {
             int rc = pass == 0;
             if (!strstr(ckpts, rc ? "true" : "false")) continue;
             os_plan p;
-            os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, &p);
+            os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, accum, &p);
             if (bf16) p.activations += conv, p.total += conv;
             double tot = (double)(p.total + BASELINE_BYTES);
             printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,

@@ -18,7 +18,7 @@ static int64_t moments(const os_bucket *k, int64_t np, int N, int stage) {
     return most;
 }
 
-void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, os_plan *p) {
+void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, int64_t accum, os_plan *p) {
     memset(p, 0, sizeof *p);
     const os_registry *r = &m->reg;
     int64_t max_b = 0, max_tb = 0, layer_b = 0;
@@ -42,9 +42,17 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
     int64_t g_head = 0, g_bwd = 0;
     if (stage == 3) g_head += head_b + ad_b + norm_b, g_bwd += 2 * layer_b;
+    // stages 2-3: a gradient slice exists from the step's first reduction of its bucket until AdamW
+    // (zero/runtime.c): at the head only the adapter's (and an untied head's) are there, in the layers' backward
+    // all but the embedding's, which closes last; from the second micro-batch of an accumulation on, all of them
+    int64_t sl_head = p->grads, sl_bwd = p->grads;
     if (stage >= 2) {
         g_head += (head_tr ? head_b : 0) + (ad_tr ? ad_b : 0);
         g_bwd += (layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0);
+        if (accum <= 1) {
+            sl_head = 4 * ((ad_tr ? ad_b / N : 0) + (!tied && head_tr ? head_b / N : 0));
+            sl_bwd = p->grads - 4 * (emb_tr ? emb_b / N : 0);
+        }
     }
     // activations: the forward/backward's arena, laid out from the same table that allocates it
     // (model/activations.c; it holds the head's buffers and the backward's together, reused by every micro-batch)
@@ -55,9 +63,9 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
     int64_t at_head = as.total / 4 + batch;
     int64_t at_bwd = at_head + K_ATTN_BQ * L;                                    // + attention dS (1 thread)
-    int64_t a_head = 4 * at_head + 4 * g_head, a_bwd = 4 * at_bwd + 4 * g_bwd;
-    if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head;
-    else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd;
+    int64_t a_head = 4 * at_head + 4 * g_head + sl_head, a_bwd = 4 * at_bwd + 4 * g_bwd + sl_bwd;
+    if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head, p->grads = sl_head;
+    else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd, p->grads = sl_bwd;
     // stages 0-1, N > 1: after the backward each full gradient bucket is all-reduced in place (the activation
     // arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries
     // meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's

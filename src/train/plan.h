@@ -7,13 +7,16 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t params, grads, optim;      // permanent model state on one rank
+    int64_t params, optim;             // permanent model state on one rank
+    int64_t grads;                     // gradients held at the peak (stage 2/3: the slices reduced so far)
     int64_t gather;                    // gathered parameter buckets + full gradient buckets at the peak
     int64_t activations;               // activations + scratch at the peak
     int64_t total;
 } os_plan;
 
-void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, os_plan *p);
+// accum: micro-batches per optimizer step (gradient accumulation; > 1 keeps every gradient slice for the whole step)
+void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, int64_t accum,
+                     os_plan *p);
 // bf16 mixed precision (--torch_dtype bfloat16): the bytes of the rounded GEMM inputs held at the peak (the
 // largest operands, kept by src/kernels/gemm_bf16.c), on the oneDNN path (onednn 1) or the sgemm fallback (0)
 int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int onednn);

@@ -48,8 +48,7 @@ void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nrank
         if (stage < 3) rt->full[b] = os_alloc(sizeof(float) * (size_t)np, "parameters");
         else rt->pshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "parameter slice");
         if (!reg->b[b].trainable) continue;   // frozen: no gradient buffer, no moments
-        if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");
-        else rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
+        if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");   // stage 2/3: grad_slice
         int64_t n = moment_span(rt, b).n;
         rt->m[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW m");
         rt->v[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW v");
@@ -74,6 +73,18 @@ zr_span zr_local(const zr_runtime *rt, int b, zr_what what) {
         return s;
     }
     return (zr_span){NULL, 0, 0};
+}
+
+// stage 2/3: the reduced gradient slice of trainable bucket b, allocated (zero) when the step first needs it
+static float *grad_slice(zr_runtime *rt, int b) {
+    if (!rt->gshard[b]) rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
+    return rt->gshard[b];
+}
+
+// this rank's gradient part for the optimizer side (a slice no micro-batch reduced into yet: zeros)
+static zr_span local_grads(zr_runtime *rt, int b) {
+    if (rt->stage >= 2 && rt->reg->b[b].trainable) grad_slice(rt, b);
+    return zr_local(rt, b, ZR_GRADIENTS);
 }
 
 void zr_free(zr_runtime *rt) {
@@ -167,11 +178,15 @@ void zr_grad_close(zr_runtime *rt, int b) {
     if (rt->stage < 2) return;
     double t0 = os_now();
     int64_t s = rt->slice[b];
-    float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
-    comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
-    float *g = rt->gshard[b];
-    for (int64_t i = 0; i < s; i++) g[i] += tmp[i];
-    os_free(tmp);
+    if (!rt->gshard[b]) {   // the step's first reduction of b: straight into its new slice (0 + x == x)
+        comm_reduce_scatter_sum_f32(rt->gfull[b], grad_slice(rt, b), s);
+    } else {                // later micro-batches add theirs
+        float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
+        comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
+        float *g = rt->gshard[b];
+        for (int64_t i = 0; i < s; i++) g[i] += tmp[i];
+        os_free(tmp);
+    }
     os_free(rt->gfull[b]);
     rt->gfull[b] = NULL;
     rt->times.reduce += os_now() - t0;
@@ -210,7 +225,7 @@ double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
     double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms"), tot = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
-        zr_span g = zr_local(rt, b, ZR_GRADIENTS);
+        zr_span g = local_grads(rt, b);
         double s = 0.0;
 #pragma omp parallel for reduction(+ : s) schedule(static)
         for (int64_t i = 0; i < g.n; i++) s += (double)g.p[i] * g.p[i];
@@ -231,11 +246,12 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
     double t0 = os_now(), tg = 0.0;
     for (int b = 0; b < rt->nb; b++) {
         if (!r->b[b].trainable) continue;
-        zr_span g = zr_local(rt, b, ZR_GRADIENTS), p = zr_local(rt, b, ZR_PARAMETERS);
+        zr_span g = local_grads(rt, b), p = zr_local(rt, b, ZR_PARAMETERS);
         zr_span m = zr_local(rt, b, ZR_EXP_AVG), v = zr_local(rt, b, ZR_EXP_AVG_SQ);
         int64_t lo = m.off, hi = m.off + m.n;   // the moments: this rank's part of the trained range
         // walk the parameters overlapping [lo, hi) so weight decay follows each tensor's rule; AdamW zeroes the
-        // gradient it reads, the rest of this rank's part (untrained ranges, padding) is zeroed here
+        // gradient it reads, the rest of this rank's part (untrained ranges, padding) is zeroed here (stage 2/3:
+        // the slice is dropped instead)
         int64_t done = g.off;   // the gradient's elements before `done` are zero
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
             const zr_tensor *q = &r->p[i];
@@ -247,10 +263,14 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
                      q->ndim >= 2 ? wd : 0.0f, gscale, step);
             done = e > done ? e : done;
         }
-        if (g.off + g.n > done) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(g.off + g.n - done));
+        if (g.off + g.n > done && rt->stage < 2) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(g.off + g.n - done));
         if (rt->stage == 1) {   // the other ranks' slices of the all-reduced full gradient
             memset(rt->gfull[b], 0, sizeof(float) * (size_t)g.off);
             memset(rt->gfull[b] + g.off + g.n, 0, sizeof(float) * (size_t)(rt->padded[b] - g.off - g.n));
+        }
+        if (rt->stage >= 2) {   // the slice lives until the next step's first reduction of b
+            os_free(rt->gshard[b]);
+            rt->gshard[b] = NULL;
         }
         if (rt->stage == 1 || rt->stage == 2) {
             double t1 = os_now();
@@ -267,7 +287,7 @@ int zr_first_nonfinite(zr_runtime *rt, int grads) {
     int64_t first = r->np;
     for (int b = 0; b < rt->nb && first == r->np; b++) {
         if (!r->b[b].trainable) continue;
-        zr_span g = zr_local(rt, b, ZR_GRADIENTS);
+        zr_span g = local_grads(rt, b);
         int64_t j = k_first_nonfinite(grads ? g.p : zr_at(zr_local(rt, b, ZR_PARAMETERS), g.off), g.n);
         if (j < 0) continue;
         for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
@@ -295,7 +315,7 @@ void zr_read_bucket(zr_runtime *rt, int b, float *out) {
 }
 
 void zr_read_grads(zr_runtime *rt, int b, float *out) {
-    zr_span g = zr_local(rt, b, ZR_GRADIENTS);
+    zr_span g = local_grads(rt, b);
     if (rt->stage < 2) {   // the full reduced gradient is on every rank
         memcpy(out, rt->gfull[b], sizeof(float) * (size_t)rt->reg->b[b].numel);
         return;

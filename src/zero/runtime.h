@@ -28,7 +28,8 @@ typedef struct {
     float **full;              // gathered params [padded] (stage 3: only inside a scope)
     float **pshard;            // stage 3: this rank's parameter slice [slice]
     float **gfull;             // full gradient [padded] (stage 0/1: always; 2/3: inside a gradient scope)
-    float **gshard;            // stage 2/3: reduced gradient slice [slice]
+    float **gshard;            // stage 2/3: reduced gradient slice [slice], from the step's first reduction of
+                               // the bucket (or the optimizer side's first read) until AdamW (NULL between steps)
     float **m, **v;            // AdamW moments over zr_local(.., ZR_EXP_AVG/_SQ) (trainable buckets only)
     int *scope, *gscope;       // open gather / gradient scopes per bucket
     void **prefetch;           // in-flight all-gather per bucket (stage 3)
@@ -52,7 +53,8 @@ typedef struct {
 //   parameters  what it keeps between steps: the whole bucket at stage 0-2, its slice [r*S, (r+1)*S) at 3 (write
 //               the initial values there after zr_init)
 //   gradients   the part it reduces and updates: the whole bucket at stage 0, its slice at 1-3 (stage 0/1: in the
-//               full gradient buffer; 2/3: the reduced slice); none for a frozen bucket
+//               full gradient buffer; 2/3: the reduced slice, which exists only within a step: p is NULL before
+//               the step's first reduction into it and after AdamW); none for a frozen bucket
 //   exp_avg(_sq) the AdamW moments: its part (as for gradients) within the bucket's trained range; none when frozen
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
 // element i of the bucket within span s
