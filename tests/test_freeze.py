@@ -94,8 +94,9 @@ def test_freeze_n_ranks_equal_one_rank(tmp_path, stage):
 
 
 def plan_row(args, stage):
+    # accumulation 2: every gradient slice is held at the peak (with 1, stage 2/3 count only those reduced by then)
     out = run(["plan", "--model", "qwen2.5-0.5b", "--nproc", 2, "--zero_stage", stage, "--gradient_checkpointing",
-               "true", *args]).stdout
+               "true", "--gradient_accumulation_steps", 2, *args]).stdout
     row = [l.split() for l in out.splitlines() if l.split()[:1] == [str(stage)]][0]
     return dict(params=float(row[2]), grads=float(row[3]), optim=float(row[4]))
 
