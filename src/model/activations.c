@@ -13,14 +13,12 @@ typedef struct {
     os_act_sizes *sz;
 } layout;
 
-// one table entry: n elements of 4 bytes in group g, at *dst (when laying out)
+// one table entry: n elements of 4 bytes in group g; when laying out, its address goes to the pointer at dst (a
+// float * or int32_t *, written by memcpy: one helper for both pointer types)
 static void put(layout *lo, os_act_group g, void *dst, int64_t n) {
-    void **p = dst;
-    if (n <= 0) {
-        if (lo->a) *p = NULL;
-        return;
-    }
-    if (lo->a) *p = lo->a->arena + lo->off;
+    void *at = n > 0 && lo->a ? lo->a->arena + lo->off : NULL;
+    if (lo->a) memcpy(dst, &at, sizeof at);
+    if (n <= 0) return;
     lo->off += (4 * n + ALIGN - 1) / ALIGN * ALIGN;
     lo->sz->floats[g] += n;
 }

@@ -21,7 +21,8 @@ typedef struct {
 } os_layer_grads;
 
 // The keys and values of earlier positions (inference): per layer K and V [B, cap, KH, D] (position-major, the
-// layout of the layer's own k/v rows); positions [0, len) hold values.
+// layout of the layer's own k/v rows); positions [0, len) hold values. The caller may set len back (to 0: a new
+// sequence; to a shared prefix's length: reuse it); the next forward overwrites from there.
 typedef struct {
     int64_t nlayers, B, cap, KH, D;
     int64_t len;      // positions cached
