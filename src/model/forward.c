@@ -1,7 +1,9 @@
 #include "model/forward.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/ids.h"
 #include "model/embed.h"
+#include <string.h>
 
 void os_kv_cache_init(os_kv_cache *kv, const os_model *m, int64_t B, int64_t cap) {
     *kv = (os_kv_cache){.nlayers = m->nlayers, .B = B, .cap = cap, .KH = m->KH, .D = m->D};
@@ -101,6 +103,28 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
     w->release(w->ctx, m->b_norm);
 }
 
+// the embedding forward: only the rows the batch reads when the owner can fetch rows (w->rows: the ids renumbered
+// into the fetched table), else the whole bucket gathered
+static void embed_fwd(const os_model *m, const os_model_input *in, const os_weights *w, float *x0) {
+    os_embed_task et = embed_task(m, in);
+    if (!w->rows) {
+        w->gather(w->ctx, m->b_embed);
+        os_embed_fwd(&et, os_weight(w, m->embed), x0);
+        w->release(w->ctx, m->b_embed);
+        return;
+    }
+    int64_t n = in->B * in->R * in->L, C = m->C;
+    int32_t *u = os_alloc(sizeof(int32_t) * (size_t)(n ? n : 1), "embedding rows"), *local = os_alloc(sizeof(int32_t) * (size_t)(n ? n : 1), "embedding ids");
+    memcpy(u, in->ids, sizeof(int32_t) * (size_t)n);
+    int64_t nu = os_ids_unique(u, n);
+    for (int64_t i = 0; i < n; i++) local[i] = (int32_t)os_ids_find(u, nu, in->ids[i]);
+    float *table = os_alloc(sizeof(float) * (size_t)((nu ? nu : 1) * C), "embedding rows[rows, C]");
+    w->rows(w->ctx, m->embed, u, nu, table);
+    et.ids = local;
+    os_embed_fwd(&et, table, x0);
+    os_free(u), os_free(local), os_free(table);
+}
+
 void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
                       os_loss_sums *s) {
     const os_model *m = a->m;
@@ -113,10 +137,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
     c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;
     c->keymask = in->keymask, c->kv = o->kv, c->lora_p = o->lora_dropout, c->lora_key = o->lora_key;
 
-    os_embed_task et = embed_task(m, in);
-    w->gather(w->ctx, m->b_embed);
-    os_embed_fwd(&et, os_weight(w, m->embed), a->xs[0]);
-    w->release(w->ctx, m->b_embed);
+    embed_fwd(m, in, w, a->xs[0]);
     if (nl > 0) layer_prefetch(w, m, 0);
     for (int64_t l = 0; l < nl; l++) {
         if (l + 1 < nl) layer_prefetch(w, m, l + 1);

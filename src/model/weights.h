@@ -6,6 +6,7 @@
 // (NULL: frozen, not computed) and closes it; the owner does what a close means to it (loss terms over the
 // parameters, the reduce-scatter of ZeRO-2/3).
 #pragma once
+#include <stdint.h>
 
 typedef struct {
     void *ctx;                                              // the owner (e.g. a zr_runtime)
@@ -13,6 +14,9 @@ typedef struct {
     void (*gather)(void *ctx, int bucket);                  // open bucket: its parameters are readable until release
     void (*release)(void *ctx, int bucket);                 // close it
     const float *(*param)(void *ctx, int pid, const char *caller);   // parameter pid's data (its bucket open)
+    // rows ids[0..n) (sorted, distinct) of 2-D parameter pid into out[n, cols], its bucket not open; every rank calls
+    // it at the same point (the sharding runtime: a collective moving only those rows). NULL: the caller gathers
+    void (*rows)(void *ctx, int pid, const int32_t *ids, int64_t n, float *out);
 } os_weights;
 
 typedef struct {

@@ -37,7 +37,9 @@ static void w_prefetch(void *rt, int b) { zr_prefetch(rt, b); }
 static void w_gather(void *rt, int b) { zr_gather(rt, b); }
 static void w_release(void *rt, int b) { zr_release(rt, b); }
 static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
+static void w_rows(void *rt, int pid, const int32_t *ids, int64_t n, float *out) { zr_read_rows(rt, pid, ids, n, out); }
 
 os_weights os_runtime_weights(zr_runtime *rt) {
-    return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param};
+    return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param,
+                        .rows = w_rows};
 }

@@ -2,6 +2,7 @@
 #include "kernels/kernels.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/ids.h"
 #include "core/timer.h"
 #include "kernels/ops.h"
 #include "zero/comm.h"
@@ -197,6 +198,38 @@ static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const c
     os_die("internal error: %s of parameter %s requested by %s() outside its %s scope (ZeRO stage %d, bucket '%s')",
            what, zr_tensor_desc(&rt->reg->p[pid], d, sizeof d), caller, what, rt->stage,
            rt->reg->b[rt->reg->p[pid].bucket].name);
+}
+
+void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float *out) {
+    const zr_tensor *p = &rt->reg->p[pid];
+    int b = p->bucket;
+    int64_t C = p->shape[1];
+    if (rt->stage < 3) {
+        for (int64_t i = 0; i < n; i++) memcpy(out + i * C, rt->full[b] + p->offset + ids[i] * C, sizeof(float) * (size_t)C);
+        return;
+    }
+    double t0 = os_now();
+    int N = rt->nranks;
+    int64_t *cnt = os_alloc(sizeof(int64_t) * (size_t)N, "row counts"), most = 1, U = 0;
+    comm_allgather_bytes(&n, cnt, sizeof n);
+    for (int r = 0; r < N; r++) most = cnt[r] > most ? cnt[r] : most;
+    int32_t *mine = os_alloc(sizeof(int32_t) * (size_t)most, "row ids"), *all = os_alloc(sizeof(int32_t) * (size_t)(N * most), "row ids");
+    memcpy(mine, ids, sizeof(int32_t) * (size_t)n);
+    comm_allgather_bytes(mine, all, (int64_t)sizeof(int32_t) * most);
+    for (int r = 0; r < N; r++)   // the union of the ranks' lists
+        for (int64_t i = 0; i < cnt[r]; i++) all[U++] = all[r * most + i];
+    U = os_ids_unique(all, U);
+    float *buf = os_alloc(sizeof(float) * (size_t)(U * C), "gathered rows");
+    int64_t lo = rt->rank * rt->slice[b], hi = lo + rt->slice[b];
+    for (int64_t j = 0; j < U; j++) {   // this rank's elements of each row: the part inside its slice
+        int64_t e0 = p->offset + all[j] * C, s = e0 > lo ? e0 : lo, e = e0 + C < hi ? e0 + C : hi;
+        if (s < e) memcpy(buf + j * C + (s - e0), rt->pshard[b] + (s - lo), sizeof(float) * (size_t)(e - s));
+    }
+    comm_allreduce_sum_f32(buf, U * C);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(out + i * C, buf + os_ids_find(all, U, ids[i]) * C, sizeof(float) * (size_t)C);
+    os_free(cnt), os_free(mine), os_free(all), os_free(buf);
+    rt->times.gather += os_now() - t0;
 }
 
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {

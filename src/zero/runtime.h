@@ -73,6 +73,12 @@ void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last c
 float *zr_grad_open(zr_runtime *rt, int b);     // open a gradient scope; returns the full gradient buffer
 void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside the trained range; stage 2/3
                                                 // reduce-scatter into the slice and drop
+// Rows ids[0..n) (sorted, distinct, in range) of 2-D parameter pid ([rows, cols]) into out[n, cols], with no
+// gather scope. Stage 3: collective (every rank calls it at the same point, each with its own ids): the ranks' row
+// lists are exchanged and every row of their union is all-reduced from the slices holding its elements (one
+// non-zero term per element: the values exactly, except that a stored -0.0 reads as +0.0), so a rank moves
+// rows x cols values in place of the whole bucket. Other stages: a copy.
+void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float *out);
 #define zr_param(rt, pid) zr_param_at(rt, pid, __func__)
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
