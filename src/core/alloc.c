@@ -3,28 +3,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <stdatomic.h>
 
 // Layout: [calloc block ... | size_t bytes | void *block | data (64-byte aligned) ...]. calloc, not
 // posix_memalign + memset: memory fresh from the kernel is already zero and glibc does not clear it again, so a
 // large block is touched only by its user (a memset would fault in and write every page once more).
 enum { ALIGN = 64, META = sizeof(size_t) + sizeof(void *) };
-// Blocks of HUGE_MIN bytes or more (gathered buckets, gradient buckets, activations, logits chunks; always fresh
-// mmap memory in glibc) ask for transparent huge pages: a 2 MiB page is faulted and cleared at once instead of 512
-// 4 KiB ones, and the products' operands need fewer TLB entries (docs/performance.md, "Where the time goes").
-#define HUGE ((size_t)2 << 20)
-#define HUGE_MIN ((size_t)8 << 20)
 static _Atomic int64_t g_live, g_peak;
 
 void *os_alloc(size_t bytes, const char *what) {
     char *raw = bytes <= SIZE_MAX - META - ALIGN ? calloc(1, bytes + META + ALIGN) : NULL;
     if (!raw) os_die("out of memory: cannot allocate %zu bytes for %s", bytes, what ? what : "?");
     char *p = (char *)(((uintptr_t)raw + META + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
-    if (bytes >= HUGE_MIN) {   // 2 MiB pages for the whole 2 MiB-aligned interior (transparent huge pages)
-        uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1), hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE - 1);
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);   // advice only: a refusal changes nothing
-    }
     memcpy(p - META, &bytes, sizeof bytes);
     memcpy(p - sizeof(void *), &raw, sizeof raw);
     int64_t live = atomic_fetch_add(&g_live, (int64_t)bytes) + (int64_t)bytes;
