@@ -126,17 +126,17 @@ int cmd_mel_encoder(int argc, char **argv) {
     os_weights wt = os_runtime_weights(&e.rt);
     os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
     if (bench > 0) {
-        double tm = 0.0, te = 0.0;
+        double tm = 0.0, te = 0.0, ce = 0.0;
         for (int r = 0; r < bench; r++) {
             double t0 = os_now();
             if (wav && wav_mel(wav, n_wave, (int)w->n_mels, mel) < 0) os_die_err();
-            double t1 = os_now();
+            double t1 = os_now(), c1 = os_cpu_now();
             os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
-            tm += t1 - t0, te += os_now() - t1;
+            tm += t1 - t0, te += os_now() - t1, ce += os_cpu_now() - c1;
         }
         double secs = (double)T_mel * OS_MEL_HOP / OS_AUDIO_RATE;
-        printf("bench: %.1f s of audio per input: load+log-mel %.1f ms, encoder %.1f ms per input; %.2f s of audio per second\n",
-               secs, 1e3 * tm / bench, 1e3 * te / bench, secs * bench / (tm + te));
+        printf("bench: %.1f s of audio per input: load+log-mel %.1f ms, encoder %.1f ms per input (CPU %.1f ms); %.2f s "
+               "of audio per second\n", secs, 1e3 * tm / bench, 1e3 * te / bench, 1e3 * ce / bench, secs * bench / (tm + te));
     }
     if (write_out(out, mel, w->n_mels, T_mel, enc, T, w->d) < 0) os_die_err();
     printf("%lld %lld\n", (long long)T, (long long)w->d);
