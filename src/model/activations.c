@@ -5,7 +5,16 @@
 #include <stddef.h>
 #include <string.h>
 
-enum { ALIGN = 64 };
+// Under AddressSanitizer every buffer is followed by a poisoned gap and everything outside the live buffers is
+// poisoned, so an overflow from one buffer into the next is reported as it was with one allocation per buffer.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+enum { ALIGN = 64, REDZONE = 64 };
+#else
+enum { ALIGN = 64, REDZONE = 0 };
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#endif
 
 typedef struct {
     os_model_acts *a;   // NULL: sizes only
@@ -19,7 +28,8 @@ static void put(layout *lo, os_act_group g, void *dst, int64_t n) {
     void *at = n > 0 && lo->a ? lo->a->arena + lo->off : NULL;
     if (lo->a) memcpy(dst, &at, sizeof at);
     if (n <= 0) return;
-    lo->off += (4 * n + ALIGN - 1) / ALIGN * ALIGN;
+    if (at) ASAN_UNPOISON_MEMORY_REGION(at, (size_t)(4 * n));
+    lo->off += (4 * n + ALIGN - 1) / ALIGN * ALIGN + REDZONE;
     lo->sz->floats[g] += n;
 }
 
@@ -81,6 +91,7 @@ void os_acts_init(os_model_acts *a, const os_model *m) {
 }
 
 void os_acts_free(os_model_acts *a) {
+    if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
     os_free(a->arena), os_free(a->xs), os_free(a->acts);
     memset(a, 0, sizeof *a);
 }
@@ -91,10 +102,12 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     os_act_sizes sz;
     os_acts_sizes(m, s, &sz);
     if (sz.total > a->cap) {
+        if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
         os_free(a->arena);
         a->arena = os_alloc((size_t)sz.total, "activations");
         a->cap = sz.total;
     }
+    ASAN_POISON_MEMORY_REGION(a->arena, (size_t)a->cap);   // the layout below unpoisons its buffers
     memset(&sz, 0, sizeof sz);
     layout lo = {.a = a, .sz = &sz};
     table(m, s, &lo);
