@@ -257,7 +257,7 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
 
 
 def _bf16(x):
-    return x.to(torch.bfloat16).to(torch.float32)
+    return x.to(torch.bfloat16).to(x.dtype)
 
 
 def _sum_to(g, shape):   # the gradient of a broadcast operand: summed over the broadcast leading dimensions
