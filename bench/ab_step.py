@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_step import make_model, model_dir  # noqa: E402
 from vs_deepspeed import SHAPE  # noqa: E402
 
-PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s"]
+PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s", "time/cpu_s"]
 
 
 def parse_side(text, stage):
@@ -90,7 +90,7 @@ def main():
             print(f"round {k + 1} {x['name']}: steps {' '.join('%.2f' % r['step_time_s'] for r in log)} s; losses "
                   f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {cpu:.1f} s; load {os.getloadavg()[0]:.2f}", flush=True)
     first = sides[0]["name"]
-    med = lambda logs, key: statistics.median(r[key] for log in logs for r in (log[1:] or log))
+    med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))
     print("| side | ranks x threads | batch x accum | stage | run CPU s | vs | s/step | " + " | ".join(p[5:-2] for p in PHASES) +
           f" | vs {first} | per round |")
     print("|---" * (10 + len(PHASES)) + "|")
