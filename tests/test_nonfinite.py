@@ -1,6 +1,6 @@
-"""Non-finite numbers never go unnoticed: a NaN/Inf loss or gradient norm stops every rank with a message naming
-the step and the first non-finite parameter, exit non-zero, and nothing is saved from non-finite weights; an input
-model or checkpoint holding NaN/Inf is refused naming the tensor."""
+"""Non-finite numbers never go unnoticed: a NaN/Inf loss, gradient norm or evaluation loss stops every rank with a
+message naming the step and the first non-finite parameter, exit non-zero, and nothing is saved from non-finite
+weights; an input model or checkpoint holding NaN/Inf is refused naming the tensor."""
 import json, os, re, shutil
 import numpy as np
 import pytest
@@ -113,3 +113,43 @@ def test_nan_in_checkpoint_is_refused_naming_the_parameter(tiny, tmp_path):
     p = sft(tiny / "model", tiny / "data.jsonl", tmp_path / "r", 2, ["--resume_from_checkpoint", ck], check=False)
     assert p.returncode > 0, p.stderr
     assert f"tensor '{key}' (parameter 'model.layers.0." in p.stderr and "infinite" in p.stderr, p.stderr
+
+
+@pytest.fixture(scope="module")
+def eval_only_overflow(tmp_path_factory):
+    """A model whose speech projector overflows fp32 (finite weights of magnitude 1e30: two matmuls give Inf/NaN),
+    text-only training data (the projector gets no gradient and stays finite: Adam's update is 0/(0+eps)) and an
+    evaluation set with one spoken question: only evaluation runs the projector, so only the eval loss is NaN."""
+    from oracle import slam_omni_ref as ref
+    from test_speech_train import write_data, write_wav
+    d = tmp_path_factory.mktemp("evalnan")
+    ref.make_model(str(d / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=192, A=80, G=3, seed=0)
+    ref.add_projector(str(d / "model"), 16, 24, 16)
+    ref.make_encoder(str(d / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
+    w = load_file(str(d / "model" / "slam_omni.safetensors"))
+    for k in ("encoder_projector.linear1.weight", "encoder_projector.linear2.weight"):
+        w[k] = (np.sign(w[k]) * 1e30).astype(np.float32)
+    save_file(w, str(d / "model" / "slam_omni.safetensors"), metadata={"format": "pt"})
+    write_wav(d / "q.wav", 0.6, 500, seed=1)
+    write_data(d / "data.jsonl", 4, {})
+    write_data(d / "val.jsonl", 2, {1: "q.wav"}, seed=3)
+    return d
+
+
+@pytest.mark.parametrize("np_,extra", [(None, []), (2, ["--deepspeed", "zero3"])])
+def test_nonfinite_eval_loss_stops_every_rank_keeping_the_last_checkpoint(eval_only_overflow, tmp_path, np_, extra):
+    """Evaluation at step 2 gives NaN (one rank's micro-batch on 2 ranks); training is finite throughout. The run
+    stops at step 2 naming the evaluation loss, exit non-zero, checkpoint-1 intact, nothing saved after it."""
+    d, out = eval_only_overflow, tmp_path / "o"
+    p = sft(d / "model", d / "data.jsonl", out, 4,
+            ["--val_dataset", d / "val.jsonl", "--speech_encoder", d / "enc", "--eval_steps", "2", "--save_steps", "1",
+             "--max_length", "64", *extra], np_=np_, check=False)
+    assert p.returncode > 0, p.stderr
+    assert re.search(r"step 2: non-finite evaluation loss \(eval_loss -?nan; the training loss was finite\); first "
+                     r"parameter with a non-finite value: none \(only the loss is\); stopping without saving \(the last "
+                     r"checkpoint written is \S+/checkpoint-1; ", p.stderr), p.stderr
+    lines = [json.loads(l) for l in open(out / "logging.jsonl")]
+    assert [l["step"] for l in lines if "loss" in l] == [1, 2] and all(np.isfinite(l["loss"]) for l in lines if "loss" in l)
+    assert [(l["step"], l["eval_loss"]) for l in lines if "eval_loss" in l] == [(2, None)]
+    assert checkpoint_steps(out) == [1] and all_finite(out / "checkpoint-1")
+    assert not (out / "final_model").exists() and not any(q.name.endswith(".tmp") for q in out.iterdir())

@@ -82,10 +82,11 @@ int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total) {
     return step == total || (every > 0 && step % every == 0);
 }
 
-int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch) {
+int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch, double *loss) {
     os_eval_result r;
     if (os_evaluate(t, l, &r) < 0) return -1;
     os_steplog_eval(log, t->m, step, epoch, &r);
+    *loss = r.loss;
     return 0;
 }
 

@@ -21,7 +21,8 @@ int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dat
 int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval);
 // Whether optimizer step `step` of `total` is followed by an evaluation (--eval_steps, default --save_steps).
 int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total);
-// Evaluate and log to logging.jsonl and stderr. Collective; 0 or -1 + message.
-int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch);
+// Evaluate and log to logging.jsonl and stderr (a non-finite loss as null); *loss = the weighted loss over all ranks.
+// Collective; 0 or -1 + message. The caller stops the run on a non-finite *loss (src/train/sft.c).
+int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch, double *loss);
 // The end-of-run note on skipped samples (collective).
 void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_args *a);

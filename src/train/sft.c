@@ -30,10 +30,12 @@ static void maybe_fault(int rank, int64_t step) {
     os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", f, s);
 }
 
-// A non-finite loss, gradient norm or (before a save) parameter stops the run: every rank comes here with the
+#define TRAIN_HINT "try a smaller --learning_rate or --max_grad_norm"
+
+// A non-finite loss, gradient norm, evaluation loss or (before a save) parameter stops the run: every rank comes here with the
 // same verdict (the loss flag and the norm are reduced values, the parameter is the first over all ranks).
 // Rank 0 names the step, the first non-finite parameter and the last checkpoint written; nothing is saved.
-static int stop_nonfinite(os_sft_state *r, int64_t step, const char *what) {
+static int stop_nonfinite(os_sft_state *r, int64_t step, const char *what, const char *hint) {
     const os_sft_args *a = r->a;
     int bad = zr_first_nonfinite(&r->s.rt, 1), grads = bad >= 0;
     if (!grads) bad = zr_first_nonfinite(&r->s.rt, 0);
@@ -44,16 +46,17 @@ static int stop_nonfinite(os_sft_state *r, int64_t step, const char *what) {
     else snprintf(last, sizeof last, "no checkpoint was written");
     if (r->rank == 0)
         os_info("omnishard: step %lld: %s; first parameter with a non-finite %s: %s%s%s; stopping without saving "
-                "(%s; try a smaller --learning_rate or --max_grad_norm)",
+                "(%s; %s)",
                 (long long)step, what, grads ? "gradient" : "value", bad >= 0 ? "'" : "",
-                bad >= 0 ? r->m->reg.p[bad].name : "none (only the loss is)", bad >= 0 ? "'" : "", last);
+                bad >= 0 ? r->m->reg.p[bad].name : "none (only the loss is)", bad >= 0 ? "'" : "", last, hint);
     return 1;
 }
 
 // Save checkpoint-STEP when the parameters are finite (collective; else the stop message and 1). Once complete, a
 // stop names it, and --save_total_limit removes older ones (rank 0).
 static int save(os_sft_state *r, int64_t step) {
-    if (zr_first_nonfinite(&r->s.rt, 0) >= 0) return stop_nonfinite(r, step, "non-finite parameters after the optimizer step");
+    if (zr_first_nonfinite(&r->s.rt, 0) >= 0)
+        return stop_nonfinite(r, step, "non-finite parameters after the optimizer step", TRAIN_HINT);
     os_stop_if_failed(os_checkpoint_save(r->m, &r->s.rt, &r->dest, step, &r->run));
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a->output_dir, (long long)step);
@@ -126,7 +129,19 @@ static int check_finite(os_sft_state *r, int64_t step, const micro_report *sl, d
     if (!comm_any_failed(!isfinite(sl->loss_sum) || !isfinite(sl->term_loss)) && isfinite(gnorm)) return 0;
     char what[128];
     snprintf(what, sizeof what, "non-finite %s (grad_norm %g)", isfinite(gnorm) ? "loss" : "gradient norm", gnorm);
-    return stop_nonfinite(r, step, what);
+    return stop_nonfinite(r, step, what, TRAIN_HINT);
+}
+
+// Evaluate (logged first, a non-finite loss as null); a NaN/Inf evaluation loss on any rank stops every rank like a
+// training one, before this step's save: the stop message and 1.
+static int evaluate(os_sft_state *r, int64_t step, double epoch) {
+    double loss;
+    os_stop_if_failed(os_sft_eval(&r->s.trainer, &r->eval, &r->log, step, epoch, &loss));
+    if (!comm_any_failed(!isfinite(loss))) return 0;
+    char what[128];
+    snprintf(what, sizeof what, "non-finite evaluation loss (eval_loss %g; the training loss was finite)", loss);
+    return stop_nonfinite(r, step, what, "the evaluation data may use weights that training does not reach: check "
+                          "--val_dataset; or try a smaller --learning_rate");
 }
 
 // clip to --max_grad_norm, AdamW at the scheduled learning rate; returns the rate
@@ -174,8 +189,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     os_steplog_step(&r->log, r->m, step, epoch, sl.loss_sum, sl.nonempty, sl.term_loss, &sl.acc, lr, gnorm,
                     r->bucket_norms, os_now() - t0, &r->s.rt,
                     a->logging_steps > 0 && (step % a->logging_steps == 0 || step == r->total));
-    if (r->ev && os_sft_eval_due(a, step, r->total))
-        os_stop_if_failed(os_sft_eval(&r->s.trainer, &r->eval, &r->log, step, epoch));
+    if (r->ev && os_sft_eval_due(a, step, r->total) && evaluate(r, step, epoch)) return 1;
     if (a->save_steps > 0 && step % a->save_steps == 0) return save(r, step);
     return 0;
 }
