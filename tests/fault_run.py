@@ -47,19 +47,19 @@ def wait_for_steps(out, n, proc, limit=60):
     raise AssertionError("the run did not reach step %d" % n)
 
 
-
-
-def run_with_fault(cmd, out, fault, bound, what):
-    """Start cmd (an sft run logging to out), call fault(tag) after its third step, then require that mpirun and
-    every process it started are gone within bound seconds. SIGCONT + SIGKILL whatever is left either way.
-    Returns (mpirun's exit code, its stderr)."""
+def start_tagged(cmd, env=None):
+    """Popen cmd with a fresh OMNISHARD_TEST_TAG (and env) in its environment: (process, tag)."""
     tag = uuid.uuid4().hex
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", OMNISHARD_TEST_TAG=tag))
+                         env=dict(os.environ, OMP_NUM_THREADS="1", OMNISHARD_TEST_TAG=tag, **(env or {})))
+    return p, tag
+
+
+def gone_within(p, tag, bound, what):
+    """Require mpirun p and every process it started gone within bound seconds from now; SIGCONT + SIGKILL whatever
+    is left either way. Returns (mpirun's exit code, its stderr)."""
+    t = time.time()
     try:
-        wait_for_steps(out, 3, p)
-        fault(tag)
-        t = time.time()
         try:
             _, err = p.communicate(timeout=bound)
         except subprocess.TimeoutExpired:
@@ -72,3 +72,19 @@ def run_with_fault(cmd, out, fault, bound, what):
             p.kill()
             p.communicate()
     return p.returncode, err
+
+
+def run_with_fault(cmd, out, fault, bound, what):
+    """Start cmd (an sft run logging to out), call fault(tag) after its third step, then require that mpirun and
+    every process it started are gone within bound seconds. SIGCONT + SIGKILL whatever is left either way.
+    Returns (mpirun's exit code, its stderr)."""
+    p, tag = start_tagged(cmd)
+    try:
+        wait_for_steps(out, 3, p)
+        fault(tag)
+    except BaseException:
+        cleanup(tag, ranks_only=False)
+        p.kill()
+        p.communicate()
+        raise
+    return gone_within(p, tag, bound, what)

@@ -1,12 +1,13 @@
 """Never hang (issue 9): a rank stopped with SIGSTOP mid-run ends the whole job within --ddp_timeout + 10 s, and every
-live rank names the stopped one (docs/operations.md, "Timeouts and stuck ranks")."""
-import os, re, subprocess, signal
+live rank names the stopped one; a rank that never reaches MPI_Init or MPI_Finalize ends the others there within the
+same bound, naming the call (docs/operations.md, "Timeouts and stuck ranks")."""
+import os, re, subprocess, signal, time
 import pytest
 
 from oracle import slam_omni_ref as ref
 from omni_run import MPIRUN
 from conftest import BIN
-from fault_run import run_with_fault, tagged_pids
+from fault_run import gone_within, run_with_fault, start_tagged, tagged_pids
 
 TIMEOUT = 3
 
@@ -47,3 +48,34 @@ def test_deadline_is_an_option_that_must_agree(tiny, tmp_path):
     cmd = [*MPIRUN, "-np", "1", *base, ":", "-np", "1", *base, "--ddp_timeout", "30"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert p.returncode != 0 and "--ddp_timeout" in p.stderr and "rank 1" in p.stderr, p.stderr
+
+
+def test_rank_that_never_starts_ends_the_others_in_mpi_init(tiny, tmp_path):
+    """Rank 1 is launched through a shell that sleeps far past the deadline before it starts omnishard: rank 0 waits
+    in MPI_Init (Open MPI's start-up fence) and must end by --ddp_timeout, naming the call."""
+    cmd = sft_cmd(tiny, tmp_path / "o", ["--max_steps", "1"])
+    late = ["sh", "-c", 'sleep 120; exec "$0" "$@"', *cmd]
+    p, tag = start_tagged([*MPIRUN, "-np", "1", *cmd, ":", "-np", "1", *late])
+    rc, err = gone_within(p, tag, TIMEOUT + 10, "the start of a job whose rank 1 never starts")
+    assert rc != 0
+    assert re.search(rf"omnishard: rank 0: MPI_Init did not complete within {TIMEOUT} s \(--ddp_timeout\): a rank of "
+                     r"the job did not start or did not reach it", err), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_rank_stalled_before_finalize_ends_the_others_in_mpi_finalize(tiny, tmp_path):
+    """Rank 1 stalls after its last step (OMNISHARD_FAULT=1:3:stall, step 3 = after the 2 steps, before
+    MPI_Finalize): rank 0, done, waits in MPI_Finalize (Open MPI's shut-down fence) and must end by --ddp_timeout,
+    naming the call, with a non-zero status; the run's outputs are complete."""
+    out = tmp_path / "o"
+    cmd = sft_cmd(tiny, out, ["--max_steps", "2"])
+    p, tag = start_tagged([*MPIRUN, "-np", "2", *cmd], env={"OMNISHARD_FAULT": "1:3:stall"})
+    t = time.time()
+    while not (out / "final_model" / "model.safetensors").exists() and p.poll() is None and time.time() - t < 120:
+        time.sleep(0.05)
+    rc, err = gone_within(p, tag, TIMEOUT + 10, "rank 0's final model, rank 1 stalled before MPI_Finalize")
+    assert rc != 0
+    m = re.search(rf"omnishard: rank 0: MPI_Finalize did not complete within {TIMEOUT} s \(--ddp_timeout\): another "
+                  r"rank of the job did not reach it", err)
+    assert m and "omnishard sft: done" in err[:m.start()], err
+    assert (out / "final_model" / "model.safetensors").exists()

@@ -6,11 +6,12 @@
 #include "zero/comm.h"
 
 int cmd_sft(int argc, char **argv) {
-    comm_init(&argc, &argv);
     os_sft_args a;
-    // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops
+    // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops;
+    // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
+    comm_init(&argc, &argv);
     rc = os_agree_parse(rc);
     if (rc == 1) {
         if (comm_rank() == 0) os_sft_args_usage(stdout);

@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 // fault injection for tests: OMNISHARD_FAULT=RANK:STEP:KIND, KIND error (a user error), crash (SIGSEGV),
-// exit (the process vanishes without a word)
+// exit (the process vanishes without a word), stall (the process waits forever, signals aside); STEP = the last
+// step + 1: after the run's work, before MPI_Finalize
 static void maybe_fault(int rank, int64_t step) {
     const char *f = getenv("OMNISHARD_FAULT");
     int r;
@@ -27,6 +28,7 @@ static void maybe_fault(int rank, int64_t step) {
     if (!f || sscanf(f, "%d:%lld:%15s", &r, &s, kind) < 2 || r != rank || s != step) return;
     if (!strcmp(kind, "crash")) raise(SIGSEGV);
     if (!strcmp(kind, "exit")) _exit(3);
+    while (!strcmp(kind, "stall")) pause();
     os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", f, s);
 }
 
@@ -221,6 +223,7 @@ int os_sft_run(const os_sft_args *a) {
         os_stop_boundary(r.total);
         exit_code = save_final(&r);
     }
+    if (!exit_code) maybe_fault(r.rank, r.total + 1);
     if (exit_code) os_stop_if_failed(os_steplog_close(&r.log));
     os_sft_close(&r);
     return exit_code;

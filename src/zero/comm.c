@@ -1,4 +1,5 @@
 #include "zero/comm.h"
+#include "zero/phase_deadline.h"
 #include "zero/watchdog.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -15,7 +16,9 @@ static void abort_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
 
 void comm_init(int *argc, char ***argv) {
     int provided;
+    pd_arm("MPI_Init", wd_timeout());   // every rank must arrive: bounded like a collective
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    pd_disarm();
     g_inited = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -27,7 +30,11 @@ void comm_init(int *argc, char ***argv) {
 }
 
 void comm_finalize(void) {
-    if (g_inited) MPI_Finalize();
+    if (g_inited) {
+        pd_arm("MPI_Finalize", wd_timeout());
+        MPI_Finalize();
+        pd_disarm();
+    }
     g_inited = 0;
 }
 int comm_rank(void) { return g_rank; }

@@ -4,13 +4,16 @@
 #pragma once
 #include <stdint.h>
 
-void comm_init(int *argc, char ***argv);  // MPI_Init; sets os_rank (when size > 1) and the abort hook
+// MPI_Init; sets os_rank (when size > 1) and the abort hook. MPI_Init and MPI_Finalize wait for every rank of the
+// job: each is bounded by the timeout set so far (comm_set_timeout; set it before comm_init), and a call that does
+// not return in time prints which one and ends this process with exit 1 (zero/phase_deadline.h)
+void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
 int comm_rank(void);
 int comm_size(void);
 _Noreturn void comm_abort(int code);      // stop every rank now (MPI_Abort)
 // The collective watchdog (docs/operations.md): a collective that does not complete within `seconds` (<= 0: no
-// deadline; 1800 until set) ends the job with a report naming the collective, the step and the ranks that did not
+// deadline; 1800 until set; MPI needs not be started) ends the job with a report naming the collective, the step and the ranks that did not
 // arrive. The step is only for those messages (0: start-up).
 void comm_set_timeout(double seconds);
 void comm_set_step(int64_t step);
