@@ -222,9 +222,10 @@ def collate(samples, pad_id):
     return ids, lab, mask
 
 
-def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
+def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None, upcast=False):
     """Per-term (sum, count, correct) and the logits path of slam-omni.md. speech: per batch row None or
-    (projector output [T_s, C], first speech position): every audio row's embedding there is replaced by it."""
+    (projector output [T_s, C], first speech position): every audio row's embedding there is replaced by it.
+    upcast: cross-entropy on the logits converted to fp32 (what transformers' causal-LM loss does for a bf16 model)."""
     emb = model.get_input_embeddings()(ids)            # [B, R, L, C]
     for b, sp in enumerate(speech or []):
         if sp is not None:
@@ -248,6 +249,8 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None):
     out = []
     for lg, y in terms:
         lg = lg.reshape(-1, lg.shape[-1])
+        if upcast:
+            lg = lg.float()
         y = y.reshape(-1)
         valid = y != -100
         s = F.cross_entropy(lg, y, ignore_index=-100, reduction="sum")
