@@ -8,6 +8,7 @@ from oracle import slam_omni_ref as ref
 from omni_run import sft, logs, run
 
 L = 256
+BASELINE_GB = 0.04   # the process baseline plan adds (BASELINE_BYTES, src/cli/cmd_plan.c)
 
 
 @pytest.fixture(scope="module")
@@ -19,12 +20,17 @@ def model(tmp_path_factory):
     return d
 
 
-def plan_total_gb(model_dir, n, ckpt, dtype):
-    out = run(["plan", "--model", model_dir, "--nproc", n, "--zero_stage", 3, "--max_length", L, "--batch", 1,
-               "--gradient_checkpointing", ckpt, "--torch_dtype", dtype]).stdout
-    rows = [l.split() for l in out.splitlines() if l.split()[:1] == ["3"]]
+def plan_row(model_dir, n, ckpt, dtype, extra=(), max_length=L, stage=3):
+    """omnishard plan's row for one ZeRO stage: (total GB, start-up GB)"""
+    out = run(["plan", "--model", model_dir, "--nproc", n, "--zero_stage", stage, "--max_length", max_length,
+               "--batch", 1, "--gradient_checkpointing", ckpt, "--torch_dtype", dtype, *extra]).stdout
+    rows = [l.split() for l in out.splitlines() if l.split()[:1] == [str(stage)]]
     assert len(rows) == 1, out
-    return float(rows[0][7])
+    return float(rows[0][7]), float(rows[0][8])
+
+
+def plan_total_gb(model_dir, n, ckpt, dtype):
+    return plan_row(model_dir, n, ckpt, dtype)[0]
 
 
 # bf16 (--torch_dtype bfloat16) adds the rounded copies of the largest GEMM inputs (here the 34816 x 512 head)
@@ -37,3 +43,26 @@ def test_plan_matches_peak_rss(model, tmp_path, n, ckpt, dtype):
     got = logs(tmp_path / "o")[-1]["peak_rss_gb"]
     print(f"N={n} recompute={ckpt} {dtype}: plan {want:.3f} GB, peak RSS {got:.3f} GB, ratio {got / want:.3f}")
     assert 0.9 <= got / want <= 1.1, (got, want)
+
+
+def test_plan_counts_mean_resizing_at_start_up(tmp_path):
+    """A frozen LLM training only its new rows (its step holds little beyond the parameters) whose vocabulary is resized with mean_resizing
+    (hidden 2048, 2200 checkpoint rows of 2368, untied): the run's peak is loading, where the new rows' statistics
+    hold the 2048 x 2048 covariance in double (34 MB) and blocks of rows (25 MB) next to the parameters and the
+    checkpoint pages read. plan's total (the start-up column here) must match peak RSS within 10%; with
+    --new_rows_init normal the covariance is not computed and plan drops it."""
+    d = tmp_path
+    ref.make_model(str(d / "model"), hidden=2048, layers=1, heads=16, kv_heads=1, inter=64, T=2304, A=64, G=1,
+                   tied=False, seed=3, ckpt_vocab=2200)
+    ref.make_data(str(d / "data.jsonl"), 2, G=1, T=2304, A=64, min_len=16, max_len=16, seed=5)
+    freeze = ["--freeze_llm", "true", "--trainable_embed_rows", "new"]
+    total, up = plan_row(d / "model", 1, "true", "float32", freeze, 32, 0)
+    total_n, up_n = plan_row(d / "model", 1, "true", "float32", [*freeze, "--new_rows_init", "normal"], 32, 0)
+    assert 0.05 <= up - up_n <= 0.07, (up, up_n)               # S 33.6 MB + blocks 25.2 MB
+    assert total == pytest.approx(up + BASELINE_GB, abs=2e-3) and total_n < total, (total, up, total_n)   # peak: loading
+    sft(d / "model", d / "data.jsonl", d / "o", 1, ["--deepspeed", "zero0", "--max_length", 32, *freeze,
+                                                    "--save_only_model", "true"])
+    got = logs(d / "o")[-1]["peak_rss_gb"]
+    print(f"mean_resizing start-up: plan {total:.3f} GB (start-up {up:.3f}; without the statistics {total_n:.3f}), "
+          f"peak RSS {got:.3f} GB, ratio {got / total:.3f}")
+    assert 0.9 <= got / total <= 1.1, (got, total)

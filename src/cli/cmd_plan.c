@@ -1,7 +1,9 @@
 // omnishard plan: per-rank memory for a model, world size, ZeRO stage, sequence length and batch, with and
 // without activation recomputation, and whether it fits a device of --device_memory bytes.
+#include "core/alloc.h"
 #include "core/err.h"
 #include "io/hfconfig.h"
+#include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/freeze.h"
 #include "model/omni.h"
@@ -36,7 +38,7 @@ static void usage(FILE *f) {
                "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
                "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
                "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
-               "       [--torch_dtype float32|bfloat16]\n"
+               "       [--torch_dtype float32|bfloat16] [--new_rows_init mean_resizing|normal]\n"
                "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
 }
 
@@ -52,6 +54,38 @@ static int load_config(const char *model, const char *config, os_qwen2_config *c
     return os_errf("--model '%s': not a model directory nor a preset (qwen2.5-0.5b, -1.5b, -3b, -7b)", model);
 }
 
+// what loading reads for each parameter (os_plan_src): from the model directory's safetensors headers, or for a
+// preset / --config alone the release checkpoint's layout: every required tensor, vocab_size rows of the
+// embedding and lm_head, BF16
+static int load_sources(const char *model, const os_model *m, const os_qwen2_config *cfg, os_plan_src *src) {
+    struct stat sb;
+    os_st_dir *d = NULL;
+    if (model && stat(model, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (!(d = os_st_dir_open(model))) return -1;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/slam_omni.safetensors", model);
+        if (m->oc.G > 0 && stat(p, &sb) == 0 && os_st_dir_add_file(d, p) < 0) return os_st_dir_close(d), -1;
+    }
+    for (int i = 0; i < m->reg.np; i++) {
+        const os_param *q = &m->reg.p[i];
+        int64_t rows = q->shape[0], width = q->numel / (rows ? rows : 1);
+        src[i] = (os_plan_src){0, 0, 2};
+        if (d) {
+            const os_st_tensor *t = os_st_dir_find(d, q->name);
+            if (!t) continue;
+            rows = t->ndim ? t->shape[0] : 1;
+            src[i].have = t->numel < q->numel ? t->numel : q->numel, src[i].bytes = os_st_dtype_size(t->dtype);
+        } else if (q->resizable) {
+            rows = cfg->vocab_size < rows ? cfg->vocab_size : rows, src[i].have = rows * width;
+        } else if (q->init == OS_INIT_REQUIRED) {
+            src[i].have = q->numel;
+        }
+        if (q->resizable && rows < q->shape[0]) src[i].rows = rows;
+    }
+    os_st_dir_close(d);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
     long nproc = 1, L = 2048, B = 1, G = 3, accum = 1;
@@ -60,7 +94,7 @@ int cmd_plan(int argc, char **argv) {
     os_freeze_opts fz = {0, 0, 0, NULL};
     os_lora_config lora = {0, 32.0f, 0.05f, 0};
     int lora_rank = 8;
-    const char *targets = "all-linear";
+    const char *targets = "all-linear", *new_rows = "mean_resizing";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
@@ -87,6 +121,12 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(k, "--lora_rank")) lora_rank = atoi(v);
         else if (!strcmp(k, "--lora_dropout")) lora.dropout = (float)atof(v);
         else if (!strcmp(k, "--target_modules")) targets = v;
+        else if (!strcmp(k, "--new_rows_init")) {
+            if (strcmp(v, "mean_resizing") && strcmp(v, "normal"))
+                return fprintf(stderr, "omnishard plan: --new_rows_init: '%s' is not supported (supported: "
+                                       "mean_resizing, normal)\n", v), 2;
+            new_rows = v;
+        }
         else if (!strcmp(k, "--torch_dtype")) {
             if (strcmp(v, "float32") && strcmp(v, "fp32") && strcmp(v, "bfloat16") && strcmp(v, "bf16"))
                 return fprintf(stderr, "omnishard plan: --torch_dtype: '%s' is not supported (supported: float32, fp32, "
@@ -115,6 +155,9 @@ int cmd_plan(int argc, char **argv) {
     os_model m;
     if (os_model_build(&m, &cfg, &oc) < 0 || os_model_freeze(&m, &fz) < 0)
         return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    os_plan_src *src = os_alloc(sizeof *src * (size_t)m.reg.np, "plan sources");
+    if (load_sources(model, &m, &cfg, src) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    int mean_rows = !strcmp(new_rows, "mean_resizing");
     int64_t P = os_reg_numel(&m.reg, 0), Ptr = os_reg_numel(&m.reg, 1);
     printf("model: %s  %.3fB parameters, %.3fB trained (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
            "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (double)Ptr / 1e9, (long long)m.C, (long long)m.nlayers,
@@ -123,8 +166,8 @@ int cmd_plan(int argc, char **argv) {
     if (bf16 && k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     int onednn = bf16 && !strcmp(path, "onednn");
     double conv = bf16 ? (double)os_plan_bf16(&m, B, L, onednn) : 0;
-    printf("%-5s %-9s %9s %9s %9s %9s %11s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
-           "activations", "total GB", dev > 0 ? "  fits" : "");
+    printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
+           "activations", "total GB", "start-up", dev > 0 ? "  fits" : "");
     for (const char *s = stages; *s; s++) {
         if (*s < '0' || *s > '3') continue;
         for (int pass = 0; pass < 2; pass++) {
@@ -133,9 +176,10 @@ int cmd_plan(int argc, char **argv) {
             os_plan p;
             os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, accum, &p);
             if (bf16) p.activations += conv, p.total += conv;
-            double tot = (double)(p.total + BASELINE_BYTES);
-            printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB, p.grads / GB,
-                   p.optim / GB, p.gather / GB, p.activations / GB, tot / GB);
+            int64_t up = os_plan_startup(&m, (int)nproc, *s - '0', src, mean_rows);
+            double tot = (double)((p.total > up ? p.total : up) + BASELINE_BYTES);
+            printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB,
+                   p.grads / GB, p.optim / GB, p.gather / GB, p.activations / GB, tot / GB, up / GB);
             if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO");
             printf("\n");
         }
@@ -143,8 +187,11 @@ int cmd_plan(int argc, char **argv) {
     if (bf16)
         printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs; weights, "
                "gradients, gathers and AdamW stay fp32)\n", onednn ? "oneDNN" : "sgemm", conv / GB);
-    printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; total includes "
-           "%.2f GB of process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32", BASELINE_BYTES / GB);
+    printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
+           "parameters, the checkpoint pages read%s; total = the larger of the step and start-up, plus %.2f GB of "
+           "process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",
+           mean_rows ? ", mean_resizing's C x C covariance" : "", BASELINE_BYTES / GB);
+    os_free(src);
     os_model_free(&m);
     return 0;
 }

@@ -10,7 +10,7 @@
 // LAPACK's Cholesky (OpenBLAS exports it; Debian ships no lapacke.h for it). Column-major.
 extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
 
-enum { READ_ROWS = 1024, SAMPLE_ROWS = 256 };
+enum { READ_ROWS = OS_MEAN_ROWS_READ, SAMPLE_ROWS = 256 };
 
 // rows [r0, r0+nr) of t as doubles, minus mean when mean != NULL: out[nr, C]
 static int read_rows(const os_st_tensor *t, int64_t C, int64_t r0, int64_t nr, const double *mean, float *tmp,

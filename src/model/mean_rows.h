@@ -5,10 +5,14 @@
 // A row r is sampled as mu + L z_r, L = chol(1e-9 * S) lower, z_r [C] standard normals of the counter RNG at
 // flat indices r*C .. r*C+C-1 (same distribution as torch's MultivariateNormal, which also draws loc + L z).
 // Cost (docs/training.md): two passes over the checkpoint rows, n*C*C multiply-adds for S (dsyrk, double),
-// C^3/3 for the Cholesky (LAPACK dpotrf), C*C/2 per sampled row (dtrmm); 2*C*C doubles of memory.
+// C^3/3 for the Cholesky (LAPACK dpotrf, in place: L is S's storage), C*C/2 per sampled row (dtrmm). Memory at
+// the peak (the second pass): S [C, C] in double plus a block of OS_MEAN_ROWS_READ rows in fp32 and in double
+// (os_plan_mean_rows_bytes, src/train/plan.c); every checkpoint row is read, so its pages are touched.
 #pragma once
 #include "io/safetensors.h"
 #include <stdint.h>
+
+#define OS_MEAN_ROWS_READ 1024   // rows read per block
 
 typedef struct {
     int64_t n, C;   // checkpoint rows, row width

@@ -1,6 +1,7 @@
 #include "train/plan.h"
 #include "kernels/kernels.h"
 #include "model/activations.h"
+#include "model/mean_rows.h"
 #include <string.h>
 
 static int64_t pad(int64_t n, int N) {
@@ -74,6 +75,31 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
     p->total = p->params + p->grads + p->optim + p->gather + p->activations;
+}
+
+int64_t os_plan_mean_rows_bytes(int64_t C) {
+    return 8 * C * C + (8 + 4) * (int64_t)OS_MEAN_ROWS_READ * C + 8 * C;   // S, the read block in double and fp32, mean
+}
+
+int64_t os_plan_startup(const os_model *m, int N, int stage, const os_plan_src *src, int mean_resizing) {
+    const os_registry *r = &m->reg;
+    int64_t resident = 0, peak = 0;
+    for (int b = 0; b < r->nb; b++) {
+        const os_bucket *k = &r->b[b];
+        int64_t np = pad(k->numel, N), s = stage == 3 ? np / N : np, have = 0, bytes = 0, extra = 0;
+        for (int i = k->first; i < k->first + k->count; i++) {
+            have += src[i].have, bytes += src[i].have * src[i].bytes;
+            if (!mean_resizing || !src[i].rows) continue;
+            // the statistics read the whole checkpoint tensor: at stage 3 beyond this rank's slice (about 1/N of it)
+            int64_t whole = stage == 3 ? src[i].have * src[i].bytes / N * (N - 1) : 0;
+            int64_t scratch = os_plan_mean_rows_bytes(r->p[i].shape[1]);
+            if (scratch + whole > extra) extra = scratch + whole;
+        }
+        int64_t pages = have <= s ? bytes : (int64_t)((double)bytes * (double)s / (double)have);   // this rank's part
+        if (resident + 4 * s + pages + extra > peak) peak = resident + 4 * s + pages + extra;
+        resident += 4 * s + pages;
+    }
+    return peak;
 }
 
 int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int onednn) {

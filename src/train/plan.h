@@ -17,6 +17,23 @@ typedef struct {
 // accum: micro-batches per optimizer step (gradient accumulation; > 1 keeps every gradient slice for the whole step)
 void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, int64_t accum,
                      os_plan *p);
+// What loading reads for one parameter: `have` leading elements from the checkpoint (the rest initialised), `bytes`
+// per checkpoint element, and `rows` = the checkpoint's rows when fewer than the parameter's (a vocabulary resize
+// whose new rows mean_resizing fills), else 0.
+typedef struct {
+    int64_t have, rows;
+    int bytes;
+} os_plan_src;
+// The start-up peak of one rank (loading, before the first step; session.c fills bucket after bucket): its
+// parameters as far as filled, the checkpoint pages it has read (they stay resident until loading ends, then
+// os_st_dir_release_pages drops them) and, while a resized parameter's new rows are filled with mean_resizing
+// (model/mean_rows.c: every rank with new rows reads all checkpoint rows of the tensor), the C x C covariance in
+// double and the read blocks. AdamW moments and gradient buffers are allocated zeroed and untouched until the first
+// step. src[reg.np]; mean_resizing 0: --new_rows_init normal (no scratch). At stage 3 the pages are those of the
+// rank reading the most (an upper bound: the rank with new rows may be another).
+int64_t os_plan_startup(const os_model *m, int nranks, int stage, const os_plan_src *src, int mean_resizing);
+// mean_resizing's scratch for rows of width C (bytes at os_mean_rows_init's peak)
+int64_t os_plan_mean_rows_bytes(int64_t C);
 // bf16 mixed precision (--torch_dtype bfloat16): the bytes of the rounded GEMM inputs held at the peak (the
 // largest operands, kept by src/kernels/gemm_bf16.c), on the oneDNN path (onednn 1) or the sgemm fallback (0)
 int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int onednn);
