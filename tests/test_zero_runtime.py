@@ -107,12 +107,14 @@ def test_recomputation_changes_memory_not_numbers(tiny, tmp_path):
         sft(d / "model", d / "data.jsonl", o, 2, [*COMMON, "--gradient_checkpointing", gc, "--per_device_train_batch_size", 4,
             "--dump_grads", o / "g.safetensors"])
         outs[gc] = o
+    # bitwise: the recomputed forward is the same computation on the same inputs (and the last layer's, which is
+    # not recomputed, is read from the forward's own buffers), and every kernel sums in a fixed order
     la, lb = logs(outs["true"]), logs(outs["false"])
-    for x, y in zip(la, lb):
-        assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(y["loss"])
+    assert [x["loss"] for x in la] == [y["loss"] for y in lb]
     ga, gb = load_file(str(outs["true"] / "g.safetensors")), load_file(str(outs["false"] / "g.safetensors"))
+    assert sorted(ga) == sorted(gb)
     for k in ga:
-        assert rel(ga[k], gb[k]) <= 1e-6, k
+        assert np.array_equal(ga[k], gb[k]), (k, rel(ga[k], gb[k]))
 
 
 @pytest.mark.parametrize("term", ["dummy:group_decode_adapter", "l2:0.01:group_decode_adapter", "l2:0.003:model.layers.1"])

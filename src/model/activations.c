@@ -86,6 +86,7 @@ void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out) 
 void os_acts_init(os_model_acts *a, const os_model *m) {
     memset(a, 0, sizeof *a);
     a->m = m;
+    a->live = -1;
     a->xs = os_alloc(sizeof(float *) * (size_t)(m->nlayers + 1), "layer inputs");
     a->acts = os_alloc(sizeof(os_layer_act) * (size_t)(m->nlayers > 0 ? m->nlayers : 1), "layer activations");
 }
@@ -113,6 +114,7 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     table(m, s, &lo);
     a->shape = *s;
     a->nacts = s->train && !s->recompute ? m->nlayers : 1;
+    a->live = -1;
     int32_t *pos = os_alloc(sizeof(int32_t) * (size_t)(s->npos > 0 ? s->npos : 1), "positions");
     for (int64_t i = 0; i < s->npos; i++) pos[i] = (int32_t)i;
     os_k->rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);

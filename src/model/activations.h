@@ -34,6 +34,8 @@ typedef struct {
     float **xs;               // [nlayers + 1] layer inputs [N, C]; xs[nlayers] the last layer's output
     os_layer_act *acts;       // [nacts]
     int64_t nacts;
+    int64_t live;             // recomputation (nacts 1): the layer whose activations acts[0] still holds from the
+                              // forward (the last one), so the backward need not recompute it; -1: none
     os_layer_ctx ctx;         // the layer scratch and RoPE tables (per-call fields set by the forward)
     float *cos_t, *sin_t;     // [npos, D/2]
     os_head_buf head;

@@ -147,6 +147,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
         os_layer_fwd(c, (int)l, &lw, a->xs[l], act_of(a, l), a->xs[l + 1]);
         layer_release(w, m, l);
     }
+    a->live = a->nacts == 1 && nl > 0 ? nl - 1 : -1;   // the shared set holds the last layer's activations
     head(a, in, w, o, s);
     if (o->kv) o->kv->len += in->L;
 }
@@ -163,7 +164,10 @@ void os_model_backward(os_model_acts *a, const os_model_input *in, const os_weig
         layer_gather(w, m, l);
         os_layer_weights lw = layer_weights(m, w, l);
         os_layer_act *act = act_of(a, l);
-        if (o->recompute) os_layer_fwd(c, (int)l, &lw, a->xs[l], act, NULL);
+        // recomputation: every layer's forward again but the last one's, whose activations the shared set still
+        // holds from the forward (nothing writes them in between; recomputed, they come out bitwise the same)
+        if (o->recompute && l != a->live) os_layer_fwd(c, (int)l, &lw, a->xs[l], act, NULL);
+        a->live = -1;
         g->open(g->ctx, bk);
         if (bl >= 0) g->open(g->ctx, bl);
         os_layer_grads lg = layer_grads(m, g, l);
