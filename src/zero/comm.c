@@ -77,7 +77,8 @@ static void allreduce(void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op
         wd_wait(&r, 1, seq);
     }
 }
-static void ring_reduce_scatter(float *full, float *recv, int64_t shard_n, int64_t seq);
+typedef struct ring ring;
+static void ring_run(float *full, float *recv, int64_t shard_n, int64_t seq);
 static void allgather_f32(float *full, int64_t shard_n, int64_t seq);
 
 // Large sums whose length divides into the ranks (the gradient buckets at stages 0-1) go through the same ring as
@@ -92,7 +93,7 @@ void comm_allreduce_sum_f32(float *b, int64_t n) {
     }
     int64_t seq = wd_begin(WD_ALLREDUCE, n * 4), s = n / g_size;
     float *scratch = os_alloc(sizeof(float) * (size_t)s, "all-reduce slice");
-    ring_reduce_scatter(b, scratch, s, seq);
+    ring_run(b, scratch, s, seq);
     os_free(scratch);
     allgather_f32(b, s, seq);
 }
@@ -135,27 +136,67 @@ void comm_allgather_f32(float *full, int64_t shard_n) {
 // memory beyond full and recv: Open MPI 4.1's MPI_Reduce_scatter_block allocated 1.5x (2 ranks) to 2x (4 ranks)
 // the whole buffer as hidden temporaries (bench/plan_vs_rss.py, docs/performance.md), a whole gradient bucket that
 // neither the runtime's accounting nor omnishard plan could see.
-static void ring_reduce_scatter(float *full, float *recv, int64_t shard_n, int64_t seq) {
-    enum { TAG = 7301 };
+// The ring is a small state machine so that it can run in the background (comm_ireduce_scatter_sum_f32): one step's
+// messages are in flight at a time; when they complete, the partial is added and the next step is posted. Each
+// ring's messages carry a tag of their own (from the collective's sequence number), so rings in flight together,
+// or advanced at different moments on different ranks, never take each other's messages.
+struct ring {
+    float *full, *recv, *shard;   // shard: where slice `rank` of the sum goes at the end (NULL: stays in full)
+    int64_t shard_n, seq;
+    int k, nr, tag;               // k: the step in flight (size-1: done)
+    MPI_Request *r;               // 2 per chunk of the step
+};
+#define RING_TAG0 8192            // tags RING_TAG0 .. +16383 (the watchdog's are 7401-7402)
+
+static void ring_post(ring *q) {
     int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
-    for (int k = 0; k < g_size - 1; k++) {
-        float *snd = full + (int64_t)((g_rank - k - 1 + 2 * g_size) % g_size) * shard_n;
-        float *acc = full + (int64_t)((g_rank - k - 2 + 2 * g_size) % g_size) * shard_n;
-        for (int64_t o = 0; o < shard_n; o += CHUNK) {
-            int n = (int)(shard_n - o < CHUNK ? shard_n - o : CHUNK);
-            MPI_Request r[2];
-            MPI_Irecv(recv + o, n, MPI_FLOAT, prev, TAG, MPI_COMM_WORLD, &r[0]);
-            MPI_Isend(snd + o, n, MPI_FLOAT, next, TAG, MPI_COMM_WORLD, &r[1]);
-            wd_wait(r, 2, seq);
-        }
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < shard_n; i++) acc[i] += recv[i];
+    float *snd = q->full + (int64_t)((g_rank - q->k - 1 + 2 * g_size) % g_size) * q->shard_n;
+    q->nr = 0;
+    for (int64_t o = 0; o < q->shard_n; o += CHUNK) {
+        int n = (int)(q->shard_n - o < CHUNK ? q->shard_n - o : CHUNK);
+        MPI_Irecv(q->recv + o, n, MPI_FLOAT, prev, q->tag, MPI_COMM_WORLD, &q->r[q->nr++]);
+        MPI_Isend(snd + o, n, MPI_FLOAT, next, q->tag, MPI_COMM_WORLD, &q->r[q->nr++]);
     }
 }
 
-void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
-    if (g_size > 1) ring_reduce_scatter(full, shard, shard_n, wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size));
-    if (g_size > 1 || shard != full) memcpy(shard, full + (int64_t)g_rank * shard_n, (size_t)shard_n * 4);
+static void ring_start(ring *q, float *full, float *recv, float *shard, int64_t shard_n, int64_t seq) {
+    *q = (ring){.full = full, .recv = recv, .shard = shard, .shard_n = shard_n, .seq = seq,
+                .tag = RING_TAG0 + (int)(seq % 16384)};
+    q->r = os_alloc(sizeof(MPI_Request) * (size_t)(2 * (shard_n / CHUNK + 1)), "ring requests");
+    if (g_size > 1) ring_post(q);
+    else q->k = g_size - 1;
+}
+
+// the step in flight has completed: add its partial, post the next step (if any)
+static void ring_advance(ring *q) {
+    int64_t n = q->shard_n;
+    float *acc = q->full + (int64_t)((g_rank - q->k - 2 + 2 * g_size) % g_size) * n, *recv = q->recv;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) acc[i] += recv[i];
+    if (++q->k < g_size - 1) ring_post(q);
+}
+
+static void ring_finish(ring *q) {
+    if (q->shard && (g_size > 1 || q->shard != q->full))
+        memcpy(q->shard, q->full + (int64_t)g_rank * q->shard_n, (size_t)q->shard_n * 4);
+    os_free(q->r);
+    q->r = NULL;
+}
+
+// run the rest of the ring, each step's wait under the watchdog's deadline
+static void ring_complete(ring *q) {
+    while (q->k < g_size - 1) {
+        wd_wait(q->r, q->nr, q->seq);
+        ring_advance(q);
+    }
+    ring_finish(q);
+}
+
+// blocking (the stage 0-1 all-reduce): the sum's slice `rank` stays in full
+static void ring_run(float *full, float *recv, int64_t shard_n, int64_t seq) {
+    ring q;
+    ring_start(&q, full, recv, NULL, shard_n, seq);
+    ring_complete(&q);
 }
 
 static void allgather_bytes(const void *in, void *out, int64_t bytes, enum wd_kind kind) {
@@ -168,6 +209,8 @@ static void allgather_bytes(const void *in, void *out, int64_t bytes, enum wd_ki
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes) { allgather_bytes(in, out, bytes, WD_ALLGATHER); }
 
 struct comm_req {
+    int ring, done;        // ring: a reduce-scatter (q), else an all-gather (r, t)
+    ring q;
     MPI_Request r;
     MPI_Datatype t;
     int64_t seq;
@@ -175,6 +218,7 @@ struct comm_req {
 
 comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
     comm_req *q = os_alloc(sizeof *q, "comm request");
+    memset(q, 0, sizeof *q);
     q->r = MPI_REQUEST_NULL;
     q->t = MPI_FLOAT;
     if (g_size > 1) {
@@ -186,11 +230,44 @@ comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
     return q;
 }
 
+comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
+    comm_req *q = os_alloc(sizeof *q, "comm request");
+    memset(q, 0, sizeof *q);
+    q->ring = 1, q->t = MPI_FLOAT;
+    q->seq = g_size > 1 ? wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size) : -1;
+    // the first step receives into shard, which is overwritten with the sum at the end (the blocking ring's scratch)
+    ring_start(&q->q, full, shard, shard, shard_n, q->seq);
+    return q;
+}
+
+int comm_test(comm_req *q) {
+    if (!q || q->done) return 1;
+    int flag = 0;
+    if (!q->ring) {
+        MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
+        return q->done = flag;
+    }
+    while (q->q.k < g_size - 1) {   // advance the ring as far as its messages have arrived
+        MPI_Testall(q->q.nr, q->q.r, &flag, MPI_STATUSES_IGNORE);
+        if (!flag) return 0;
+        ring_advance(&q->q);
+    }
+    ring_finish(&q->q);
+    return q->done = 1;
+}
+
 void comm_wait(comm_req *q) {
     if (!q) return;
-    if (q->r != MPI_REQUEST_NULL) wd_wait(&q->r, 1, q->seq);
+    if (!q->done && q->ring) ring_complete(&q->q);
+    else if (!q->done && q->r != MPI_REQUEST_NULL) {
+        wd_wait(&q->r, 1, q->seq);
+    }
     free_type(q->t);
     os_free(q);
+}
+
+void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
+    comm_wait(comm_ireduce_scatter_sum_f32(full, shard, shard_n));
 }
 
 // the start-up agreement's collectives (src/train/agree.c), named as such by the watchdog

@@ -32,9 +32,14 @@ void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n);
 // gather bytes from every rank to all: out[size * bytes]
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes);
 
-// non-blocking all-gather (prefetch); comm_wait completes it. At most a few in flight.
+// Non-blocking collectives. A request is started on every rank in the same order like any collective; comm_test
+// advances it without blocking (MPI progress, and for the reduce-scatter the ring's adds and next steps) and says
+// whether it completed; comm_wait completes it under the watchdog's deadline (counted from the wait) and frees it.
+// The buffers belong to the request until comm_test returned 1 or comm_wait returned. At most a few in flight.
 typedef struct comm_req comm_req;
-comm_req *comm_iallgather_f32(float *full, int64_t shard_n);
+comm_req *comm_iallgather_f32(float *full, int64_t shard_n);                     // as comm_allgather_f32
+comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n);   // as comm_reduce_scatter_sum_f32
+int comm_test(comm_req *r);   // 1: completed (r NULL: 1)
 void comm_wait(comm_req *r);
 
 // comm_allgather_bytes and comm_bcast for the start-up agreement (src/train/agree.c): the watchdog names them so

@@ -41,6 +41,7 @@ void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nrank
     rt->full = arr(nb, 8), rt->pshard = arr(nb, 8), rt->gfull = arr(nb, 8), rt->gshard = arr(nb, 8);
     rt->m = arr(nb, 8), rt->v = arr(nb, 8);
     rt->scope = arr(nb, sizeof(int)), rt->gscope = arr(nb, sizeof(int)), rt->prefetch = arr(nb, 8);
+    rt->red_b = -1;
     for (int b = 0; b < nb; b++) {
         int64_t unit = (int64_t)PAD_UNIT * nranks;
         int64_t np = (reg->b[b].numel + unit - 1) / unit * unit;
@@ -82,13 +83,43 @@ static float *grad_slice(zr_runtime *rt, int b) {
     return rt->gshard[b];
 }
 
+// Stage 2/3: end the gradient reduce-scatter in flight, if any: wait for it (poll 0) or only when it has
+// completed (poll 1: advance it without blocking). Its full gradient is dropped; a later micro-batch's result is
+// added into the slice (in micro-batch order: one reduction in flight at a time). Time counts as reduce time.
+static void reduce_end(zr_runtime *rt, int poll) {
+    if (rt->red_b < 0) return;
+    double t0 = os_now();
+    if (!poll || comm_test(rt->red_req)) {
+        comm_wait(rt->red_req);
+        int64_t s = rt->slice[rt->red_b];
+        float *g = rt->gshard[rt->red_b], *tmp = rt->red_tmp;
+        for (int64_t i = 0; tmp && i < s; i++) g[i] += tmp[i];
+        os_free(tmp), os_free(rt->red_full);
+        rt->red_b = -1, rt->red_req = NULL, rt->red_full = rt->red_tmp = NULL;
+    }
+    rt->times.reduce += os_now() - t0;
+}
+
+// Advance the communication in flight without blocking, at the runtime's calls between buckets (Open MPI moves
+// non-blocking transfers only inside MPI calls; docs/zero.md "Overlap"): the reduce-scatter, then the prefetches.
+static void progress(zr_runtime *rt) {
+    reduce_end(rt, 1);
+    double t0 = os_now();
+    int any = 0;
+    for (int b = 0; b < rt->nb; b++)
+        if (rt->prefetch[b]) comm_test(rt->prefetch[b]), any = 1;
+    if (any) rt->times.gather += os_now() - t0;
+}
+
 // this rank's gradient part for the optimizer side (a slice no micro-batch reduced into yet: zeros)
 static zr_span local_grads(zr_runtime *rt, int b) {
+    reduce_end(rt, 0);
     if (rt->stage >= 2 && rt->reg->b[b].trainable) grad_slice(rt, b);
     return zr_local(rt, b, ZR_GRADIENTS);
 }
 
 void zr_free(zr_runtime *rt) {
+    reduce_end(rt, 0);
     for (int b = 0; b < rt->nb; b++) {
         if (rt->prefetch[b]) comm_wait(rt->prefetch[b]);
         os_free(rt->full[b]), os_free(rt->pshard[b]), os_free(rt->gfull[b]), os_free(rt->gshard[b]);
@@ -128,10 +159,12 @@ void zr_prefetch(zr_runtime *rt, int b) {
     if (rt->stage < 3 || rt->full[b] || rt->prefetch[b]) return;
     rt->full[b] = start_gather(rt, b);
     rt->prefetch[b] = comm_iallgather_f32(rt->full[b], rt->slice[b]);
+    progress(rt);
 }
 
 float *zr_gather(zr_runtime *rt, int b) {
     if (rt->stage == 3) {
+        progress(rt);
         double t0 = os_now();
         if (rt->prefetch[b]) {
             comm_wait(rt->prefetch[b]);
@@ -153,12 +186,17 @@ void zr_release(zr_runtime *rt, int b) {
         rt->full[b] = NULL;
         rt->live_gathered -= 4 * rt->padded[b];
     }
+    if (rt->stage == 3) progress(rt);
 }
 
 float *zr_grad_open(zr_runtime *rt, int b) {
     if (!rt->reg->b[b].trainable) return NULL;   // frozen: no gradient (every rank alike: no collective)
-    if (rt->stage >= 2 && rt->gscope[b] == 0)
+    // a new gradient buffer only once the previous bucket's reduction has dropped its own (peak memory as if the
+    // reduce-scatter blocked at the close)
+    if (rt->stage >= 2 && rt->gscope[b] == 0) {
+        reduce_end(rt, 0);
         rt->gfull[b] = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");
+    }
     rt->gscope[b]++;
     return rt->gfull[b];
 }
@@ -177,18 +215,14 @@ void zr_grad_close(zr_runtime *rt, int b) {
     if (--rt->gscope[b] > 0) return;
     mask_grad(rt, b);
     if (rt->stage < 2) return;
+    reduce_end(rt, 0);   // one in flight (a tied embedding closes with no open of its own after the layers)
     double t0 = os_now();
     int64_t s = rt->slice[b];
-    if (!rt->gshard[b]) {   // the step's first reduction of b: straight into its new slice (0 + x == x)
-        comm_reduce_scatter_sum_f32(rt->gfull[b], grad_slice(rt, b), s);
-    } else {                // later micro-batches add theirs
-        float *tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice");
-        comm_reduce_scatter_sum_f32(rt->gfull[b], tmp, s);
-        float *g = rt->gshard[b];
-        for (int64_t i = 0; i < s; i++) g[i] += tmp[i];
-        os_free(tmp);
-    }
-    os_free(rt->gfull[b]);
+    // the step's first reduction of b goes straight into its new slice (0 + x == x); later micro-batches' into a
+    // slice of their own, added when it completes
+    float *dst = rt->gshard[b] ? (rt->red_tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice")) : grad_slice(rt, b);
+    rt->red_b = b, rt->red_full = rt->gfull[b];
+    rt->red_req = comm_ireduce_scatter_sum_f32(rt->gfull[b], dst, s);
     rt->gfull[b] = NULL;
     rt->times.reduce += os_now() - t0;
 }
@@ -246,7 +280,7 @@ float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {
 }
 
 void zr_reduce_grads(zr_runtime *rt) {
-    if (rt->stage >= 2) return;
+    if (rt->stage >= 2) return reduce_end(rt, 0);
     double t0 = os_now();
     for (int b = 0; b < rt->nb; b++)
         if (rt->gfull[b]) comm_allreduce_sum_f32(rt->gfull[b], rt->padded[b]);

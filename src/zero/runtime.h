@@ -33,6 +33,12 @@ typedef struct {
     float **m, **v;            // AdamW moments over zr_local(.., ZR_EXP_AVG/_SQ) (trainable buckets only)
     int *scope, *gscope;       // open gather / gradient scopes per bucket
     void **prefetch;           // in-flight all-gather per bucket (stage 3)
+    // stage 2/3: the gradient reduce-scatter in flight (at most one; docs/zero.md "Overlap"): its bucket (-1: none),
+    // request, the full gradient it reads and, for a later micro-batch of an accumulation, the slice it writes (added
+    // into gshard when it completes; the step's first reduction writes gshard itself)
+    int red_b;
+    void *red_req;
+    float *red_full, *red_tmp;
     int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
     int64_t peak_gathered;
     zr_times times;            // accumulated since the caller last cleared it
@@ -72,7 +78,9 @@ void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last c
 // zr_grad gives NULL for their parameters (the kernels then skip that gradient), on every rank alike.
 float *zr_grad_open(zr_runtime *rt, int b);     // open a gradient scope; returns the full gradient buffer
 void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside the trained range; stage 2/3
-                                                // reduce-scatter into the slice and drop
+                                                // start the reduce-scatter into the slice (the buffer is dropped
+                                                // when it completes: at the latest at the next zr_grad_open or
+                                                // close, or when the optimizer side reads gradients)
 // Rows ids[0..n) (sorted, distinct, in range) of 2-D parameter pid ([rows, cols]) into out[n, cols], with no
 // gather scope. Stage 3: collective (every rank calls it at the same point, each with its own ids): the ranks' row
 // lists are exchanged and every row of their union is all-reduced from the slices holding its elements (one
@@ -85,7 +93,7 @@ float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
 
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
-// stage 0/1: all-reduce the full gradients (sum over ranks)
+// stage 0/1: all-reduce the full gradients (sum over ranks); stage 2/3: complete the reduce-scatter in flight
 void zr_reduce_grads(zr_runtime *rt);
 // global gradient L2 norm over trainable buckets (identical on every rank); per_bucket (may be NULL, [nb])
 // receives each bucket's global norm (0 for frozen buckets) — gradients are readable per module at any stage
