@@ -3,10 +3,12 @@
 (logging.jsonl time/*_s, docs/training.md) over every step but each run's first, and each side's ratio to the
 first side, per round and overall (adjacent runs see about the same machine load). On a machine shared with
 other jobs the wall-clock times scatter widely; the CPU seconds of each whole run (all ranks, start-up included,
-from getrusage of the children) vary much less and are printed next to them ("run CPU s").
+from getrusage of the children) vary much less and are printed next to them ("run CPU s"), with rank 0's peak RSS
+(logging.jsonl peak_rss_gb) and the bytes it received by parameter all-gathers per step (gather_bytes; "-" from a
+build that does not log it).
 
     .venv/bin/python bench/ab_step.py --side NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]] ... [--seq 512] [--steps 3]
-        [--rounds 3] [--layers 4] [--stage 3]
+        [--rounds 3] [--layers 4] [--stage 3] [--torch_dtype float32|bfloat16]
 
 A side names a build folder (its omnishard binary), ranks x threads per rank, and optionally the per-rank batch and
 gradient accumulation (default 1x1) and the ZeRO stage (default --stage). Sides with the same global batch train on the same samples in the same order;
@@ -46,7 +48,7 @@ def run(side, a, mdir, data):
            "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--warmup_steps", "0", "--weight_decay", "0",
            "--max_grad_norm", "1", "--gradient_checkpointing", "true", "--per_device_train_batch_size",
            str(side["batch"]), "--gradient_accumulation_steps", str(side["accum"]), "--save_only_model", "true",
-           "--output_dir", out]
+           "--torch_dtype", a.torch_dtype, "--output_dir", out]
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -66,6 +68,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--stage", type=int, default=3)
+    ap.add_argument("--torch_dtype", default="float32", choices=["float32", "bfloat16"], help="every side's precision")
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     a = ap.parse_args()
     sides = [parse_side(x, a.stage) for x in a.side]
@@ -78,7 +81,7 @@ def main():
     data = os.path.join(a.cache, f"ab_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
     if not os.path.exists(data):
         ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
-    print(f"seq {a.seq}, {a.layers} layers, {a.rounds} rounds x {a.steps} steps; "
+    print(f"seq {a.seq}, {a.layers} layers, {a.torch_dtype}, {a.rounds} rounds x {a.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     res = {x["name"]: [] for x in sides}
     cpus = {x["name"]: [] for x in sides}   # CPU seconds of each whole run (every rank, start-up included)
@@ -91,9 +94,9 @@ def main():
                   f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {cpu:.1f} s; load {os.getloadavg()[0]:.2f}", flush=True)
     first = sides[0]["name"]
     med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))
-    print("| side | ranks x threads | batch x accum | stage | run CPU s | vs | s/step | " + " | ".join(p[5:-2] for p in PHASES) +
-          f" | vs {first} | per round |")
-    print("|---" * (10 + len(PHASES)) + "|")
+    print("| side | ranks x threads | batch x accum | stage | run CPU s | vs | peak RSS GB | gather MB/step | s/step | " +
+          " | ".join(p[5:-2] for p in PHASES) + f" | vs {first} | per round |")
+    print("|---" * (12 + len(PHASES)) + "|")
     for x in sides:
         logs = res[x["name"]]
         t = med(logs, "step_time_s")
@@ -101,7 +104,9 @@ def main():
                statistics.median(r["step_time_s"] for r in (f[1:] or f)) for l, f in zip(logs, res[first])]
         print(f"| {x['name']} | {x['ranks']}x{x['threads']} | {x['batch']}x{x['accum']} | {x['stage']} | "
               f"{statistics.median(cpus[x['name']]):.1f} | "
-              f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | {t:.2f} | " +
+              f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | "
+              f"{statistics.median(log[-1]['peak_rss_gb'] for log in logs):.2f} | "
+              f"{'-' if 'gather_bytes' not in logs[0][-1] else '%.1f' % (med(logs, 'gather_bytes') / 1e6)} | {t:.2f} | " +
               " | ".join(f"{med(logs, p):.2f}" for p in PHASES) +
               f" | {t / med(res[first], 'step_time_s'):.2f} | {' '.join(f'{v:.2f}' for v in per)} |")
 

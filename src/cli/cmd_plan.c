@@ -164,8 +164,8 @@ int cmd_plan(int argc, char **argv) {
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
     const char *path = "sgemm";
     if (bf16 && k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
-    int onednn = bf16 && !strcmp(path, "onednn");
-    double conv = bf16 ? (double)os_plan_bf16(&m, B, L, onednn) : 0;
+    int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn ? 2 : 4) : 0;
+    double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", "start-up", dev > 0 ? "  fits" : "");
     for (const char *s = stages; *s; s++) {
@@ -174,19 +174,21 @@ int cmd_plan(int argc, char **argv) {
             int rc = pass == 0;
             if (!strstr(ckpts, rc ? "true" : "false")) continue;
             os_plan p;
-            os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, accum, &p);
-            if (bf16) p.activations += conv, p.total += conv;
+            os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, accum, esz, &p);
             int64_t up = os_plan_startup(&m, (int)nproc, *s - '0', src, mean_rows);
             double tot = (double)((p.total > up ? p.total : up) + BASELINE_BYTES);
-            printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f %9.3f", *s, rc ? "yes" : "no", p.params / GB,
-                   p.grads / GB, p.optim / GB, p.gather / GB, p.activations / GB, tot / GB, up / GB);
+            printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f %9.3f", *s, rc ? "yes" : "no",
+                   (p.params + p.rounded) / GB, p.grads / GB, p.optim / GB, p.gather / GB, p.activations / GB, tot / GB,
+                   up / GB);
             if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO");
             printf("\n");
         }
     }
     if (bf16)
-        printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs; weights, "
-               "gradients, gathers and AdamW stay fp32)\n", onednn ? "oneDNN" : "sgemm", conv / GB);
+        printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs; params "
+               "include, at stages 0-2, a rounded copy of each bucket holding matrices (%d bytes per element); stage 3 "
+               "gathers those buckets at %d bytes per element; fp32 master weights, gradients and AdamW)\n",
+               onednn ? "oneDNN" : "sgemm", conv / GB, esz, esz);
     printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
            "parameters, the checkpoint pages read%s; total = the larger of the step and start-up, plus %.2f GB of "
            "process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",

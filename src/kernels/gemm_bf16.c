@@ -5,7 +5,8 @@
 //  - onednn: oneDNN's matmul primitive on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16;
 //  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
 // Both operands are rounded into per-thread scratch (grown to the largest product and kept; os_plan_bf16 in
-// src/train/plan.c counts it), unless one was rounded ahead (k_gemm_bf16_pin); then the product is cut over the
+// src/train/plan.c counts it), unless one was rounded ahead: bound (k_gemm_bf16_bind: the runtime's rounded copy
+// of a parameter bucket, docs/zero.md "bf16") or pinned (k_gemm_bf16_pin); then the product is cut over the
 // threads like the fp32 one (k_gemm_run), each block one single-threaded matmul.
 #include "core/alloc.h"
 #include "core/cpu.h"
@@ -31,6 +32,11 @@ static inline uint32_t bf16_bits(float f) {   // the upper 16 bits of the rounde
     memcpy(&u, &f, 4);
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;
+}
+
+void k_bf16_round(uint16_t *dst, const float *src, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (!omp_in_parallel() && n >= (1 << 16))
+    for (int64_t i = 0; i < n; i++) dst[i] = (uint16_t)bf16_bits(src[i]);
 }
 
 // dst[rows, cols] (packed) = src[rows, cols] (row stride ld) rounded: bf16 bits (onednn) or fp32 (sgemm)
@@ -198,9 +204,71 @@ static struct {
     size_t cap;
 } pin;
 
+// Operands rounded ahead by their owner (k_gemm_bf16_bind): a few dozen buckets, searched in order
+typedef struct {
+    const float *w;
+    int64_t n;
+    const void *r;
+} binding;
+static binding *binds;
+static int nbinds, capbinds;
+
+int64_t k_gemm_bf16_esz(void) {
+    pthread_once(&once, setup);
+    return onednn ? 2 : 4;
+}
+
+// bits[n] -> the path's operand format, in place: on the sgemm path fp32 (bits << 16), the upper half [h, n)
+// first (h = ceil(n/2): its writes, bytes [4h, 4n), lie above every element it reads or that remains), then [0, h)
+void k_gemm_bf16_widen(void *buf, int64_t n) {
+    pthread_once(&once, setup);
+    if (onednn) return;
+    const uint16_t *b = buf;
+    uint32_t *d = buf;
+    while (n > 64) {
+        int64_t h = (n + 1) / 2;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && n - h >= (1 << 16))
+        for (int64_t i = h; i < n; i++) d[i] = (uint32_t)b[i] << 16;
+        n = h;
+    }
+    for (int64_t i = n - 1; i >= 0; i--) d[i] = (uint32_t)b[i] << 16;
+}
+
+void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded) {
+    k_gemm_bf16_unbind(w);
+    if (nbinds == capbinds) {
+        capbinds = capbinds ? 2 * capbinds : 32;
+        binding *nb = os_alloc(sizeof *nb * (size_t)capbinds, "bf16 bound operands");
+        if (nbinds) memcpy(nb, binds, sizeof *nb * (size_t)nbinds);
+        os_free(binds);
+        binds = nb;
+    }
+    binds[nbinds++] = (binding){w, n, rounded};
+}
+
+void k_gemm_bf16_unbind(const float *w) {
+    for (int i = 0; i < nbinds; i++)
+        if (binds[i].w == w) {
+            binds[i] = binds[--nbinds];
+            return;
+        }
+}
+
+// the rounded copy of operand src [rows, cols] (row stride ld) inside a bound range, at the same element offset
+// (so with the same row stride); NULL when none holds all of it
+static const void *bound(const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    for (int i = 0; i < nbinds; i++) {
+        const binding *e = &binds[i];
+        if (src >= e->w && src + (rows - 1) * ld + cols <= e->w + e->n)
+            return (const char *)e->r + (onednn ? 2 : 4) * (src - e->w);
+    }
+    return NULL;
+}
+
 void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
     if (!on || rows <= 0 || cols <= 0) return;
     pthread_once(&once, setup);
+    if (bound(w, rows, cols, ld)) return;   // rounded ahead already
     size_t bytes = (onednn ? 2 : 4) * (size_t)(rows * cols);
     if (bytes > pin.cap) {
         os_free(pin.copy);
@@ -212,8 +280,12 @@ void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
 
 void k_gemm_bf16_unpin(void) { pin.src = NULL; }
 
-// the operand src [rows, cols] (row stride ld) rounded: the pinned copy, or scratch i filled now
-static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+// the operand src [rows, cols] (row stride ld) rounded, with its row stride in *ldr: the bound copy (stride ld),
+// the pinned copy or scratch i filled now (packed: cols)
+static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t *ldr) {
+    const void *b = bound(src, rows, cols, ld);
+    *ldr = b ? ld : cols;
+    if (b) return b;
     if (pin.src && src == pin.src && rows == pin.rows && cols == pin.cols && ld == pin.ld) return pin.copy;
     void *d = scratch(i, (onednn ? 2 : 4) * (size_t)(rows * cols));
     round_rows(d, src, rows, cols, ld);
@@ -225,8 +297,8 @@ void k_gemm_bf16(const k_gemm_op *g) {
     int64_t ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;   // a and b as stored
     int64_t br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
     size_t esz = onednn ? 2 : 4;
-    const void *a = rounded(0, g->a, ar, ac, g->lda), *b = rounded(1, g->b, br, bc, g->ldb);
     k_gemm_op r = *g;
-    r.a = a, r.b = b, r.lda = ac, r.ldb = bc, r.esz = (int)esz;
+    r.a = rounded(0, g->a, ar, ac, g->lda, &r.lda), r.b = rounded(1, g->b, br, bc, g->ldb, &r.ldb);
+    r.esz = (int)esz;
     k_gemm_run(&r, onednn ? onednn_kernel : k_gemm_sgemm);
 }

@@ -27,6 +27,15 @@ int k_gemm_bf16_on(void);
 // (The head's weight [V, C] is read by two products per logits chunk: rounded once per micro-batch.)
 void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);
 void k_gemm_bf16_unpin(void);
+// bf16: operands rounded ahead by the owner of the weights (the ZeRO runtime, docs/zero.md "bf16"). rounded[n] holds
+// w[n] rounded in the path's operand format (k_gemm_bf16_esz bytes each: bf16 bits widened by k_gemm_bf16_widen);
+// every k_gemm operand lying inside [w, w + n) then reads it at the same offset and row stride, not rounding w,
+// until k_gemm_bf16_unbind(w) (w and rounded must not change meanwhile). Binding w again replaces its copy.
+void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded);
+void k_gemm_bf16_unbind(const float *w);
+int64_t k_gemm_bf16_esz(void);                        // 2 (onednn: bf16 bits) or 4 (sgemm: fp32 holding them)
+void k_gemm_bf16_widen(void *buf, int64_t n);         // bf16 bits buf[n] -> that format, in place (buf holds n * esz bytes)
+void k_bf16_round(uint16_t *dst, const float *src, int64_t n);   // bf16 bits of src, round to nearest even
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
 
 // ---- embedding ----

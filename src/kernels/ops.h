@@ -19,6 +19,14 @@ typedef struct {
     // precision rounds it) may do so once (k_gemm_bf16_pin)
     void (*gemm_pin)(const float *w, int64_t rows, int64_t cols, int64_t ld);
     void (*gemm_unpin)(void);
+    // bf16 mixed precision, weights rounded ahead by their owner (the ZeRO runtime; k_gemm_bf16_bind and its
+    // neighbours in kernels.h): bf16 bits of src; the bytes of one element of a bound copy; bits widened in place
+    // to that format; w[n]'s bound copy (every gemm/linear operand inside it reads the copy) until gemm_unbind(w)
+    void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);
+    int64_t (*gemm_bound_esz)(void);
+    void (*gemm_widen)(void *buf, int64_t n);
+    void (*gemm_bind)(const float *w, int64_t n, const void *rounded);
+    void (*gemm_unbind)(const float *w);
     void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
     void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                        int64_t N, int64_t I, int64_t O);

@@ -271,6 +271,19 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
             }
         }
     }
+    // the matrix-product operands (os_param.gemm): under bf16 their owner may gather or keep them rounded. The head
+    // is one; when tied it is the embedding table, whose rows the input side reads through os_weights.rows (from
+    // the parameters themselves), never from a gathered bucket (model/forward.c embed_fwd)
+    int gemm[] = {m->lm_head, m->adapter_w, m->proj_w1, m->proj_w2, m->proj_cw};
+    for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++)
+        if (gemm[i] >= 0) r->p[gemm[i]].gemm = 1;
+    for (int64_t l = 0; l < m->nlayers; l++) {
+        const os_layer_ids *L = &m->layer[l];
+        int mat[] = {L->q_w, L->k_w, L->v_w, L->o_w, L->gate, L->up, L->down};
+        for (size_t i = 0; i < sizeof mat / sizeof mat[0]; i++) r->p[mat[i]].gemm = 1;
+        for (int t = 0; t < OS_LORA_N; t++)
+            if (L->lora_a[t] >= 0) r->p[L->lora_a[t]].gemm = r->p[L->lora_b[t]].gemm = 1;
+    }
     return 0;
 }
 

@@ -5,7 +5,10 @@ void os_runtime_registry(const os_registry *decl, zr_registry *out) {
     for (int b = 0; b < decl->nb; b++) {
         const os_bucket *k = &decl->b[b];
         zr_reg_bucket(out, k->name, k->trainable, k->train_lo, k->train_hi);
-        for (int i = k->first; i < k->first + k->count; i++) zr_reg_tensor(out, decl->p[i].name, decl->p[i].ndim, decl->p[i].shape);
+        for (int i = k->first; i < k->first + k->count; i++) {
+            zr_reg_tensor(out, decl->p[i].name, decl->p[i].ndim, decl->p[i].shape);
+            out->p[i].gemm = decl->p[i].gemm;
+        }
     }
 }
 
@@ -34,7 +37,7 @@ int os_runtime_fill(zr_runtime *rt, const os_registry *decl, int b, const os_st_
 }
 
 static void w_prefetch(void *rt, int b) { zr_prefetch(rt, b); }
-static void w_gather(void *rt, int b) { zr_gather(rt, b); }
+static void w_gather(void *rt, int b) { zr_gather_compute(rt, b); }   // the products' weights: bf16 at stage 3
 static void w_release(void *rt, int b) { zr_release(rt, b); }
 static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
 static void w_rows(void *rt, int pid, const int32_t *ids, int64_t n, float *out) { zr_read_rows(rt, pid, ids, n, out); }

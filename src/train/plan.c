@@ -19,13 +19,25 @@ static int64_t moments(const os_bucket *k, int64_t np, int N, int stage) {
     return most;
 }
 
-void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, int64_t accum, os_plan *p) {
+// bucket b holds a matrix-product operand (os_param.gemm: under bf16 the runtime rounds or gathers it in bf16)
+static int has_gemm(const os_registry *r, int b) {
+    for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
+        if (r->p[i].gemm) return 1;
+    return 0;
+}
+
+void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, int ckpt, int64_t accum, int esz,
+                     os_plan *p) {
     memset(p, 0, sizeof *p);
     const os_registry *r = &m->reg;
     int64_t max_b = 0, max_tb = 0, layer_b = 0;
+    // bytes per element of a gathered bucket (stage 3): bf16 gathers the buckets holding matrices at esz bytes (their
+    // fp32 tensors, a few hundredths, in pages of an otherwise untouched buffer); 4 otherwise
+    int gl = 4, gh = 4, ga = 4;
     for (int b = 0; b < r->nb; b++) {
         int64_t np = pad(r->b[b].numel, N), s = np / N;
         p->params += 4 * (stage == 3 ? s : np);
+        if (esz && stage < 3 && has_gemm(r, b)) p->rounded += esz * np;   // its rounded copy, kept (zero/runtime.c)
         if (np > max_b) max_b = np;
         if (!r->b[b].trainable) continue;
         if (np > max_tb) max_tb = np;
@@ -39,17 +51,21 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     const os_bucket *k = r->b;   // frozen buckets open no gradient buffer
     int head_tr = k[m->b_head].trainable, ad_tr = m->b_adapter >= 0 && k[m->b_adapter].trainable;
     int layer_tr = m->nlayers > 0 && k[m->b_layer[0]].trainable, emb_tr = k[m->b_embed].trainable;
+    if (esz) {
+        gl = m->nlayers > 0 && has_gemm(r, m->b_layer[0]) ? esz : 4, gh = has_gemm(r, m->b_head) ? esz : 4;
+        ga = m->b_adapter >= 0 && has_gemm(r, m->b_adapter) ? esz : 4;
+    }
     // runtime buffers at the two peaks: the head (head + adapter gathered and their gradients open, the next
     // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
-    int64_t g_head = 0, g_bwd = 0;
-    if (stage == 3) g_head += head_b + ad_b + norm_b, g_bwd += 2 * layer_b;
+    int64_t g_head = 0, g_bwd = 0;   // bytes
+    if (stage == 3) g_head += gh * head_b + ga * ad_b + 4 * norm_b, g_bwd += 2 * gl * layer_b;
     // stages 2-3: a gradient slice exists from the step's first reduction of its bucket until AdamW
     // (zero/runtime.c): at the head only the adapter's (and an untied head's) are there, in the layers' backward
     // all but the embedding's, which closes last; from the second micro-batch of an accumulation on, all of them
     int64_t sl_head = p->grads, sl_bwd = p->grads;
     if (stage >= 2) {
-        g_head += (head_tr ? head_b : 0) + (ad_tr ? ad_b : 0);
-        g_bwd += (layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0);
+        g_head += 4 * ((head_tr ? head_b : 0) + (ad_tr ? ad_b : 0));
+        g_bwd += 4 * ((layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0));
         if (accum <= 1) {
             sl_head = 4 * ((ad_tr ? ad_b / N : 0) + (!tied && head_tr ? head_b / N : 0));
             sl_bwd = p->grads - 4 * (emb_tr ? emb_b / N : 0);
@@ -64,9 +80,9 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
     int64_t at_head = as.total / 4 + batch;
     int64_t at_bwd = at_head + K_ATTN_BQ * L;                                    // + attention dS (1 thread)
-    int64_t a_head = 4 * at_head + 4 * g_head + sl_head, a_bwd = 4 * at_bwd + 4 * g_bwd + sl_bwd;
-    if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = 4 * g_head, p->grads = sl_head;
-    else p->activations = 4 * at_bwd, p->gather = 4 * g_bwd, p->grads = sl_bwd;
+    int64_t a_head = 4 * at_head + g_head + sl_head, a_bwd = 4 * at_bwd + g_bwd + sl_bwd;
+    if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = g_head, p->grads = sl_head;
+    else p->activations = 4 * at_bwd, p->gather = g_bwd, p->grads = sl_bwd;
     // stages 0-1, N > 1: after the backward each full gradient bucket is all-reduced in place (the activation
     // arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries
     // meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's
@@ -74,7 +90,8 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t a_reduce = stage < 2 && N > 1 ? 4 * (max_tb / 2) : 0;
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
-    p->total = p->params + p->grads + p->optim + p->gather + p->activations;
+    if (esz) p->conv = os_plan_bf16(m, B, L, esz), p->activations += p->conv;
+    p->total = p->params + p->rounded + p->grads + p->optim + p->gather + p->activations;
 }
 
 int64_t os_plan_mean_rows_bytes(int64_t C) {
@@ -102,14 +119,15 @@ int64_t os_plan_startup(const os_model *m, int N, int stage, const os_plan_src *
     return peak;
 }
 
-int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int onednn) {
+int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
     int64_t n = B * L, C = m->C, F = m->F, V = m->V, HD = m->H * m->D, rows = k_xent_chunk_rows(V, n);
-    // the head's: dlogits [rows, V] (as a) and its weight [V, C] (pinned: k_gemm_bf16_pin); a layer's inputs
-    int64_t a = rows * V, b = V * C;
-    int64_t la[] = {n * F, n * C, n * HD}, lb[] = {F * C, n * F, n * C, HD * C};
+    // the weights are rounded ahead (bound by the runtime): what is rounded in the products is the activations: as
+    // a, dlogits [rows, V] and a layer's inputs and output gradients; as b, a layer's inputs
+    int64_t a = rows * V, b = 0;
+    int64_t la[] = {n * F, n * C, n * HD}, lb[] = {n * F, n * C, n * HD};
     for (size_t i = 0; i < sizeof la / sizeof la[0]; i++) a = la[i] > a ? la[i] : a;
     for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) b = lb[i] > b ? lb[i] : b;
-    return (onednn ? 2 : 4) * (a + b);   // bf16 copies (onednn) or fp32 ones holding the rounded values (sgemm)
+    return esz * (a + b);   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
 }
 
 int os_plan_preset(const char *name, os_qwen2_config *c) {

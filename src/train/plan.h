@@ -8,15 +8,20 @@
 
 typedef struct {
     int64_t params, optim;             // permanent model state on one rank
+    int64_t rounded;                   // bf16, stage 0-2: the rounded copies of the buckets holding matrices (kept)
     int64_t grads;                     // gradients held at the peak (stage 2/3: the slices reduced so far)
     int64_t gather;                    // gathered parameter buckets + full gradient buckets at the peak
-    int64_t activations;               // activations + scratch at the peak
+    int64_t activations;               // activations + scratch at the peak (bf16: including conv)
+    int64_t conv;                      // bf16: the activations rounded for the products (gemm_bf16.c's scratch)
     int64_t total;
 } os_plan;
 
 // accum: micro-batches per optimizer step (gradient accumulation; > 1 keeps every gradient slice for the whole step)
+// esz: 0 fp32; bf16 mixed precision (--torch_dtype bfloat16): the bytes of a rounded element on the path in use (2
+// oneDNN, 4 the sgemm fallback; k_gemm_bf16_esz): the rounded copies kept (stage 0-2) or the buckets gathered in bf16
+// (stage 3) and the rounded product inputs (os_plan_bf16) are counted (docs/zero.md "bf16")
 void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, int64_t accum,
-                     os_plan *p);
+                     int esz, os_plan *p);
 // What loading reads for one parameter: `have` leading elements from the checkpoint (the rest initialised), `bytes`
 // per checkpoint element, and `rows` = the checkpoint's rows when fewer than the parameter's (a vocabulary resize
 // whose new rows mean_resizing fills), else 0.
@@ -34,8 +39,8 @@ typedef struct {
 int64_t os_plan_startup(const os_model *m, int nranks, int stage, const os_plan_src *src, int mean_resizing);
 // mean_resizing's scratch for rows of width C (bytes at os_mean_rows_init's peak)
 int64_t os_plan_mean_rows_bytes(int64_t C);
-// bf16 mixed precision (--torch_dtype bfloat16): the bytes of the rounded GEMM inputs held at the peak (the
-// largest operands, kept by src/kernels/gemm_bf16.c), on the oneDNN path (onednn 1) or the sgemm fallback (0)
-int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int onednn);
+// bf16: the bytes of the rounded product inputs held at the peak (the largest activation operands, kept by
+// src/kernels/gemm_bf16.c; the weights are rounded ahead by the runtime), esz bytes per element
+int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int esz);
 // built-in Qwen2.5 configurations ("qwen2.5-0.5b", "-1.5b", "-3b", "-7b"); 0 or -1 if unknown
 int os_plan_preset(const char *name, os_qwen2_config *c);

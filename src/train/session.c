@@ -119,6 +119,7 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
     if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
     os_runtime_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
+    if (os_sft_bf16(a)) zr_set_bf16(&s->rt, 1);   // the matrices rounded once, gathered in bf16 (docs/zero.md "bf16")
     for (int b = 0; b < m->reg.nb; b++) {
         int enc = b >= nb_llm;
         if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)

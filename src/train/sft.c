@@ -102,6 +102,7 @@ static void micro_batches(os_sft_state *r, int64_t step, micro_report *sl) {
     sl->nonempty = os_loader_filled(&r->train, r->K);
     r->s.trainer.term_scale = 1.0f / (float)(r->N * r->K);
     r->s.rt.times = (zr_times){0};
+    r->s.rt.gather_bytes = 0;
     for (int64_t k = 0; k < r->K; k++) {
         os_micro mb;
         double t0 = os_now();

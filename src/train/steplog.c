@@ -151,6 +151,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
+    fprintf(f, ", \"gather_bytes\": %lld", (long long)rt->gather_bytes);
     num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
     fprintf(f, "}\n");
     line_end(l, f);

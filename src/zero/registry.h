@@ -13,6 +13,7 @@ typedef struct {
     int bucket;
     int64_t offset;       // element offset inside the bucket's flat buffer
     int trainable;        // any element inside its bucket's trained range
+    int gemm;             // read only as a matrix-product operand (bf16: gathered rounded, docs/zero.md "bf16")
 } zr_tensor;
 
 typedef struct {

@@ -42,6 +42,8 @@ void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nrank
     rt->m = arr(nb, 8), rt->v = arr(nb, 8);
     rt->scope = arr(nb, sizeof(int)), rt->gscope = arr(nb, sizeof(int)), rt->prefetch = arr(nb, 8);
     rt->red_b = -1;
+    rt->has_gemm = arr(nb, 1), rt->rw = arr(nb, 8), rt->stale = arr(nb, 1), rt->exact = arr(nb, 1);
+    rt->nx = arr(nb, 8), rt->xbuf = arr(nb, 8), rt->xreq = arr(nb, 8);
     for (int b = 0; b < nb; b++) {
         int64_t unit = (int64_t)PAD_UNIT * nranks;
         int64_t np = (reg->b[b].numel + unit - 1) / unit * unit;
@@ -107,7 +109,7 @@ static void progress(zr_runtime *rt) {
     double t0 = os_now();
     int any = 0;
     for (int b = 0; b < rt->nb; b++)
-        if (rt->prefetch[b]) comm_test(rt->prefetch[b]), any = 1;
+        if (rt->prefetch[b]) comm_test(rt->prefetch[b]), comm_test(rt->xreq[b]), any = 1;
     if (any) rt->times.gather += os_now() - t0;
 }
 
@@ -122,12 +124,15 @@ void zr_free(zr_runtime *rt) {
     reduce_end(rt, 0);
     for (int b = 0; b < rt->nb; b++) {
         if (rt->prefetch[b]) comm_wait(rt->prefetch[b]);
+        if (rt->xreq[b]) comm_wait(rt->xreq[b]);
+        if (rt->rw[b]) os_k->gemm_unbind(rt->full[b]);
         os_free(rt->full[b]), os_free(rt->pshard[b]), os_free(rt->gfull[b]), os_free(rt->gshard[b]);
-        os_free(rt->m[b]), os_free(rt->v[b]);
+        os_free(rt->m[b]), os_free(rt->v[b]), os_free(rt->rw[b]), os_free(rt->xbuf[b]);
     }
     zr_registry *reg = rt->reg;
     if (reg) zr_reg_free(reg);
-    void *t[] = {reg, rt->padded, rt->slice, rt->full, rt->pshard, rt->gfull, rt->gshard, rt->m, rt->v, rt->scope, rt->gscope, rt->prefetch};
+    void *t[] = {reg, rt->padded, rt->slice, rt->full, rt->pshard, rt->gfull, rt->gshard, rt->m, rt->v, rt->scope,
+                 rt->gscope, rt->prefetch, rt->has_gemm, rt->rw, rt->stale, rt->exact, rt->nx, rt->xbuf, rt->xreq};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) os_free(t[i]);
     memset(rt, 0, sizeof *rt);
 }
@@ -144,34 +149,146 @@ int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx) {
         int rc = fill(ctx, i, s - p->offset, e - s, zr_at(mine, s));
         if (rc) return rc;
     }
+    zr_params_changed(rt, b);
     return 0;
+}
+
+// ---- bf16 (docs/zero.md "bf16") ----
+// The fp32-tensor elements (zr_tensor.gemm 0) of rank q's slice of bucket b, in registry order: packed from slice
+// (the slice's values) into buf, or (slice NULL, full not) unpacked from buf into full; returns their count.
+static int64_t extras(const zr_runtime *rt, int b, int q, const float *slice, float *buf, float *full) {
+    const zr_registry *r = rt->reg;
+    int64_t lo = q * rt->slice[b], hi = lo + rt->slice[b], n = 0;
+    for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+        const zr_tensor *p = &r->p[i];
+        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (p->gemm || s >= e) continue;
+        if (slice) memcpy(buf + n, slice + (s - lo), sizeof(float) * (size_t)(e - s));
+        else if (full) memcpy(full + s, buf + n, sizeof(float) * (size_t)(e - s));
+        n += e - s;
+    }
+    return n;
+}
+
+void zr_params_changed(zr_runtime *rt, int b) {
+    if (rt->stage < 3 && rt->rw[b] && !rt->stale[b]) os_k->gemm_unbind(rt->full[b]);
+    rt->stale[b] = 1;
+}
+
+void zr_set_bf16(zr_runtime *rt, int on) {
+    const zr_registry *r = rt->reg;
+    for (int b = 0; b < rt->nb; b++) {
+        zr_params_changed(rt, b);
+        rt->has_gemm[b] = 0;
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) rt->has_gemm[b] |= r->p[i].gemm != 0;
+        rt->nx[b] = 0;
+        for (int q = 0; q < rt->nranks; q++) {
+            int64_t n = extras(rt, b, q, NULL, NULL, NULL);
+            rt->nx[b] = n > rt->nx[b] ? n : rt->nx[b];
+        }
+    }
+    rt->bf16 = on;
+}
+
+static void add_live(zr_runtime *rt, int64_t bytes) {
+    rt->live_gathered += bytes;
+    if (rt->live_gathered > rt->peak_gathered) rt->peak_gathered = rt->live_gathered;
+}
+
+// stage 0-2: bucket b's rounded copy up to date and bound (bf16, a bucket with a matrix)
+static void keep_rounded(zr_runtime *rt, int b) {
+    if (!rt->bf16 || !rt->has_gemm[b] || !rt->stale[b]) return;
+    int64_t n = rt->padded[b];
+    if (!rt->rw[b]) rt->rw[b] = os_alloc((size_t)(os_k->gemm_bound_esz() * n), "bf16-rounded parameters");
+    os_k->to_bf16(rt->rw[b], rt->full[b], n);
+    os_k->gemm_widen(rt->rw[b], n);
+    os_k->gemm_bind(rt->full[b], n, rt->rw[b]);
+    rt->stale[b] = 0;
+}
+
+// stage 3: start the all-gather of bucket b in bf16: every slice rounded (bf16 pairs moved as floats, never
+// computed on) into rw[b], and the fp32 tensors' elements of every slice (nx[b] per rank, zero-padded) exactly;
+// full[b] receives only those (its pages under the matrices are never touched: calloc'd, they take no memory)
+static void start_bf16(zr_runtime *rt, int b) {
+    int N = rt->nranks;
+    int64_t S = rt->slice[b], n = rt->padded[b], x = rt->nx[b], esz = os_k->gemm_bound_esz();
+    rt->full[b] = os_alloc(sizeof(float) * (size_t)n, "gathered bucket (its fp32 tensors)");
+    rt->rw[b] = os_alloc((size_t)(esz * n), "gathered bucket in bf16");
+    os_k->to_bf16((uint16_t *)rt->rw[b] + rt->rank * S, rt->pshard[b], S);
+    rt->prefetch[b] = comm_iallgather_f32(rt->rw[b], S / 2);   // S is a multiple of 16
+    if (x) {
+        rt->xbuf[b] = os_alloc(sizeof(float) * (size_t)(N * x), "gathered fp32 tensors");
+        extras(rt, b, rt->rank, rt->pshard[b], rt->xbuf[b] + rt->rank * x, NULL);
+        rt->xreq[b] = comm_iallgather_f32(rt->xbuf[b], x);
+    }
+    rt->exact[b] = 0;
+    add_live(rt, esz * n + 4 * N * x);
+    rt->gather_bytes += (N - 1) * (2 * S + 4 * x);
+}
+
+static void finish_bf16(zr_runtime *rt, int b) {
+    comm_wait(rt->prefetch[b]);
+    rt->prefetch[b] = NULL;
+    int64_t x = rt->nx[b], n = rt->padded[b];
+    if (rt->xreq[b]) {
+        comm_wait(rt->xreq[b]);
+        rt->xreq[b] = NULL;
+        for (int q = 0; q < rt->nranks; q++) extras(rt, b, q, NULL, rt->xbuf[b] + q * x, rt->full[b]);
+        os_free(rt->xbuf[b]);
+        rt->xbuf[b] = NULL;
+        rt->live_gathered -= 4 * rt->nranks * x;
+    }
+    os_k->gemm_widen(rt->rw[b], n);
+    os_k->gemm_bind(rt->full[b], n, rt->rw[b]);
 }
 
 static float *start_gather(zr_runtime *rt, int b) {
     float *full = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
     memcpy(full + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
-    rt->live_gathered += 4 * rt->padded[b];
-    if (rt->live_gathered > rt->peak_gathered) rt->peak_gathered = rt->live_gathered;
+    add_live(rt, 4 * rt->padded[b]);
+    rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
+    rt->exact[b] = 1;
     return full;
 }
 
+// stage 3, bf16: bucket b is gathered in bf16
+static int bf16_gathered(const zr_runtime *rt, int b) { return rt->bf16 && rt->has_gemm[b]; }
+
 void zr_prefetch(zr_runtime *rt, int b) {
     if (rt->stage < 3 || rt->full[b] || rt->prefetch[b]) return;
-    rt->full[b] = start_gather(rt, b);
-    rt->prefetch[b] = comm_iallgather_f32(rt->full[b], rt->slice[b]);
+    if (bf16_gathered(rt, b)) {
+        start_bf16(rt, b);
+    } else {
+        rt->full[b] = start_gather(rt, b);
+        rt->prefetch[b] = comm_iallgather_f32(rt->full[b], rt->slice[b]);
+    }
     progress(rt);
 }
 
-float *zr_gather(zr_runtime *rt, int b) {
+// open a gather scope; exact: every value in fp32 (else, under bf16 at stage 3, the matrices only rounded)
+static float *gather(zr_runtime *rt, int b, int exact) {
+    if (rt->stage < 3) keep_rounded(rt, b);
     if (rt->stage == 3) {
         progress(rt);
         double t0 = os_now();
-        if (rt->prefetch[b]) {
+        if (rt->prefetch[b] && rt->rw[b]) {
+            finish_bf16(rt, b);
+        } else if (rt->prefetch[b]) {
             comm_wait(rt->prefetch[b]);
             rt->prefetch[b] = NULL;
+        } else if (!rt->full[b] && !exact && bf16_gathered(rt, b)) {
+            start_bf16(rt, b);
+            finish_bf16(rt, b);
         } else if (!rt->full[b]) {
             rt->full[b] = start_gather(rt, b);
             comm_allgather_f32(rt->full[b], rt->slice[b]);
+        }
+        if (exact && !rt->exact[b]) {   // gathered in bf16: its fp32 values too (the rounded copy stays bound)
+            memcpy(rt->full[b] + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
+            comm_allgather_f32(rt->full[b], rt->slice[b]);
+            add_live(rt, 4 * rt->padded[b]);
+            rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
+            rt->exact[b] = 1;
         }
         rt->times.gather += os_now() - t0;
     }
@@ -179,12 +296,22 @@ float *zr_gather(zr_runtime *rt, int b) {
     return rt->full[b];
 }
 
+float *zr_gather(zr_runtime *rt, int b) { return gather(rt, b, 1); }
+float *zr_gather_compute(zr_runtime *rt, int b) { return gather(rt, b, 0); }
+
 void zr_release(zr_runtime *rt, int b) {
     OS_ASSERT(rt->scope[b] > 0);
     if (--rt->scope[b] == 0 && rt->stage == 3) {
+        if (rt->rw[b]) {
+            os_k->gemm_unbind(rt->full[b]);
+            os_free(rt->rw[b]);
+            rt->rw[b] = NULL;
+            rt->live_gathered -= os_k->gemm_bound_esz() * rt->padded[b];
+        }
+        if (rt->exact[b]) rt->live_gathered -= 4 * rt->padded[b];
         os_free(rt->full[b]);
         rt->full[b] = NULL;
-        rt->live_gathered -= 4 * rt->padded[b];
+        rt->exact[b] = 0;
     }
     if (rt->stage == 3) progress(rt);
 }
@@ -345,8 +472,10 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
         if (rt->stage == 1 || rt->stage == 2) {
             double t1 = os_now();
             comm_allgather_f32(rt->full[b], rt->slice[b]);
+            rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
             tg += os_now() - t1;
         }
+        zr_params_changed(rt, b);
     }
     rt->times.gather += tg;
     rt->times.optim += os_now() - t0 - tg;

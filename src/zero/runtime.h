@@ -42,6 +42,18 @@ typedef struct {
     int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
     int64_t peak_gathered;
     zr_times times;            // accumulated since the caller last cleared it
+    int64_t gather_bytes;      // bytes this rank received by parameter all-gathers, accumulated (the caller clears)
+    // bf16 (zr_set_bf16, docs/zero.md "bf16"): the products read the matrices (zr_tensor.gemm) rounded, bound to
+    // the parameters' addresses in the kernels (os_k->gemm_bind)
+    int bf16;
+    uint8_t *has_gemm;         // per bucket: holds a matrix-product operand
+    void **rw;                 // the bucket rounded (gemm_bound_esz bytes per element): stage 0-2 kept and
+                               // refreshed when its parameters changed; stage 3 gathered in bf16 by zr_gather_compute
+    uint8_t *stale;            // stage 0-2: rw[b] is out of date (or absent)
+    uint8_t *exact;            // stage 3: full[b] holds every value (a bf16 gather fills only the fp32 tensors)
+    int64_t *nx;               // stage 3: the most fp32-tensor elements of bucket b in any rank's slice
+    float **xbuf;              // stage 3: those elements of every rank [nranks * nx], while their gather runs
+    void **xreq;               // ... and its request
 } zr_runtime;
 
 // Take the registry over (*reg is left empty) and allocate buffers. Parameter values are filled afterwards (each
@@ -70,9 +82,26 @@ static inline float *zr_at(zr_span s, int64_t i) { return s.p + (i - s.off); }
 typedef int (*zr_fill_fn)(void *ctx, int tensor, int64_t start, int64_t n, float *dst);
 int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx);
 
+// bf16 mixed precision (on 1; after zr_init, with k_gemm's bf16 mode on): the products read the matrices
+// (zr_tensor.gemm) rounded once, never rounding them per product. Stage 0-2: each bucket holding a matrix keeps a
+// rounded copy (2 bytes per element on the oneDNN path, 4 on the sgemm one), refreshed at the first gather after
+// its parameters changed (AdamW, zr_fill, zr_shards_read). Stage 3: zr_gather_compute and zr_prefetch gather such a
+// bucket in bf16 (each rank rounds its slice; 2 bytes per element on the wire) plus its fp32 tensors (norms,
+// biases) exactly; the fp32 master slices, gradients and AdamW are unchanged. The values the products read are
+// bitwise those of rounding in every product.
+void zr_set_bf16(zr_runtime *rt, int on);
+// Parameter values of bucket b were written through zr_local: drop its rounded copy (stage 0-2, bf16)
+void zr_params_changed(zr_runtime *rt, int b);
+
 // ---- scopes ----
-void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise)
+void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise), for
+                                                // zr_gather_compute (in bf16 under zr_set_bf16)
 float *zr_gather(zr_runtime *rt, int b);        // open a gather scope; returns the full bucket buffer
+// open a gather scope for the model's products: under bf16 at stage 3, the buffer holds exact values only in the
+// fp32 tensors (zr_tensor.gemm 0); the matrices' addresses are bound to their rounded gathered copy (their fp32
+// values are not there: read them only as products' operands). Otherwise zr_gather. A zr_gather of a bucket so
+// gathered completes it with an fp32 all-gather.
+float *zr_gather_compute(zr_runtime *rt, int b);
 void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last close drops the buffer)
 // Frozen buckets (registry trainable 0) have no gradient: zr_grad_open returns NULL, zr_grad_close does nothing and
 // zr_grad gives NULL for their parameters (the kernels then skip that gradient), on every rank alike.

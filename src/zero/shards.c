@@ -82,10 +82,12 @@ static int read_range(const zr_shard_source *c, const zr_registry *reg, int b, i
 int zr_shards_read(zr_runtime *rt, int nb, const zr_shard_source *src, int optim) {
     const zr_registry *reg = rt->reg;
     int rc = 0;
-    for (int b = 0; rc == 0 && b < nb; b++)
+    for (int b = 0; rc == 0 && b < nb; b++) {
         for (int k = 0; rc == 0 && k < (optim && reg->b[b].trainable ? 3 : 1); k++) {
             zr_span s = zr_local(rt, b, WHAT[k]);
             rc = read_range(src, reg, b, k, s.off, s.off + s.n, s.p);
         }
+        zr_params_changed(rt, b);
+    }
     return rc;
 }

@@ -101,6 +101,53 @@ int main(void) {
         os_free(a), os_free(w), os_free(w2);
         for (int i = 0; i < 4; i++) os_free(c[i]);
     }
+    // bound operands (k_gemm_bf16_bind): an operand inside the bound range reads the bound copy at its offset and row
+    // stride. The copy is of ANOTHER array (w2), so a product that reads it equals the same product on w2; one
+    // reaching past the range is rounded in the call (equals the product on w). And the copy's format:
+    // k_bf16_round + k_gemm_bf16_widen give the definition's bf16 values.
+    {
+        int64_t M = 29, N = 96, K = 80, off = 37, n = off + N * K;   // w = buf[off ..] as [N, K]
+        int64_t esz = k_gemm_bf16_esz();
+        float *buf = os_alloc(sizeof(float) * (size_t)(n + K), "buf"), *buf2 = os_alloc(sizeof(float) * (size_t)(n + K), "buf2");
+        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *c[7];
+        void *copy = os_alloc((size_t)(esz * n), "bound copy");
+        for (int i = 0; i < 7; i++) c[i] = os_alloc(sizeof(float) * (size_t)(M * N), "c");
+        os_rng_fill_uniform(buf, n + K, 60, 0, -1, 1);
+        os_rng_fill_uniform(buf2, n + K, 61, 0, -1, 1);
+        os_rng_fill_uniform(a, M * K, 62, 0, -1, 1);
+        k_bf16_round(copy, buf2, n);
+        k_gemm_bf16_widen(copy, n);
+        int exact = 1;
+        for (int64_t i = 0; i < n; i++) {
+            float v;
+            if (esz == 2) {
+                uint32_t u = (uint32_t)((uint16_t *)copy)[i] << 16;
+                memcpy(&v, &u, 4);
+            } else
+                v = ((float *)copy)[i];
+            exact &= (double)v == bf16(buf2[i]);
+        }
+        CHECK(exact, "k_bf16_round + k_gemm_bf16_widen: not the bf16 values");
+        k_gemm_set_bf16(1);
+        const float *w = buf + off, *w2 = buf2 + off, *late = buf + off + K;   // late: [N, K] from row 1: one row past
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[0], N);             // on w2, rounded in the call
+        k_gemm(0, 0, M, N / 2, K / 2, 1.0f, a, K, w2 + 3, N, 0.0f, c[1], N / 2);   // a strided block of w2 as [K/2, N/2]
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[2], N);           // on buf, rounded in the call
+        k_gemm_bf16_bind(buf, n, copy);
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[3], N);
+        k_gemm(0, 0, M, N / 2, K / 2, 1.0f, a, K, w + 3, N, 0.0f, c[4], N / 2);
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[5], N);
+        k_gemm_bf16_unbind(buf);
+        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[6], N);              // unbound again: w itself
+        k_gemm_set_bf16(0);
+        size_t bytes = sizeof(float) * (size_t)(M * N);
+        CHECK(!memcmp(c[0], c[3], bytes), "bound operand: not the bound copy's product");
+        CHECK(!memcmp(c[1], c[4], bytes / 2), "bound operand (strided block): not the bound copy's product");
+        CHECK(!memcmp(c[2], c[5], bytes), "an operand reaching past the bound range was given the bound copy");
+        CHECK(memcmp(c[0], c[6], bytes), "unbound: the product still reads the bound copy");
+        os_free(buf), os_free(buf2), os_free(a), os_free(copy);
+        for (int i = 0; i < 7; i++) os_free(c[i]);
+    }
     // a NaN in a stays NaN in its row of c, and only there
     float a[4] = {1, NAN, 2, 3}, b[4] = {1, 2, 3, 4}, c[4] = {0};
     k_gemm_set_bf16(1);
