@@ -7,14 +7,16 @@ from getrusage of the children) vary much less and are printed next to them ("ru
 (logging.jsonl peak_rss_gb) and the bytes it received by parameter all-gathers per step (gather_bytes; "-" from a
 build that does not log it).
 
-    .venv/bin/python bench/ab_step.py --side NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]] ... [--seq 512] [--steps 3]
+    .venv/bin/python bench/ab_step.py --side NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE[:DTYPE]]] ... [--seq 512] [--steps 3]
         [--rounds 3] [--layers 4] [--stage 3] [--torch_dtype float32|bfloat16]
 
 A side names a build folder (its omnishard binary), ranks x threads per rank, and optionally the per-rank batch and
-gradient accumulation (default 1x1) and the ZeRO stage (default --stage). Sides with the same global batch train on the same samples in the same order;
+gradient accumulation (default 1x1), the ZeRO stage (default --stage) and the precision (float32 or bfloat16,
+default --torch_dtype). Sides with the same global batch train on the same samples in the same order;
 their losses are printed for comparison. Examples:
     --side base=/tmp/base/build:2x1 --side new=build:2x1                       # a change, A/B
     --side ranks=build:2x1:1x1 --side threads=build:1x2:1x2                      # 2 ranks vs 1 rank x 2 threads
+    --side fp32=build:2x1:1x1:3:float32 --side bf16=build:2x1:1x1:3:bfloat16       # precision
 """
 import argparse, json, os, resource, shutil, statistics, subprocess, sys, tempfile
 
@@ -27,15 +29,15 @@ from vs_deepspeed import SHAPE  # noqa: E402
 PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s", "time/cpu_s"]
 
 
-def parse_side(text, stage):
+def parse_side(text, stage, dtype):
     name, rest = text.split("=", 1)
     build, *f = rest.split(":")
-    if not f or len(f) > 3:
-        sys.exit(f"--side {text}: expected NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE]]")
+    if not f or len(f) > 4 or (len(f) > 3 and f[3] not in ("float32", "bfloat16")):
+        sys.exit(f"--side {text}: expected NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE[:float32|bfloat16]]]")
     ranks, threads = map(int, f[0].split("x"))
     batch, accum = map(int, (f[1] if len(f) > 1 else "1x1").split("x"))
     return dict(name=name, build=build, ranks=ranks, threads=threads, batch=batch, accum=accum,
-                stage=int(f[2]) if len(f) > 2 else stage)
+                stage=int(f[2]) if len(f) > 2 else stage, dtype=f[3] if len(f) > 3 else dtype)
 
 
 def run(side, a, mdir, data):
@@ -48,7 +50,7 @@ def run(side, a, mdir, data):
            "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--warmup_steps", "0", "--weight_decay", "0",
            "--max_grad_norm", "1", "--gradient_checkpointing", "true", "--per_device_train_batch_size",
            str(side["batch"]), "--gradient_accumulation_steps", str(side["accum"]), "--save_only_model", "true",
-           "--torch_dtype", a.torch_dtype, "--output_dir", out]
+           "--torch_dtype", side["dtype"], "--output_dir", out]
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -68,10 +70,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--stage", type=int, default=3)
-    ap.add_argument("--torch_dtype", default="float32", choices=["float32", "bfloat16"], help="every side's precision")
+    ap.add_argument("--torch_dtype", default="float32", choices=["float32", "bfloat16"], help="the sides' precision")
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     a = ap.parse_args()
-    sides = [parse_side(x, a.stage) for x in a.side]
+    sides = [parse_side(x, a.stage, a.torch_dtype) for x in a.side]
     s = dict(SHAPE, layers=a.layers)
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)
@@ -81,7 +83,7 @@ def main():
     data = os.path.join(a.cache, f"ab_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
     if not os.path.exists(data):
         ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
-    print(f"seq {a.seq}, {a.layers} layers, {a.torch_dtype}, {a.rounds} rounds x {a.steps} steps; "
+    print(f"seq {a.seq}, {a.layers} layers, {a.rounds} rounds x {a.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     res = {x["name"]: [] for x in sides}
     cpus = {x["name"]: [] for x in sides}   # CPU seconds of each whole run (every rank, start-up included)
@@ -94,15 +96,15 @@ def main():
                   f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {cpu:.1f} s; load {os.getloadavg()[0]:.2f}", flush=True)
     first = sides[0]["name"]
     med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))
-    print("| side | ranks x threads | batch x accum | stage | run CPU s | vs | peak RSS GB | gather MB/step | s/step | " +
+    print("| side | ranks x threads | batch x accum | stage | dtype | run CPU s | vs | peak RSS GB | gather MB/step | s/step | " +
           " | ".join(p[5:-2] for p in PHASES) + f" | vs {first} | per round |")
-    print("|---" * (12 + len(PHASES)) + "|")
+    print("|---" * (13 + len(PHASES)) + "|")
     for x in sides:
         logs = res[x["name"]]
         t = med(logs, "step_time_s")
         per = [statistics.median(r["step_time_s"] for r in (l[1:] or l)) /
                statistics.median(r["step_time_s"] for r in (f[1:] or f)) for l, f in zip(logs, res[first])]
-        print(f"| {x['name']} | {x['ranks']}x{x['threads']} | {x['batch']}x{x['accum']} | {x['stage']} | "
+        print(f"| {x['name']} | {x['ranks']}x{x['threads']} | {x['batch']}x{x['accum']} | {x['stage']} | {x['dtype']} | "
               f"{statistics.median(cpus[x['name']]):.1f} | "
               f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | "
               f"{statistics.median(log[-1]['peak_rss_gb'] for log in logs):.2f} | "
