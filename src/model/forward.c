@@ -31,27 +31,22 @@ static void layer_release(const os_weights *w, const os_model *m, int64_t l) {
     if (m->b_lora) w->release(w->ctx, m->b_lora[l]);
 }
 
-static os_layer_weights layer_weights(const os_model *m, const os_weights *w, int64_t l) {
-    const os_layer_ids *P = &m->layer[l];
-#define W(f) os_weight(w, P->f)
-    os_layer_weights x = {W(ln1), W(q_w), W(q_b), W(k_w), W(k_b), W(v_w), W(v_b), W(o_w), W(ln2), W(gate), W(up), W(down),
-                          {0}, {0}};
-#undef W
-    for (int t = 0; t < OS_LORA_N; t++)
-        if (P->lora_a[t] >= 0) x.lora_a[t] = os_weight(w, P->lora_a[t]), x.lora_b[t] = os_weight(w, P->lora_b[t]);
-    return x;
-}
-
-static os_layer_grads layer_grads(const os_model *m, const os_grads *g, int64_t l) {
-    const os_layer_ids *P = &m->layer[l];
-#define G(f) os_grad(g, P->f)
-    os_layer_grads x = {G(ln1), G(q_w), G(q_b), G(k_w), G(k_b), G(v_w), G(v_b), G(o_w), G(ln2), G(gate), G(up), G(down),
-                        {0}, {0}};
-#undef G
-    for (int t = 0; t < OS_LORA_N; t++)
-        if (P->lora_a[t] >= 0) x.lora_a[t] = os_grad(g, P->lora_a[t]), x.lora_b[t] = os_grad(g, P->lora_b[t]);
-    return x;
-}
+// layer l's weights (layer_weights, from w by os_weight) and gradients (layer_grads, from g by os_grad): each
+// tensor of OS_LAYER_TENSORS and the targeted LoRA modules, resolved by their ids
+#define RESOLVE_ONE(get, f) x.f = get(src, P->f);
+#define LAYER_RESOLVER(name, T, S, get)                                                                          \
+    static T name(const os_model *m, const S *src, int64_t l) {                                                \
+        const os_layer_ids *P = &m->layer[l];                                                                   \
+        T x = {0};                                                                                              \
+        OS_LAYER_TENSORS(RESOLVE_ONE, get)                                                                      \
+        for (int t = 0; t < OS_LORA_N; t++)                                                                     \
+            if (P->lora_a[t] >= 0) x.lora_a[t] = get(src, P->lora_a[t]), x.lora_b[t] = get(src, P->lora_b[t]); \
+        return x;                                                                                               \
+    }
+LAYER_RESOLVER(layer_weights, os_layer_weights, os_weights, os_weight)
+LAYER_RESOLVER(layer_grads, os_layer_grads, os_grads, os_grad)
+#undef LAYER_RESOLVER
+#undef RESOLVE_ONE
 
 static os_embed_task embed_task(const os_model *m, const os_model_input *in) {
     return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = in->ids, .speech = in->speech,

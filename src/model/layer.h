@@ -9,14 +9,15 @@
 
 // Layer weights, PyTorch layouts: ln1/ln2 [C]; q_w [H*D, C], q_b [H*D]; k_w/v_w [KH*D, C], k_b/v_b [KH*D];
 // o_w [C, H*D]; gate/up [F, C]; down [C, F]; LoRA lora_a[t] [r, I], lora_b[t] [O, r] (NULL: module t not targeted).
+// (The members are OS_LAYER_TENSORS, model/omni.h, in that order.)
 typedef struct {
-    const float *ln1, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *ln2, *gate, *up, *down;
+    OS_LAYER_TENSORS(OS_LAYER_FIELD, const float *)
     const float *lora_a[OS_LORA_N], *lora_b[OS_LORA_N];
 } os_layer_weights;
 
 // Their gradients, same shapes, accumulated (+=). A NULL member is not computed (frozen).
 typedef struct {
-    float *ln1, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *ln2, *gate, *up, *down;
+    OS_LAYER_TENSORS(OS_LAYER_FIELD, float *)
     float *lora_a[OS_LORA_N], *lora_b[OS_LORA_N];
 } os_layer_grads;
 

@@ -43,8 +43,16 @@ typedef struct {
     os_lora_config lora;   // LoRA adapters on the decoder's linear layers (rank 0: none)
 } os_omni_config;
 
+// The tensors of a decoder layer, in declaration order, named once for their ids (here), their weights and
+// gradients (model/layer.h) and the code that resolves the ones from the others (model/forward.c): X(arg, field)
+// for each.
+#define OS_LAYER_TENSORS(X, arg) \
+    X(arg, ln1) X(arg, q_w) X(arg, q_b) X(arg, k_w) X(arg, k_b) X(arg, v_w) X(arg, v_b) X(arg, o_w) X(arg, ln2) \
+    X(arg, gate) X(arg, up) X(arg, down)
+#define OS_LAYER_FIELD(type, field) type field;
+
 typedef struct {
-    int ln1, q_w, q_b, k_w, k_b, v_w, v_b, o_w, ln2, gate, up, down;
+    OS_LAYER_TENSORS(OS_LAYER_FIELD, int)
     int lora_a[OS_LORA_N], lora_b[OS_LORA_N];   // -1: module not targeted
 } os_layer_ids;
 

@@ -4,6 +4,7 @@
 // buffer, padding, per-rank slices) is the runtime's (zero/registry.h), which train/ builds from these
 // declarations with the same ids. Metadata lives on every rank; the model holds no parameter data.
 #pragma once
+#include "core/tensor_decl.h"
 #include <stdint.h>
 
 typedef enum {
@@ -17,11 +18,7 @@ typedef enum {
 } os_init_kind;
 
 typedef struct {
-    char name[112];
-    int ndim;
-    int64_t shape[4];
-    int64_t numel;
-    int bucket;
+    OS_TENSOR_DECL_FIELDS;   // name, ndim, shape, numel, bucket (core/tensor_decl.h)
     os_init_kind init;
     float init_arg;       // std for NORMAL
     int64_t fan_in;       // for LINEAR_*
@@ -30,15 +27,7 @@ typedef struct {
                           // linear_*): under bf16 its owner may hand the products a bf16-rounded copy instead
 } os_param;
 
-typedef struct {
-    char name[64];
-    int first, count;     // parameters [first, first+count)
-    int64_t numel;        // sum of their numel
-    int trainable;
-    int64_t train_lo, train_hi;   // trained elements [train_lo, train_hi) of the bucket, its parameters counted back
-                                  // to back in declaration order (all when trainable;
-                                  // a row range of the embedding with --trainable_embed_rows; empty when frozen)
-} os_bucket;
+typedef os_bucket_decl os_bucket;   // the runtime's zr_bucket is the same type
 
 typedef struct {
     os_param *p;

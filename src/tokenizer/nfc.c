@@ -1,4 +1,5 @@
 #include "tokenizer/nfc.h"
+#include "tokenizer/cp_range.h"
 #include "tokenizer/nfc_table.h"
 #include "tokenizer/utf8.h"
 
@@ -22,14 +23,8 @@ int os_nfc_quick_yes(const char *str, size_t n) {
 
 int os_nfc_ccc(uint32_t c) {
     if (c < 0x300) return 0;
-    int lo = 0, hi = os_nfc_ccc_ranges_n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (c < os_nfc_ccc_ranges[mid].first) hi = mid - 1;
-        else if (c > os_nfc_ccc_ranges[mid].last) lo = mid + 1;
-        else return os_nfc_ccc_ranges[mid].ccc;
-    }
-    return 0;
+    int i = os_cp_range_find(os_nfc_ccc_ranges, os_nfc_ccc_ranges_n, sizeof *os_nfc_ccc_ranges, c);
+    return i < 0 ? 0 : os_nfc_ccc_ranges[i].ccc;
 }
 
 static const os_nfc_decomp *find_decomp(uint32_t c) {

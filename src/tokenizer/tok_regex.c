@@ -9,6 +9,7 @@
 // the properties are kept and the regex runs on a copy of the text whose code points with a changed category are
 // replaced by stand-ins of their current category instead (with_stand_ins in tok_encode.c).
 #include "core/alloc.h"
+#include "tokenizer/cp_range.h"
 #include "tokenizer/growbuf.h"
 #include "tokenizer/gc_table.h"
 #include "tokenizer/tok_internal.h"
@@ -199,12 +200,6 @@ char *os_tok_regex_to_pcre2(const char *p, int *stand_ins) {
 }
 
 uint32_t os_tok_stand_in_search(uint32_t c) {
-    int lo = 0, hi = os_gc_changed_n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (c < os_gc_changed[mid].first) hi = mid - 1;
-        else if (c > os_gc_changed[mid].last) lo = mid + 1;
-        else return os_gc_changed[mid].stand_in;
-    }
-    return 0;
+    int i = os_cp_range_find(os_gc_changed, os_gc_changed_n, sizeof *os_gc_changed, c);
+    return i < 0 ? 0 : os_gc_changed[i].stand_in;
 }

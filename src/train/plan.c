@@ -2,19 +2,18 @@
 #include "kernels/kernels.h"
 #include "model/activations.h"
 #include "model/mean_rows.h"
+#include "zero/runtime.h"
 #include <string.h>
 
-static int64_t pad(int64_t n, int N) {
-    int64_t u = 16LL * N;
-    return (n + u - 1) / u * u;
-}
+// the runtime's padding of a bucket (zero/runtime.h)
+static int64_t pad(int64_t n, int N) { return zr_padded(n, N); }
 
-// the most AdamW moment elements any rank holds for a bucket (its part within the trained range; runtime.c)
+// the most AdamW moment elements any rank holds for a bucket (zr_part: its part within the trained range)
 static int64_t moments(const os_bucket *k, int64_t np, int N, int stage) {
-    int64_t most = 0, S = stage == 0 ? np : np / N;
-    for (int r = 0; r < (stage == 0 ? 1 : N); r++) {
-        int64_t lo = r * S > k->train_lo ? r * S : k->train_lo, hi = (r + 1) * S < k->train_hi ? (r + 1) * S : k->train_hi;
-        if (hi - lo > most) most = hi - lo;
+    int64_t most = 0;
+    for (int r = 0; r < N; r++) {
+        int64_t n = zr_part(k, np, stage, r, N, ZR_EXP_AVG).n;
+        if (n > most) most = n;
     }
     return most;
 }

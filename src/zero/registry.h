@@ -3,26 +3,17 @@
 // declaration order (offsets here), padded and cut in per-rank slices (zero/runtime.h). Tensor and bucket ids are
 // the declaration's (train/ builds this registry from the model's declarations). Metadata lives on every rank.
 #pragma once
+#include "core/tensor_decl.h"
 #include <stdint.h>
 
 typedef struct {
-    char name[112];
-    int ndim;
-    int64_t shape[4];
-    int64_t numel;
-    int bucket;
+    OS_TENSOR_DECL_FIELDS;   // name, ndim, shape, numel, bucket (core/tensor_decl.h)
     int64_t offset;       // element offset inside the bucket's flat buffer
     int trainable;        // any element inside its bucket's trained range
     int gemm;             // read only as a matrix-product operand (bf16: gathered rounded, docs/zero.md "bf16")
 } zr_tensor;
 
-typedef struct {
-    char name[64];
-    int first, count;     // tensors [first, first+count)
-    int64_t numel;        // sum of their numel
-    int trainable;
-    int64_t train_lo, train_hi;   // trained elements [train_lo, train_hi) of the flat buffer (empty when frozen)
-} zr_bucket;
+typedef os_bucket_decl zr_bucket;   // the model's os_bucket is the same type
 
 typedef struct {
     zr_tensor *p;

@@ -13,21 +13,28 @@
 
 static void *arr(int n, size_t es) { return os_alloc((size_t)(n ? n : 1) * es, "runtime tables"); }
 
-// the part of bucket b this rank reduces and updates: the whole at stage 0, its slice otherwise (no pointer)
-static zr_span part(const zr_runtime *rt, int b) {
-    if (rt->stage == 0) return (zr_span){NULL, 0, rt->padded[b]};
-    return (zr_span){NULL, rt->rank * rt->slice[b], rt->slice[b]};
+int64_t zr_padded(int64_t numel, int nranks) {
+    int64_t unit = (int64_t)PAD_UNIT * nranks;
+    return (numel + unit - 1) / unit * unit;
 }
 
-// that part within the bucket's trained range (empty when frozen): where the moments live (no pointer)
-static zr_span moment_span(const zr_runtime *rt, int b) {
-    const zr_bucket *k = &rt->reg->b[b];
-    zr_span s = part(rt, b);
-    int64_t a = s.off, e = s.off + s.n;
+zr_span zr_part(const zr_bucket *k, int64_t padded, int stage, int rank, int nranks, zr_what what) {
+    int64_t S = padded / nranks;
+    if (what == ZR_PARAMETERS) return stage == 3 ? (zr_span){NULL, rank * S, S} : (zr_span){NULL, 0, padded};
+    if (!k->trainable) return (zr_span){NULL, 0, 0};
+    // the part the rank reduces and updates: the whole at stage 0, its slice otherwise
+    zr_span s = stage == 0 ? (zr_span){NULL, 0, padded} : (zr_span){NULL, rank * S, S};
+    if (what == ZR_GRADIENTS) return s;
+    int64_t a = s.off, e = s.off + s.n;   // the moments: that part within the trained range
     if (a < k->train_lo) a = k->train_lo;
     if (e > k->train_hi) e = k->train_hi;
-    if (!k->trainable || e < a) e = a;
+    if (e < a) e = a;
     return (zr_span){NULL, a, e - a};
+}
+
+// the span of bucket b this rank holds for `what` (no pointer)
+static zr_span part(const zr_runtime *rt, int b, zr_what what) {
+    return zr_part(&rt->reg->b[b], rt->padded[b], rt->stage, rt->rank, rt->nranks, what);
 }
 
 void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nranks) {
@@ -45,38 +52,30 @@ void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nrank
     rt->has_gemm = arr(nb, 1), rt->rw = arr(nb, 8), rt->stale = arr(nb, 1), rt->exact = arr(nb, 1);
     rt->nx = arr(nb, 8), rt->xbuf = arr(nb, 8), rt->xreq = arr(nb, 8);
     for (int b = 0; b < nb; b++) {
-        int64_t unit = (int64_t)PAD_UNIT * nranks;
-        int64_t np = (reg->b[b].numel + unit - 1) / unit * unit;
+        int64_t np = zr_padded(reg->b[b].numel, nranks);
         rt->padded[b] = np;
         rt->slice[b] = np / nranks;
         if (stage < 3) rt->full[b] = os_alloc(sizeof(float) * (size_t)np, "parameters");
         else rt->pshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "parameter slice");
         if (!reg->b[b].trainable) continue;   // frozen: no gradient buffer, no moments
         if (stage < 2) rt->gfull[b] = os_alloc(sizeof(float) * (size_t)np, "gradients");   // stage 2/3: grad_slice
-        int64_t n = moment_span(rt, b).n;
+        int64_t n = part(rt, b, ZR_EXP_AVG).n;
         rt->m[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW m");
         rt->v[b] = os_alloc(sizeof(float) * (size_t)n, "AdamW v");
     }
 }
 
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what) {
-    zr_span s;
+    zr_span s = part(rt, b, what);
     switch (what) {
-    case ZR_PARAMETERS:
-        if (rt->stage == 3) return (zr_span){rt->pshard[b], rt->rank * rt->slice[b], rt->slice[b]};
-        return (zr_span){rt->full[b], 0, rt->padded[b]};
+    case ZR_PARAMETERS: s.p = rt->stage == 3 ? rt->pshard[b] : rt->full[b]; break;
     case ZR_GRADIENTS:
-        if (!rt->reg->b[b].trainable) return (zr_span){NULL, 0, 0};
-        s = part(rt, b);
-        s.p = rt->stage >= 2 ? rt->gshard[b] : rt->gfull[b] + s.off;
-        return s;
-    case ZR_EXP_AVG:
-    case ZR_EXP_AVG_SQ:
-        s = moment_span(rt, b);
-        s.p = what == ZR_EXP_AVG ? rt->m[b] : rt->v[b];
-        return s;
+        if (s.n) s.p = rt->stage >= 2 ? rt->gshard[b] : rt->gfull[b] + s.off;
+        break;
+    case ZR_EXP_AVG: s.p = rt->m[b]; break;
+    case ZR_EXP_AVG_SQ: s.p = rt->v[b]; break;
     }
-    return (zr_span){NULL, 0, 0};
+    return s;
 }
 
 // stage 2/3: the reduced gradient slice of trainable bucket b, allocated (zero) when the step first needs it
@@ -502,7 +501,7 @@ int64_t zr_model_state_bytes(const zr_runtime *rt) {
         int64_t np = rt->padded[b], s = rt->slice[b];
         t += 4 * (rt->stage == 3 ? s : np);
         if (!rt->reg->b[b].trainable) continue;
-        t += 4 * (rt->stage >= 2 ? s : np) + 8 * moment_span(rt, b).n;
+        t += 4 * (rt->stage >= 2 ? s : np) + 8 * part(rt, b, ZR_EXP_AVG).n;
     }
     return t;
 }

@@ -75,6 +75,10 @@ typedef struct {
 //               the step's first reduction into it and after AdamW); none for a frozen bucket
 //   exp_avg(_sq) the AdamW moments: its part (as for gradients) within the bucket's trained range; none when frozen
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
+// The same without a runtime (p NULL): bucket k padded to `padded` elements (zr_padded: a multiple of 16 * nranks,
+// so that every slice is 64-byte aligned) at `stage`, on rank `rank` of nranks (src/train/plan.c counts with it)
+int64_t zr_padded(int64_t numel, int nranks);
+zr_span zr_part(const zr_bucket *k, int64_t padded, int stage, int rank, int nranks, zr_what what);
 // element i of the bucket within span s
 static inline float *zr_at(zr_span s, int64_t i) { return s.p + (i - s.off); }
 // Write the initial values of this rank's part of bucket b: fill(ctx, tensor, start, n, dst) for each piece of a
