@@ -6,15 +6,25 @@ medians, not from the profile.
 
     .venv/bin/python bench/profile_step.py [--np 2] [--threads 1] [--seq 512] [--steps 3] [--build build]
         [--layers 4] [--top 25]
+    .venv/bin/python bench/profile_step.py --np 1 --seq 2048 --steps 3    # issue 12's seq 2048 (5.6 GB RSS)
 
 Needs `perf` (Debian: linux-perf) and kernel.perf_event_paranoid <= 1 (or root). Not a test: figures are printed.
+
+Model FLOPs per CPU second: the step's model FLOPs (bench_step.py's flops_per_step, as bench/vs_deepspeed.py counts
+them: recomputation not counted, attention counted in full) per rank, over rank 0's CPU seconds of the step
+(time/cpu_s, median over steps 2..) times the single-thread sgemm 2048^3 rate per CPU second measured in the same
+run (bench/bench_gemm.c's sgemm_2048_cpu). With 1 thread per rank this is the share of the sgemm rate the step
+reaches, estimated from CPU time: load on the other cores does not lower it (wall time under nice or on a shared
+machine does). It counts what the rank computes, not its waits (a blocked MPI wait that polls counts as CPU, so
+with 2 ranks it is a lower bound); the wall-clock figure against the sgemm rate of ranks x threads threads is
+bench/vs_deepspeed.py's, on an idle machine. perf's sampling adds about 1% of CPU.
 """
 import argparse, collections, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_step import make_model, model_dir  # noqa: E402
+from bench_step import flops_per_step, gemm_omni, make_model, model_dir  # noqa: E402
 from vs_deepspeed import SHAPE  # noqa: E402
 
 # (group, test on "dso symbol"), first match wins
@@ -87,6 +97,13 @@ def main():
     rows = log[1:] or log
     print("phases (median over steps 2..):", ", ".join(f"{k} {statistics.median(r[k] for r in rows):.3f}"
                                                        for k in keys))
+    cpu = statistics.median(r["time/cpu_s"] for r in rows)
+    _, flops, _ = flops_per_step(s, a.np, a.seq)
+    gemm_omni(a.build, "env", 1)
+    g1 = float(gemm_omni.last["sgemm_2048_cpu"])
+    print(f"model FLOPs per rank and step {flops / a.np / 1e12:.3f} T over rank 0's {cpu:.2f} CPU s = "
+          f"{flops / a.np / cpu / 1e9:.1f} GFLOP per CPU second; single-thread sgemm 2048^3 {g1:.1f} GFLOP per CPU "
+          f"second: {flops / a.np / cpu / 1e9 / g1:.0%} of it")
     total = collections.Counter()
     syms = collections.Counter()
     for f in sorted(glob.glob(f"{tmp}/perf.*.data")):
