@@ -3,9 +3,11 @@
 (logging.jsonl time/*_s, docs/training.md) over every step but each run's first, and each side's ratio to the
 first side, per round and overall (adjacent runs see about the same machine load). On a machine shared with
 other jobs the wall-clock times scatter widely; the CPU seconds of each whole run (all ranks, start-up included,
-from getrusage of the children) vary much less and are printed next to them ("run CPU s"), with rank 0's peak RSS
-(logging.jsonl peak_rss_gb) and the bytes it received by parameter all-gathers per step (gather_bytes; "-" from a
-build that does not log it).
+from wait4's resource usage of the mpirun process tree) vary much less and are printed next to them ("run CPU s"),
+with the system (kernel) part of it, the tree's minor page faults ("minflt", every rank, start-up included) and
+the largest peak RSS of any of its processes ("max RSS": the peak of the rank that peaked highest), which the load
+does not change; also rank 0's peak RSS (logging.jsonl peak_rss_gb) and the bytes it received by parameter
+all-gathers per step (gather_bytes; "-" from a build that does not log it).
 
     .venv/bin/python bench/ab_step.py --side NAME=BUILD:RANKSxTHREADS[:BATCHxACCUM[:STAGE[:DTYPE]]] ... [--seq 512] [--steps 3]
         [--rounds 3] [--layers 4] [--stage 3] [--torch_dtype float32|bfloat16]
@@ -18,7 +20,7 @@ their losses are printed for comparison. Examples:
     --side ranks=build:2x1:1x1 --side threads=build:1x2:1x2                      # 2 ranks vs 1 rank x 2 threads
     --side fp32=build:2x1:1x1:3:float32 --side bf16=build:2x1:1x1:3:bfloat16       # precision
 """
-import argparse, json, os, resource, shutil, statistics, subprocess, sys, tempfile
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -51,15 +53,17 @@ def run(side, a, mdir, data):
            "--max_grad_norm", "1", "--gradient_checkpointing", "true", "--per_device_train_batch_size",
            str(side["batch"]), "--gradient_accumulation_steps", str(side["accum"]), "--save_only_model", "true",
            "--torch_dtype", side["dtype"], "--output_dir", out]
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)   # the tree's usage: sums, and the largest maxrss of any process in it
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read()[-3000:].decode(errors="replace")
     if p.returncode:
-        sys.exit(f"{side['name']}: failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+        sys.exit(f"{side['name']}: failed ({p.returncode}): {' '.join(cmd)}\n{tail}")
     log = [json.loads(x) for x in open(os.path.join(out, "logging.jsonl")) if '"step_time_s"' in x]
     shutil.rmtree(out, ignore_errors=True)
-    return log, cpu
+    return log, dict(cpu=ru.ru_utime + ru.ru_stime, sys=ru.ru_stime, minflt=ru.ru_minflt, rss_gb=ru.ru_maxrss * 1024 / 1e9)
 
 
 def main():
@@ -87,18 +91,22 @@ def main():
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     res = {x["name"]: [] for x in sides}
     cpus = {x["name"]: [] for x in sides}   # CPU seconds of each whole run (every rank, start-up included)
+    usage = {x["name"]: [] for x in sides}  # and its minor page faults and largest peak RSS
     for k in range(a.rounds):
         for x in sides:
-            log, cpu = run(x, a, mdir, data)
+            log, u = run(x, a, mdir, data)
             res[x["name"]].append(log)
-            cpus[x["name"]].append(cpu)
+            cpus[x["name"]].append(u["cpu"])
+            usage[x["name"]].append(u)
             print(f"round {k + 1} {x['name']}: steps {' '.join('%.2f' % r['step_time_s'] for r in log)} s; losses "
-                  f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {cpu:.1f} s; load {os.getloadavg()[0]:.2f}", flush=True)
+                  f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {u['cpu']:.1f} s; minflt {u['minflt']}; "
+                  f"max RSS {u['rss_gb']:.2f} GB; load {os.getloadavg()[0]:.2f}", flush=True)
     first = sides[0]["name"]
     med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))
-    print("| side | ranks x threads | batch x accum | stage | dtype | run CPU s | vs | peak RSS GB | gather MB/step | s/step | " +
-          " | ".join(p[5:-2] for p in PHASES) + f" | vs {first} | per round |")
-    print("|---" * (13 + len(PHASES)) + "|")
+    print("| side | ranks x threads | batch x accum | stage | dtype | run CPU s | vs | system s | minflt | vs | max RSS GB | "
+          "peak RSS GB | gather MB/step | s/step | " + " | ".join(p[5:-2] for p in PHASES) + f" | vs {first} | per round |")
+    print("|---" * (16 + len(PHASES)) + "|")
+    um = lambda name, key: statistics.median(u[key] for u in usage[name])
     for x in sides:
         logs = res[x["name"]]
         t = med(logs, "step_time_s")
@@ -107,7 +115,8 @@ def main():
         print(f"| {x['name']} | {x['ranks']}x{x['threads']} | {x['batch']}x{x['accum']} | {x['stage']} | {x['dtype']} | "
               f"{statistics.median(cpus[x['name']]):.1f} | "
               f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | "
-              f"{statistics.median(log[-1]['peak_rss_gb'] for log in logs):.2f} | "
+              f"{um(x['name'], 'sys'):.1f} | {um(x['name'], 'minflt'):.0f} | {um(x['name'], 'minflt') / um(first, 'minflt'):.2f} | "
+              f"{um(x['name'], 'rss_gb'):.2f} | {statistics.median(log[-1]['peak_rss_gb'] for log in logs):.2f} | "
               f"{'-' if 'gather_bytes' not in logs[0][-1] else '%.1f' % (med(logs, 'gather_bytes') / 1e6)} | {t:.2f} | " +
               " | ".join(f"{med(logs, p):.2f}" for p in PHASES) +
               f" | {t / med(res[first], 'step_time_s'):.2f} | {' '.join(f'{v:.2f}' for v in per)} |")

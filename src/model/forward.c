@@ -113,7 +113,7 @@ static void embed_fwd(const os_model *m, const os_model_input *in, const os_weig
     memcpy(u, in->ids, sizeof(int32_t) * (size_t)n);
     int64_t nu = os_ids_unique(u, n);
     for (int64_t i = 0; i < n; i++) local[i] = (int32_t)os_ids_find(u, nu, in->ids[i]);
-    float *table = os_alloc(sizeof(float) * (size_t)((nu ? nu : 1) * C), "embedding rows[rows, C]");
+    float *table = os_alloc_uninit(sizeof(float) * (size_t)((nu ? nu : 1) * C), "embedding rows[rows, C]");   // rows fills it
     w->rows(w->ctx, m->embed, u, nu, table);
     et.ids = local;
     os_embed_fwd(&et, table, x0);

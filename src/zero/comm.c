@@ -92,7 +92,7 @@ void comm_allreduce_sum_f32(float *b, int64_t n) {
         return;
     }
     int64_t seq = wd_begin(WD_ALLREDUCE, n * 4), s = n / g_size;
-    float *scratch = os_alloc(sizeof(float) * (size_t)s, "all-reduce slice");
+    float *scratch = os_alloc_uninit(sizeof(float) * (size_t)s, "all-reduce slice");   // the ring receives into all of it
     ring_run(b, scratch, s, seq);
     os_free(scratch);
     allgather_f32(b, s, seq);

@@ -78,9 +78,11 @@ zr_span zr_local(const zr_runtime *rt, int b, zr_what what) {
     return s;
 }
 
-// stage 2/3: the reduced gradient slice of trainable bucket b, allocated (zero) when the step first needs it
-static float *grad_slice(zr_runtime *rt, int b) {
-    if (!rt->gshard[b]) rt->gshard[b] = os_alloc(sizeof(float) * (size_t)rt->slice[b], "gradient slice");
+// stage 2/3: the reduced gradient slice of trainable bucket b, allocated when the step first needs it: zeros for
+// the optimizer side (zero 1), unspecified for the first reduce-scatter, which writes all of it (zero 0)
+static float *grad_slice(zr_runtime *rt, int b, int zero) {
+    size_t bytes = sizeof(float) * (size_t)rt->slice[b];
+    if (!rt->gshard[b]) rt->gshard[b] = zero ? os_alloc(bytes, "gradient slice") : os_alloc_uninit(bytes, "gradient slice");
     return rt->gshard[b];
 }
 
@@ -115,7 +117,7 @@ static void progress(zr_runtime *rt) {
 // this rank's gradient part for the optimizer side (a slice no micro-batch reduced into yet: zeros)
 static zr_span local_grads(zr_runtime *rt, int b) {
     reduce_end(rt, 0);
-    if (rt->stage >= 2 && rt->reg->b[b].trainable) grad_slice(rt, b);
+    if (rt->stage >= 2 && rt->reg->b[b].trainable) grad_slice(rt, b, 1);
     return zr_local(rt, b, ZR_GRADIENTS);
 }
 
@@ -207,11 +209,11 @@ static void keep_rounded(zr_runtime *rt, int b) {
 
 // stage 3: start the all-gather of bucket b in bf16: every slice rounded (bf16 pairs moved as floats, never
 // computed on) into rw[b], and the fp32 tensors' elements of every slice (nx[b] per rank, zero-padded) exactly;
-// full[b] receives only those (its pages under the matrices are never touched: calloc'd, they take no memory)
+// full[b] receives only those (its pages under the matrices are never touched: os_alloc_lazy, they take no memory)
 static void start_bf16(zr_runtime *rt, int b) {
     int N = rt->nranks;
     int64_t S = rt->slice[b], n = rt->padded[b], x = rt->nx[b], esz = os_k->gemm_bound_esz();
-    rt->full[b] = os_alloc(sizeof(float) * (size_t)n, "gathered bucket (its fp32 tensors)");
+    rt->full[b] = os_alloc_lazy(sizeof(float) * (size_t)n, "gathered bucket (its fp32 tensors)");
     rt->rw[b] = os_alloc((size_t)(esz * n), "gathered bucket in bf16");
     os_k->to_bf16((uint16_t *)rt->rw[b] + rt->rank * S, rt->pshard[b], S);
     rt->prefetch[b] = comm_iallgather_f32(rt->rw[b], S / 2);   // S is a multiple of 16
@@ -241,8 +243,9 @@ static void finish_bf16(zr_runtime *rt, int b) {
     os_k->gemm_bind(rt->full[b], n, rt->rw[b]);
 }
 
+// the gathered buffer: this rank's slice copied in, the all-gather writes the others' (every element is written)
 static float *start_gather(zr_runtime *rt, int b) {
-    float *full = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
+    float *full = os_alloc_uninit(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
     memcpy(full + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
     add_live(rt, 4 * rt->padded[b]);
     rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
@@ -346,7 +349,7 @@ void zr_grad_close(zr_runtime *rt, int b) {
     int64_t s = rt->slice[b];
     // the step's first reduction of b goes straight into its new slice (0 + x == x); later micro-batches' into a
     // slice of their own, added when it completes
-    float *dst = rt->gshard[b] ? (rt->red_tmp = os_alloc(sizeof(float) * (size_t)s, "reduce-scatter slice")) : grad_slice(rt, b);
+    float *dst = rt->gshard[b] ? (rt->red_tmp = os_alloc_uninit(sizeof(float) * (size_t)s, "reduce-scatter slice")) : grad_slice(rt, b, 0);
     rt->red_b = b, rt->red_full = rt->gfull[b];
     rt->red_req = comm_ireduce_scatter_sum_f32(rt->gfull[b], dst, s);
     rt->gfull[b] = NULL;
@@ -518,7 +521,7 @@ void zr_read_grads(zr_runtime *rt, int b, float *out) {
         memcpy(out, rt->gfull[b], sizeof(float) * (size_t)rt->reg->b[b].numel);
         return;
     }
-    float *all = os_alloc(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");
+    float *all = os_alloc_uninit(sizeof(float) * (size_t)rt->padded[b], "gradient bucket");   // slice + all-gather: whole
     memcpy(all + g.off, g.p, sizeof(float) * (size_t)g.n);
     comm_allgather_f32(all, g.n);
     memcpy(out, all, sizeof(float) * (size_t)rt->reg->b[b].numel);
