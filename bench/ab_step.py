@@ -99,7 +99,7 @@ def main():
             cpus[x["name"]].append(u["cpu"])
             usage[x["name"]].append(u)
             print(f"round {k + 1} {x['name']}: steps {' '.join('%.2f' % r['step_time_s'] for r in log)} s; losses "
-                  f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {u['cpu']:.1f} s; minflt {u['minflt']}; "
+                  f"{' '.join('%.6f' % r['loss'] for r in log)}; CPU {u['cpu']:.1f} s (system {u['sys']:.1f}); minflt {u['minflt']}; "
                   f"max RSS {u['rss_gb']:.2f} GB; load {os.getloadavg()[0]:.2f}", flush=True)
     first = sides[0]["name"]
     med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))

@@ -52,7 +52,7 @@ static _Atomic int64_t g_big_req;     // bytes requested by the live large block
 static _Atomic int64_t g_big_pages;   // their pages
 static _Atomic int64_t g_base_peak;   // peak of (small live bytes + g_big_pages)
 static _Atomic int64_t g_lazy;        // bytes of live os_alloc_lazy blocks (outside the bound)
-static int64_t g_free_bytes, g_reused, g_fresh, g_unmapped;
+static int64_t g_free_bytes, g_reused, g_fresh, g_unmapped, g_mapped;
 
 static size_t page_size(void) {
     static size_t ps;
@@ -180,6 +180,7 @@ static int64_t assemble(char **out, size_t len) {
         off += piece;
     }
     atomic_fetch_add(&g_held, (int64_t)(len - off));
+    g_mapped += (int64_t)(len - off);
     *out = base;
     return (int64_t)off;
 }
@@ -213,6 +214,7 @@ static void *pool_alloc(size_t bytes, int zero, const char *what) {
             os_die("out of memory: cannot allocate %zu bytes for %s", bytes, what ? what : "?");
         }
         atomic_fetch_add(&g_held, (int64_t)len);
+        g_mapped += (int64_t)len;
         g_fresh++;
     }
     pthread_mutex_unlock(&g_mu);
@@ -291,7 +293,7 @@ int64_t os_alloc_peak_bytes(void) { return atomic_load(&g_peak); }
 os_pool_stats os_alloc_pool_stats(void) {
     pthread_mutex_lock(&g_mu);
     os_pool_stats s = {atomic_load(&g_held), g_free_bytes, atomic_load(&g_base_peak) - small_live(), g_reused,
-                       g_fresh, g_unmapped};
+                       g_fresh, g_mapped, g_unmapped};
     pthread_mutex_unlock(&g_mu);
     return s;
 }
@@ -305,10 +307,4 @@ int64_t os_peak_rss_bytes(void) {
         if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
     fclose(f);
     return kb < 0 ? -1 : kb * 1024;
-}
-void os_pool_dump(const char *tag);
-void os_pool_dump(const char *tag) {
-    fprintf(stderr, "%s: held %lld free %lld peak %lld:", tag, (long long)g_held, (long long)g_free_bytes, (long long)g_base_peak);
-    for (int i = 0; i < g_nfree; i++) fprintf(stderr, " [%p +%zu]", (void *)g_free[i].p, g_free[i].len);
-    fprintf(stderr, "\n");
 }

@@ -31,6 +31,7 @@ typedef struct {
     int64_t bound;     // most bytes the pool may hold now (the peak of plain allocation, less the small live blocks)
     int64_t reused;    // large allocations served from a free range
     int64_t fresh;     // large allocations that mapped new pages
+    int64_t mapped;    // bytes of new pages mapped for large allocations, in all
     int64_t unmapped;  // bytes of free ranges given back to the kernel to stay within the bound
 } os_pool_stats;
 os_pool_stats os_alloc_pool_stats(void);

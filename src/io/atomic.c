@@ -105,14 +105,25 @@ char *os_read_file(const char *path, size_t *n) {
     }
     // st_size is a hint only (pipes, /proc report 0): grow as needed
     size_t cap = (st.st_size > 0 ? (size_t)st.st_size : 4096) + 1, len = 0;
-    char *buf = os_alloc(cap, path);
+    char *buf = os_alloc_uninit(cap, path);   // read() writes [0, len), the terminator follows
     for (;;) {
-        if (len + 1 == cap) {
-            char *nb = os_alloc(cap * 2, path);
+        if (len + 1 == cap) {   // full: grow only if the file goes on (a 1-byte probe), not to find the end
+            char c;
+            ssize_t r = read(fd, &c, 1);
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0) break;
+            if (r < 0) {
+                os_errf("%s: read failed: %s", path, strerror(errno));
+                os_free(buf);
+                close(fd);
+                return NULL;
+            }
+            char *nb = os_alloc_uninit(cap * 2, path);
             memcpy(nb, buf, len);
             os_free(buf);
             buf = nb;
             cap *= 2;
+            buf[len++] = c;
         }
         ssize_t r = read(fd, buf + len, cap - 1 - len);
         if (r < 0 && errno == EINTR) continue;

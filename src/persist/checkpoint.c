@@ -9,19 +9,34 @@
 #include "zero/shards.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #define FORMAT "omnishard-checkpoint-2"
 
+// size and FNV-1a-64 of a file, read in pieces (a rank file is the rank's whole model state: never all in memory)
 static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
-    size_t n;
-    char *d = os_read_file(path, &n);
-    if (!d) return -1;
-    *bytes = (int64_t)n, *sum = os_fnv1a(OS_FNV_BASIS, d, n);
-    os_free(d);
-    return 0;
+    enum { PIECE = 4 << 20 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return os_errf("%s: cannot open: %s", path, strerror(errno));
+    char *buf = os_alloc_uninit(PIECE, "checksum buffer");   // read() writes what is hashed
+    uint64_t h = OS_FNV_BASIS;
+    int64_t n = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, PIECE);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = os_errf("%s: read failed: %s", path, strerror(errno));
+        if (r <= 0) break;
+        h = os_fnv1a(h, buf, (size_t)r), n += r;
+    }
+    os_free(buf);
+    close(fd);
+    *bytes = n, *sum = h;
+    return rc;
 }
 
 static cJSON *int_array(const int64_t *v, int n) {

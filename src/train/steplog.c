@@ -153,6 +153,9 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
     fprintf(f, ", \"gather_bytes\": %lld", (long long)rt->gather_bytes);
     num(f, "peak_rss_gb", (double)os_peak_rss_bytes() / 1e9);
+    os_pool_stats ps = os_alloc_pool_stats();
+    num(f, "mem/pool_held_gb", (double)ps.held / 1e9);
+    num(f, "mem/pool_mapped_gb", (double)ps.mapped / 1e9);
     fprintf(f, "}\n");
     line_end(l, f);
     double el = os_now() - l->t_start, eta = el / (double)step * (double)(l->total - step);

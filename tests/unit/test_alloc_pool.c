@@ -33,7 +33,6 @@ typedef struct {
     int64_t live, peak;   // plain allocation: pages of the live large blocks, their peak
 } plain;
 
-void os_pool_dump(const char *tag);
 static void *get(plain *pl, size_t bytes) {
     void *p = os_alloc(bytes, "test block");
 
