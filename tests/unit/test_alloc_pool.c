@@ -6,6 +6,7 @@
 //    independently from the sequence of allocations (each large block in whole pages, its 64-byte header included);
 //  - a step-shaped sequence (layer-sized buckets gathered and released around a head that holds two blocks four
 //    times their size) maps no fresh pages from its second repetition on;
+//  - os_alloc_lazy's blocks are new zero pages that neither come from nor go back to the pool;
 //  - a released and regathered bucket holds its own values, not what was written into the reused buffer before;
 //    a second micro-batch's gradient scope starts from zeros; zr_param after the release still stops with the
 //    scope message (checked in a child process).
@@ -82,6 +83,13 @@ static void test_reuse(void) {
     unsigned char *e = os_alloc(n, "e");               // the halves merged again
     CHECK(e == a, "freed neighbours merge into one range (got %p, expected %p)", (void *)e, (void *)a);
     os_free(e);
+    os_pool_stats s2 = os_alloc_pool_stats();
+    unsigned char *lazy = os_alloc_lazy(n, "lazy");   // never the pool's pages: new zeros, unmapped when freed
+    os_pool_stats s3 = os_alloc_pool_stats();
+    CHECK(lazy != a && all_bytes(lazy, n, 0) && s3.held == s2.held && s3.free == s2.free,
+          "os_alloc_lazy: new zero pages outside the pool (pool held %lld -> %lld)", (long long)s2.held, (long long)s3.held);
+    os_free(lazy);
+    CHECK(os_alloc_pool_stats().held == s2.held, "a freed os_alloc_lazy block does not join the pool");
     unsigned char *small = os_alloc(1000, "small");
     CHECK(small && all_bytes(small, 1000, 0), "a small block is zeroed");
     os_free(small);
