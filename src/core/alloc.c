@@ -242,6 +242,7 @@ static void *alloc(size_t bytes, int zero, const char *what) {
     if (!raw) os_die("out of memory: cannot allocate %zu bytes for %s", bytes, what ? what : "?");
     char *p = (char *)(((uintptr_t)raw + META + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
     finish(raw, p, bytes);
+    if (ASAN && !zero) memset(p, 0xFF, bytes);   // as for large blocks: reliance on zeros shows in the tests
     count(bytes);
     note_base();
     // a small block can take the last room under the bound: free ranges make way (cheap check first)

@@ -14,8 +14,8 @@
 
 void *os_alloc(size_t bytes, const char *what);   // 64-byte aligned, zero-filled; never returns NULL
 // as os_alloc, but the contents are unspecified (a reused range is not cleared): only for a buffer the caller
-// overwrites entirely before reading it. Under AddressSanitizer it is filled with 0xFF bytes (NaN as floats),
-// so a caller that relied on zeros shows it in the sanitizer build's tests.
+// overwrites entirely before reading it. Under AddressSanitizer it is filled with 0xFF bytes (NaN as floats; small
+// blocks too), so a caller that relied on zeros shows it in the sanitizer build's tests.
 void *os_alloc_uninit(size_t bytes, const char *what);
 // as os_alloc, but never from the pool's pages: new zero pages that take memory only where written, for a buffer
 // mostly left unwritten (bf16's fp32 gathered bucket: only its fp32 tensors are written). Outside the pool's bound.
