@@ -31,6 +31,18 @@ static void layer_release(const os_weights *w, const os_model *m, int64_t l) {
     if (m->b_lora) w->release(w->ctx, m->b_lora[l]);
 }
 
+// the head's buckets, announced while the last layer computes. lm_head only when it trains (train: a backward
+// follows) and is at least as large as a layer's bucket: then the head's own gradient buffer, as large as lm_head,
+// makes the head the memory peak, and gathering lm_head next to the last layer adds nothing to it; otherwise (and
+// in forward-only passes) only the final norm
+static void head_prefetch(const os_weights *w, const os_model *m, int train) {
+    const os_bucket *k = m->reg.b;
+    w->prefetch(w->ctx, m->b_norm);
+    if (!train || !k[m->b_head].trainable || k[m->b_layer[m->nlayers - 1]].numel > k[m->b_head].numel) return;
+    w->prefetch(w->ctx, m->b_head);
+    if (m->b_adapter >= 0) w->prefetch(w->ctx, m->b_adapter);
+}
+
 // layer l's weights (layer_weights, from w by os_weight) and gradients (layer_grads, from g by os_grad): each
 // tensor of OS_LAYER_TENSORS and the targeted LoRA modules, resolved by their ids
 #define RESOLVE_ONE(get, f) x.f = get(src, P->f);
@@ -136,7 +148,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
     if (nl > 0) layer_prefetch(w, m, 0);
     for (int64_t l = 0; l < nl; l++) {
         if (l + 1 < nl) layer_prefetch(w, m, l + 1);
-        else w->prefetch(w->ctx, m->b_norm);
+        else head_prefetch(w, m, o->grads != NULL);
         layer_gather(w, m, l);
         os_layer_weights lw = layer_weights(m, w, l);
         os_layer_fwd(c, (int)l, &lw, a->xs[l], act_of(a, l), a->xs[l + 1]);
