@@ -109,12 +109,13 @@ def test_n_ranks_equal_accumulation(setup, stage):
         assert rel(two[3][k], one[3][k]) <= 1e-5, (k, rel(two[3][k], one[3][k]))
 
 
-def zero3_run(d, name, bf16, cache={}):
-    """2 ranks at ZeRO-3 (ZeRO-2 for name ending in 's2'), bf16 or fp32; cached per name"""
+def zero3_run(d, name, bf16, cache={}, path=None):
+    """2 ranks at ZeRO-3 (ZeRO-2 for name ending in 's2'), bf16 (on the GEMM path `path`, None: the CPU's) or fp32;
+    cached per name"""
     if name not in cache:
         stage = 2 if name.endswith("s2") else 3
         if bf16:
-            cache[name] = omnishard(d, name, None, ["--zero_stage", stage], np_=2)
+            cache[name] = omnishard(d, name, path, ["--zero_stage", stage], np_=2)
         else:
             out = d / name
             args = [a for a in ARGS if a not in ("--torch_dtype", "bfloat16")]
@@ -123,11 +124,14 @@ def zero3_run(d, name, bf16, cache={}):
     return cache[name]
 
 
-def test_zero3_bf16_gather_is_exact(setup):
+@pytest.mark.parametrize("path", [None, "sgemm"])
+def test_zero3_bf16_gather_is_exact(setup, path):
     """ZeRO-3 gathers the matrices in bf16, each rank rounding its slice (docs/zero.md "bf16"); ZeRO-2 rounds its full
     fp32 copy once per step. Rounding is elementwise, so both hand the products the same values: the runs agree
-    bitwise (losses, gradients, fp32 master weights after 3 steps)."""
-    s2, s3 = zero3_run(setup, "g2s2", True), zero3_run(setup, "g2s3", True)
+    bitwise (losses, gradients, fp32 master weights after 3 steps). On the sgemm path the gathered bf16 bits are
+    widened to fp32 in place."""
+    p = path or "cpu"
+    s2, s3 = zero3_run(setup, f"g2{p}s2", True, path=path), zero3_run(setup, f"g2{p}s3", True, path=path)
     assert [x["loss"] for x in s3[1]] == [x["loss"] for x in s2[1]], (s3[1], s2[1])
     for k in s2[2]:
         assert (s3[2][k] == s2[2][k]).all(), ("gradient", k)
@@ -138,7 +142,7 @@ def test_zero3_bf16_gather_is_exact(setup):
 def test_zero3_bf16_halves_gather_bytes(setup):
     """the bytes a rank receives by parameter all-gathers per step (logging.jsonl gather_bytes): bf16 moves the
     matrices at 2 bytes per element, the rest (norms, biases: ~1% here) at 4; fp32 moves everything at 4"""
-    bf, fp = zero3_run(setup, "g2s3", True), zero3_run(setup, "f2s3", False)
+    bf, fp = zero3_run(setup, "g2cpus3", True), zero3_run(setup, "f2s3", False)
     for x, y in zip(bf[1], fp[1]):
         assert y["gather_bytes"] > 0
         assert 0.5 <= x["gather_bytes"] / y["gather_bytes"] <= 0.52, (x["gather_bytes"], y["gather_bytes"])
