@@ -146,3 +146,14 @@ def test_zero3_bf16_halves_gather_bytes(setup):
     for x, y in zip(bf[1], fp[1]):
         assert y["gather_bytes"] > 0
         assert 0.5 <= x["gather_bytes"] / y["gather_bytes"] <= 0.52, (x["gather_bytes"], y["gather_bytes"])
+
+
+def test_zero3_bf16_exact_gather_of_a_bf16_bucket(setup):
+    """--param_loss reads fp32 values (zr_gather) of buckets the forward gathered in bf16 (a layer, the tied
+    embedding/head): ZeRO-3 completes them with an fp32 all-gather; the result stays ZeRO-2's bitwise"""
+    terms = ["--param_loss", "l2:1e-2:model.layers.0.", "--param_loss", "l2:1e-2:model.embed_tokens"]
+    s2 = omnishard(setup, "pl2s2", None, ["--zero_stage", 2, *terms], np_=2)
+    s3 = omnishard(setup, "pl2s3", None, ["--zero_stage", 3, *terms], np_=2)
+    assert [(x["loss"], x["param_loss"]) for x in s3[1]] == [(x["loss"], x["param_loss"]) for x in s2[1]]
+    for k in s2[3]:
+        assert (s3[3][k] == s2[3][k]).all(), ("weight", k)
