@@ -5,8 +5,14 @@ step's phase times from logging.jsonl (time/*_s, docs/training.md). Issue 12's m
 medians, not from the profile.
 
     .venv/bin/python bench/profile_step.py [--np 2] [--threads 1] [--seq 512] [--steps 3] [--build build]
-        [--layers 4] [--top 25]
+        [--layers 4] [--top 25] [--stage 3] [--batch 1] [--accum 1]
     .venv/bin/python bench/profile_step.py --np 1 --seq 2048 --steps 3    # issue 12's seq 2048 (5.6 GB RSS)
+
+With --threads 2 or more it also prints, per thread of each rank, where its samples fell from the first product
+on: working, or waiting in the OpenMP runtime (libgomp spins before it sleeps), and for the waits whether the other
+threads of the process were on a CPU at that moment (a sample of theirs within 1.5 sampling periods) or not (taken
+off the CPU by the scheduler, or asleep): waits while the others work are the process's own imbalance and serial
+code, waits while they are off the CPU come from a machine shared with other jobs.
 
 Needs `perf` (Debian: linux-perf) and kernel.perf_event_paranoid <= 1 (or root). Not a test: figures are printed.
 
@@ -19,7 +25,7 @@ machine does). It counts what the rank computes, not its waits (a blocked MPI wa
 with 2 ranks it is a lower bound); the wall-clock figure against the sgemm rate of ranks x threads threads is
 bench/vs_deepspeed.py's, on an idle machine. perf's sampling adds about 1% of CPU.
 """
-import argparse, collections, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile
+import argparse, bisect, collections, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -56,6 +62,47 @@ def group_of(dso, sym):
     return "other"
 
 
+def thread_waits(f, freq=499):
+    """per thread of the process in perf file f: working / waiting in libgomp, the waits split by whether another
+    thread of the process was on a CPU (working or waiting) at that moment"""
+    out = subprocess.run(["perf", "script", "-i", f, "-F", "pid,tid,time,ip,sym,dso"], capture_output=True,
+                         text=True).stdout
+    rows = collections.defaultdict(list)
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)/(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((\S+)\)\s*$", line)
+        if m:
+            rows[int(m.group(2))].append((float(m.group(3)), "libgomp" in m.group(5), "gemm" in m.group(4)))
+    rows = {t: r for t, r in rows.items() if len(r) > 100}   # the compute threads (not MPI's helpers)
+    if len(rows) < 2:
+        return
+    t0 = min(t for r in rows.values() for t, _, g in r if g)   # from the first product on (not the loading)
+    win = 1.5 / freq
+    times = {t: [x[0] for x in r] for t, r in rows.items()}
+
+    def state(tid, t):   # None: no sample near t (off the CPU or asleep); else True while waiting in libgomp
+        i = bisect.bisect_left(times[tid], t)
+        near = [j for j in (i - 1, i) if 0 <= j < len(times[tid]) and abs(times[tid][j] - t) < win]
+        return None if not near else rows[tid][min(near, key=lambda j: abs(times[tid][j] - t))][1]
+
+    print(f"\nthreads of {os.path.basename(f)} (samples from the first product on):")
+    print("| thread | samples | working | waiting (libgomp) | waits: others off the CPU | waits: another working |"
+          "\n|---|---|---|---|---|---|")
+    for tid in sorted(rows):
+        n = wait = off = busy = 0
+        for t, spin, _ in rows[tid]:
+            if t < t0:
+                continue
+            n += 1
+            if not spin:
+                continue
+            wait += 1
+            st = [state(o, t) for o in rows if o != tid]
+            off += all(x is None for x in st)
+            busy += any(x is False for x in st)
+        print(f"| {tid} | {n} | {100 * (n - wait) / n:.1f}% | {100 * wait / n:.1f}% | {100 * off / n:.1f}% | "
+              f"{100 * busy / n:.1f}% |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--np", type=int, default=2)
@@ -66,6 +113,9 @@ def main():
     ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     ap.add_argument("--top", type=int, default=25, help="symbols listed")
+    ap.add_argument("--stage", type=int, default=3, help="ZeRO stage")
+    ap.add_argument("--batch", type=int, default=1, help="per-rank micro-batch")
+    ap.add_argument("--accum", type=int, default=1, help="gradient accumulation steps")
     a = ap.parse_args()
     if not shutil.which("perf"):
         sys.exit("perf: not found (Debian: apt-get install linux-perf)")
@@ -74,7 +124,7 @@ def main():
     mdir = model_dir(a.cache, s)
     make_model(mdir, s)
     from oracle import slam_omni_ref as ref
-    n = a.np * a.steps
+    n = a.np * a.batch * a.accum * a.steps
     data = os.path.join(a.cache, f"profile_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
     if not os.path.exists(data):
         ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
@@ -84,11 +134,13 @@ def main():
     exe = os.path.join(ROOT, a.build, "omnishard")
     wrap = f'exec perf record -q -F 499 -o {tmp}/perf.$OMPI_COMM_WORLD_RANK.data -- "$@"'
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(a.np), "sh", "-c", wrap, "sh", exe, "sft",
-           "--model", mdir, "--dataset", data, "--deepspeed", "zero3", "--max_length", str(a.seq),
+           "--model", mdir, "--dataset", data, "--zero_stage", str(a.stage), "--max_length", str(a.seq),
            "--max_steps", str(a.steps), "--learning_rate", "1e-5", "--lr_scheduler_type", "constant",
            "--warmup_steps", "0", "--weight_decay", "0", "--max_grad_norm", "1", "--gradient_checkpointing", "true",
+           "--per_device_train_batch_size", str(a.batch), "--gradient_accumulation_steps", str(a.accum),
            "--save_only_model", "true", "--output_dir", f"{tmp}/out"]
-    print(f"{a.np} rank(s) x {a.threads} thread(s), seq {a.seq}, {a.layers} layers, {a.steps} steps; "
+    print(f"{a.np} rank(s) x {a.threads} thread(s), ZeRO-{a.stage}, batch {a.batch} x accumulation {a.accum}, "
+          f"seq {a.seq}, {a.layers} layers, {a.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     log = [json.loads(x) for x in open(f"{tmp}/out/logging.jsonl") if '"step_time_s"' in x]
@@ -98,7 +150,7 @@ def main():
     print("phases (median over steps 2..):", ", ".join(f"{k} {statistics.median(r[k] for r in rows):.3f}"
                                                        for k in keys))
     cpu = statistics.median(r["time/cpu_s"] for r in rows)
-    _, flops, _ = flops_per_step(s, a.np, a.seq)
+    _, flops, _ = flops_per_step(s, a.np * a.batch * a.accum, a.seq)   # samples per step
     gemm_omni(a.build, "env", 1)
     g1 = float(gemm_omni.last["sgemm_2048_cpu"])
     print(f"model FLOPs per rank and step {flops / a.np / 1e12:.3f} T over rank 0's {cpu:.2f} CPU s = "
@@ -123,6 +175,9 @@ def main():
     print(f"\ntop {a.top} symbols:")
     for (dso, sym), p in syms.most_common(a.top):
         print(f"  {100 * p / allp:5.1f}%  {sym}  ({dso})")
+    if a.threads > 1:
+        for f in sorted(glob.glob(f"{tmp}/perf.*.data")):
+            thread_waits(f)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -16,9 +16,11 @@ typedef struct {
 
 typedef void k_gemm_kernel(const k_gemm_op *g);   // the whole of g on the calling thread
 
-// Products of at least 4 MFLOP cut along the longer of M and N into blocks taken by the OpenMP threads as they
-// come free (linear.c); every element of c is summed in the same order however the product is cut. M, N, K > 0.
+// Products of at least 4 MFLOP cut along the longer of M and N into one block per OpenMP thread (linear.c); every
+// element of c is summed in the same order however the product is cut. M, N, K > 0.
 void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern);
+// the part of g in rows (M > N) or else columns [lo, lo + n) of c, the way k_gemm_run cuts it: a product of its own
+k_gemm_op k_gemm_part(const k_gemm_op *g, int64_t lo, int64_t n);
 // OpenBLAS sgemm of a float op (esz 4), single-threaded
 void k_gemm_sgemm(const k_gemm_op *g);
 // k_gemm in bf16 (gemm_bf16.c): op(a) and op(b) rounded to bf16, products accumulated in fp32
