@@ -96,12 +96,12 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
     os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
                       .dh = g && o->below, .logits = o->logits, .last = o->logits_last};
     os_head_loss(m, &hw, g ? &hg : NULL, &t, &a->head, s);
-    if (ad) {
-        if (g) g->close(g->ctx, m->b_adapter);
-        w->release(w->ctx, m->b_adapter);
-    }
-    if (g && m->b_head != m->b_embed) g->close(g->ctx, m->b_head);   // tied: the embedding backward closes it
+    // the gathered buckets go before the gradient scopes close: a closing scope allocates its bucket's gradient
+    // slice, which then takes the head's freed pages instead of adding to the step's peak (docs/zero.md)
+    if (ad) w->release(w->ctx, m->b_adapter);
     w->release(w->ctx, m->b_head);
+    if (ad && g) g->close(g->ctx, m->b_adapter);
+    if (g && m->b_head != m->b_embed) g->close(g->ctx, m->b_head);   // tied: the embedding backward closes it
     if (g && o->below) {
         g->open(g->ctx, m->b_norm);
         os_head_norm_bwd(m, os_weight(w, m->final_norm), os_grad(g, m->final_norm), x, N, &a->head, a->dx);
