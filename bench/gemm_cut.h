@@ -29,6 +29,18 @@ static inline int cut_blocks(const k_gemm_op *g, int nb, int64_t lo[9]) {
     return n;
 }
 
+// g cut into nb blocks (cut_blocks), the blocks run one after the other on this thread (team 0) or taken dynamically
+// by the OpenMP team (team 1)
+static inline void cut_run(const k_gemm_op *g, int nb, int team) {
+    int64_t lo[9];
+    int n = cut_blocks(g, nb, lo);
+#pragma omp parallel for schedule(dynamic, 1) if (team)
+    for (int i = 0; i < n; i++) {
+        k_gemm_op s = k_gemm_part(g, lo[i], lo[i + 1] - lo[i]);
+        k_gemm_sgemm(&s);
+    }
+}
+
 static inline int cut_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

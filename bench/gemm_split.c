@@ -19,16 +19,6 @@ static double cpu_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-// g cut into nblk blocks as k_gemm_run cuts it, the blocks run one after the other on this thread
-static void cut_run(const k_gemm_op *g, int nblk) {
-    int64_t lo[9];
-    int n = cut_blocks(g, nblk, lo);
-    for (int i = 0; i < n; i++) {
-        k_gemm_op s = k_gemm_part(g, lo[i], lo[i + 1] - lo[i]);
-        k_gemm_sgemm(&s);
-    }
-}
-
 int main(int argc, char **argv) {
     cut_setup(argc, argv);
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
@@ -55,10 +45,10 @@ int main(int argc, char **argv) {
         k_gemm_op g = {sh[s].ta, sh[s].tb, M, N, K, 1.0f, 0.0f, a, b, sh[s].ta ? M : K, sh[s].tb ? K : N, N, c, 4};
         double *t = calloc((size_t)(rounds * NC), sizeof *t);
         float *ref = os_alloc((size_t)(M * N) * 4, "whole c");
-        cut_run(&g, 1);   // warm-up, and the reference c
+        cut_run(&g, 1, 0);   // warm-up, and the reference c
         memcpy(ref, c, (size_t)(M * N) * 4);
         for (int k = 1; k < NC; k++) {
-            cut_run(&g, cuts[k]);
+            cut_run(&g, cuts[k], 0);
             if (memcmp(ref, c, (size_t)(M * N) * 4))
                 printf("%s: %d blocks: c differs from the whole product's\n", sh[s].name, cuts[k]), bad++;
         }
@@ -69,7 +59,7 @@ int main(int argc, char **argv) {
                 double best = 1e30;
                 for (int rep = 0; rep < 3; rep++) {
                     double t0 = cpu_now();
-                    cut_run(&g, cuts[k]);
+                    cut_run(&g, cuts[k], 0);
                     double dt = cpu_now() - t0;
                     best = dt < best ? dt : best;
                 }

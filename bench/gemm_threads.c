@@ -26,17 +26,6 @@ static double cpu_now(void) {
 
 typedef struct { const char *name; int ta, tb; int64_t M, N, K; } shape;
 
-// g cut into nb blocks (cut_blocks), taken dynamically by the team
-static void cut_run(const k_gemm_op *g, int nb) {
-    int64_t lo[9];
-    int n = cut_blocks(g, nb, lo);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < n; i++) {
-        k_gemm_op s = k_gemm_part(g, lo[i], lo[i + 1] - lo[i]);
-        k_gemm_sgemm(&s);
-    }
-}
-
 int main(int argc, char **argv) {
     cut_setup(argc, argv);
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
@@ -85,7 +74,7 @@ int main(int argc, char **argv) {
                         if (k == 1)
                             k_gemm_run(&g[0][s], k_gemm_sgemm);
                         else
-                            cut_run(&g[0][s], nbs[k]);
+                            cut_run(&g[0][s], nbs[k], 1);
                     }
             }
             double dt = os_now() - t0;
