@@ -243,13 +243,18 @@ static void finish_bf16(zr_runtime *rt, int b) {
     os_k->gemm_bind(rt->full[b], n, rt->rw[b]);
 }
 
-// the gathered buffer: this rank's slice copied in, the all-gather writes the others' (every element is written)
-static float *start_gather(zr_runtime *rt, int b) {
-    float *full = os_alloc_uninit(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
+// full[padded] about to receive bucket b's exact fp32 all-gather: this rank's slice copied in, the bytes counted
+static void own_slice_in(zr_runtime *rt, int b, float *full) {
     memcpy(full + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
     add_live(rt, 4 * rt->padded[b]);
     rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
     rt->exact[b] = 1;
+}
+
+// the gathered buffer: this rank's slice copied in, the all-gather writes the others' (every element is written)
+static float *start_gather(zr_runtime *rt, int b) {
+    float *full = os_alloc_uninit(sizeof(float) * (size_t)rt->padded[b], "gathered bucket");
+    own_slice_in(rt, b, full);
     return full;
 }
 
@@ -286,11 +291,8 @@ static float *gather(zr_runtime *rt, int b, int exact) {
             comm_allgather_f32(rt->full[b], rt->slice[b]);
         }
         if (exact && !rt->exact[b]) {   // gathered in bf16: its fp32 values too (the rounded copy stays bound)
-            memcpy(rt->full[b] + rt->rank * rt->slice[b], rt->pshard[b], sizeof(float) * (size_t)rt->slice[b]);
+            own_slice_in(rt, b, rt->full[b]);
             comm_allgather_f32(rt->full[b], rt->slice[b]);
-            add_live(rt, 4 * rt->padded[b]);
-            rt->gather_bytes += (rt->nranks - 1) * 4 * rt->slice[b];
-            rt->exact[b] = 1;
         }
         rt->times.gather += os_now() - t0;
     }
