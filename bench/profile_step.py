@@ -35,6 +35,7 @@ from vs_deepspeed import SHAPE  # noqa: E402
 
 # (group, test on "dso symbol"), first match wins
 GROUPS = [
+    ("bf16 products (oneDNN)", lambda d, s: "dnnl" in d or "brgemm" in s or "jit:" in s or d.startswith("[JIT]")),
     ("sgemm (OpenBLAS)", lambda d, s: "openblas" in d or re.search(r"gemm|_copy_|_oncopy|_incopy|_itcopy|_otcopy", s)),
     ("MPI / transport", lambda d, s: re.search(r"libmpi|open-pal|open-rte|mca_|libucp|libucs|libuct|libfabric|"
                                                r"libpmix|libevent|libhwloc", d)),
@@ -116,6 +117,7 @@ def main():
     ap.add_argument("--stage", type=int, default=3, help="ZeRO stage")
     ap.add_argument("--batch", type=int, default=1, help="per-rank micro-batch")
     ap.add_argument("--accum", type=int, default=1, help="gradient accumulation steps")
+    ap.add_argument("--torch_dtype", default="float32", choices=["float32", "bfloat16"])
     a = ap.parse_args()
     if not shutil.which("perf"):
         sys.exit("perf: not found (Debian: apt-get install linux-perf)")
@@ -135,12 +137,12 @@ def main():
     wrap = f'exec perf record -q -F 499 -o {tmp}/perf.$OMPI_COMM_WORLD_RANK.data -- "$@"'
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(a.np), "sh", "-c", wrap, "sh", exe, "sft",
            "--model", mdir, "--dataset", data, "--zero_stage", str(a.stage), "--max_length", str(a.seq),
-           "--max_steps", str(a.steps), "--learning_rate", "1e-5", "--lr_scheduler_type", "constant",
+           "--max_steps", str(a.steps), "--torch_dtype", a.torch_dtype, "--learning_rate", "1e-5", "--lr_scheduler_type", "constant",
            "--warmup_steps", "0", "--weight_decay", "0", "--max_grad_norm", "1", "--gradient_checkpointing", "true",
            "--per_device_train_batch_size", str(a.batch), "--gradient_accumulation_steps", str(a.accum),
            "--save_only_model", "true", "--output_dir", f"{tmp}/out"]
     print(f"{a.np} rank(s) x {a.threads} thread(s), ZeRO-{a.stage}, batch {a.batch} x accumulation {a.accum}, "
-          f"seq {a.seq}, {a.layers} layers, {a.steps} steps; "
+          f"{a.torch_dtype}, seq {a.seq}, {a.layers} layers, {a.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     log = [json.loads(x) for x in open(f"{tmp}/out/logging.jsonl") if '"step_time_s"' in x]

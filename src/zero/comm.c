@@ -141,7 +141,7 @@ void comm_allgather_f32(float *full, int64_t shard_n) {
 // ring's messages carry a tag of their own (from the collective's sequence number), so rings in flight together,
 // or advanced at different moments on different ranks, never take each other's messages.
 struct ring {
-    float *full, *recv, *shard;   // shard: where slice `rank` of the sum goes at the end (NULL: stays in full)
+    float *full, *recv, *shard;   // shard: NULL (the sum's slice `rank` stays in full), or recv: the sum goes there
     int64_t shard_n, seq;
     int k, nr, tag;               // k: the step in flight (size-1: done)
     MPI_Request *r;               // 2 per chunk of the step
@@ -160,6 +160,7 @@ static void ring_post(ring *q) {
 }
 
 static void ring_start(ring *q, float *full, float *recv, float *shard, int64_t shard_n, int64_t seq) {
+    OS_ASSERT(!shard || shard == recv);
     *q = (ring){.full = full, .recv = recv, .shard = shard, .shard_n = shard_n, .seq = seq,
                 .tag = RING_TAG0 + (int)(seq % 16384)};
     q->r = os_alloc(sizeof(MPI_Request) * (size_t)(2 * (shard_n / CHUNK + 1)), "ring requests");
@@ -167,18 +168,20 @@ static void ring_start(ring *q, float *full, float *recv, float *shard, int64_t 
     else q->k = g_size - 1;
 }
 
-// the step in flight has completed: add its partial, post the next step (if any)
+// the step in flight has completed: add its partial, post the next step (if any). The last step's sum is slice
+// `rank`; a reduce-scatter receiving into its shard writes the sum there (the same additions), not into full and
+// then a copy: one pass over the slice fewer.
 static void ring_advance(ring *q) {
     int64_t n = q->shard_n;
     float *acc = q->full + (int64_t)((g_rank - q->k - 2 + 2 * g_size) % g_size) * n, *recv = q->recv;
+    if (q->k == g_size - 2 && q->shard == recv) acc = recv, recv = q->full + (int64_t)g_rank * n;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) acc[i] += recv[i];
     if (++q->k < g_size - 1) ring_post(q);
 }
 
-static void ring_finish(ring *q) {
-    if (q->shard && (g_size > 1 || q->shard != q->full))
-        memcpy(q->shard, q->full + (int64_t)g_rank * q->shard_n, (size_t)q->shard_n * 4);
+static void ring_finish(ring *q) {   // a reduce-scatter's sum is in its shard already, except with one rank
+    if (q->shard && g_size == 1 && q->shard != q->full) memcpy(q->shard, q->full, (size_t)q->shard_n * 4);
     os_free(q->r);
     q->r = NULL;
 }
@@ -235,7 +238,7 @@ comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_
     memset(q, 0, sizeof *q);
     q->ring = 1, q->t = MPI_FLOAT;
     q->seq = g_size > 1 ? wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size) : -1;
-    // the first step receives into shard, which is overwritten with the sum at the end (the blocking ring's scratch)
+    // every step receives into shard, and the last one writes the sum there (ring_advance)
     ring_start(&q->q, full, shard, shard, shard_n, q->seq);
     return q;
 }
