@@ -292,13 +292,31 @@ static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, 
     return d;
 }
 
-void k_gemm_bf16(const k_gemm_op *g) {
+// g's operands not flagged in pre (bit 0: a, bit 1: b; those are in the path's format already) rounded, then run
+static void run_pre(const k_gemm_op *g, int pre) {
     pthread_once(&once, setup);
     int64_t ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;   // a and b as stored
     int64_t br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
-    size_t esz = onednn ? 2 : 4;
     k_gemm_op r = *g;
-    r.a = rounded(0, g->a, ar, ac, g->lda, &r.lda), r.b = rounded(1, g->b, br, bc, g->ldb, &r.ldb);
-    r.esz = (int)esz;
+    if (!(pre & 1)) r.a = rounded(0, g->a, ar, ac, g->lda, &r.lda);
+    if (!(pre & 2)) r.b = rounded(1, g->b, br, bc, g->ldb, &r.ldb);
+    r.esz = onednn ? 2 : 4;
     k_gemm_run(&r, onednn ? onednn_kernel : k_gemm_sgemm);
+}
+
+void k_gemm_bf16(const k_gemm_op *g) { run_pre(g, 0); }
+
+int64_t k_gemm_rounds(void) { return on ? k_gemm_bf16_esz() : 0; }
+
+void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    pthread_once(&once, setup);
+    if (rows > 0 && cols > 0) round_rows(dst, src, rows, cols, ld);
+}
+
+void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
+                    const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    OS_ASSERT(on && K > 0);
+    k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, 4};
+    run_pre(&g, pre);
 }

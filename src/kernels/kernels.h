@@ -37,6 +37,15 @@ int64_t k_gemm_bf16_esz(void);                        // 2 (onednn: bf16 bits) o
 void k_gemm_bf16_widen(void *buf, int64_t n);         // bf16 bits buf[n] -> that format, in place (buf holds n * esz bytes)
 void k_bf16_round(uint16_t *dst, const float *src, int64_t n);   // bf16 bits of src, round to nearest even
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
+// Operands rounded by the caller, for products that read the same rounded rows more than once or gather them
+// first (the head's dlogits, model/head.c). k_gemm_rounds: the bytes of one rounded element (k_gemm_bf16_esz) while
+// products round (bf16 on), else 0. k_gemm_round: dst[rows, cols] (packed) = src[rows, cols] (row stride ld) in that
+// format. k_gemm_rounded: k_gemm (bf16 on, K > 0) whose a (pre bit 0) and/or b (pre bit 1) are such rounded copies
+// (their row strides lda/ldb in elements); an operand not flagged is a float matrix rounded as k_gemm rounds it.
+int64_t k_gemm_rounds(void);
+void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
+void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
+                    const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 // ---- embedding ----
 // out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)
@@ -113,7 +122,8 @@ void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, 
 double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
                       int64_t *ncorrect);
 // rows per chunk of N rows over a vocabulary of V columns (about 128 MB of logits; at least 64, at most N): the
-// head's chunk, and the activation plan's size of it
+// head's chunk, and the activation plan's size of it. OMNISHARD_LOGITS_ROWS=R sets R instead (tests: several
+// chunks with a small vocabulary; another value is an error)
 int64_t k_xent_chunk_rows(int64_t V, int64_t N);
 
 // ---- AdamW with PyTorch's semantics (torch.optim.AdamW, foreach=False), on a flat range of n elements ----

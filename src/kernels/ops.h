@@ -27,6 +27,12 @@ typedef struct {
     void (*gemm_widen)(void *buf, int64_t n);
     void (*gemm_bind)(const float *w, int64_t n, const void *rounded);
     void (*gemm_unbind)(const float *w);
+    // operands rounded by the caller (k_gemm_rounds, k_gemm_round, k_gemm_rounded): the bytes of a rounded element
+    // while products round (0: they do not), rounding rows into that format, a product reading such copies
+    int64_t (*gemm_rounds)(void);
+    void (*gemm_round)(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
+    void (*gemm_rounded)(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a,
+                         int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
     void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
     void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                        int64_t N, int64_t I, int64_t O);

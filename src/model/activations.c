@@ -72,6 +72,9 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     int ad = m->b_adapter >= 0;
     put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0), put(lo, OS_ACT_HEAD, &h->dA, ad && tr ? rows * A : 0);
     put(lo, OS_ACT_HEAD, &h->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
+    int64_t sr = tr && s->rounds ? os_head_stash_rows(m, N) : 0, e = s->rounds;   // rounded rows, bytes each element
+    put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units
+    put(lo, OS_ACT_HEAD, &h->als, ad ? (sr * G * A * e + 3) / 4 : 0), put(lo, OS_ACT_HEAD, &h->ain, ad ? (sr * A * e + 3) / 4 : 0);
     // GRAD
     put(lo, OS_ACT_GRAD, &a->dx, tr * N * C);
     lo->sz->total = lo->off;

@@ -12,6 +12,8 @@ typedef struct {
     int64_t npos;     // RoPE positions needed (L; with a KV cache its capacity)
     int train;        // backward buffers (layer scratch, dx, the head's dhn and dA)
     int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
+    int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the head's
+                      // stash, head.h), else 0
 } os_act_shape;
 
 // floats (4-byte elements) per group of the table

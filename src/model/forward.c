@@ -2,6 +2,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/ids.h"
+#include "kernels/ops.h"
 #include "model/embed.h"
 #include <string.h>
 
@@ -138,7 +139,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
     int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0;
     OS_ASSERT(!o->kv || (!in->keymask && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
     os_act_shape sh = {.B = in->B, .L = in->L, .npos = o->kv ? o->kv->cap : in->L, .train = o->grads != NULL,
-                       .recompute = o->recompute};
+                       .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0};
     os_acts_prepare(a, &sh);
     os_layer_ctx *c = &a->ctx;
     c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;

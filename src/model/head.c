@@ -26,6 +26,29 @@ static void last_logits(const os_model *m, const float *W, const os_head_task *t
         os_k->linear_fwd(t->logits + b * m->V, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
 }
 
+int64_t os_head_stash_rows(const os_model *m, int64_t N) {
+    int64_t rows = k_xent_chunk_rows(m->V, N), k = (OS_HEAD_STASH_K + rows - 1) / rows * rows;
+    return k < N ? k : N;
+}
+
+// bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n); the weight gradients
+// of those rows, one product each: dW[row0:] += dlogits[:, row0:]^T hn, dWa += dal^T a
+typedef struct {
+    int64_t first, n, e;   // e: bytes per rounded element
+} stash;
+
+static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, float *dW, int64_t row0, float *dWa) {
+    int64_t C = m->C, V = m->V, GA = m->oc.G * m->oc.audio_vocab, A = m->oc.audio_vocab;
+    if (st->n && dW)
+        os_k->gemm_rounded(1, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
+                           buf->hn + st->first * C, C, 1.0f, dW + row0 * C, C);
+    if (st->n && dWa) os_k->gemm_rounded(3, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
+    st->first += st->n, st->n = 0;
+}
+
+// the stash row where this chunk starts, in buffer b of w elements per row
+static void *stash_row(const stash *st, void *b, int64_t w) { return (char *)b + st->n * w * st->e; }
+
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s) {
     int64_t N = t->B * t->L, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
@@ -48,7 +71,10 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     int ad = Wa != NULL;
     float *dW = bw ? g->lm_head : NULL, *dWa = bw ? g->adapter_w : NULL, *dba = bw ? g->adapter_b : NULL;
     int64_t row0 = dW ? g->lm_head_row0 : 0;
-    int64_t rows = k_xent_chunk_rows(V, N);
+    int64_t rows = k_xent_chunk_rows(V, N), GA = G * A;
+    // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
+    stash st = {0, 0, bw && nterms && buf->dls ? os_k->gemm_rounds() : 0};
+    int64_t srows = st.e ? os_head_stash_rows(m, N) : 0;
     float *logits = buf->logits, *al = buf->al, *dA = buf->dA;
     os_k->gemm_pin(W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
@@ -64,22 +90,41 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
                 s->sum[1 + k] += os_k->xent_fwd_bwd(logits + T + k * A, V, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
         } else {
             // adapter: al[n, G*A] = logits[:, T:T+A] @ Wa^T + ba, layer i = al[:, i*A:(i+1)*A]
-            os_k->gemm(0, 1, n, G * A, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, G * A);
-            for (int64_t i = 0; i < n; i++) os_k->add(al + i * G * A, al + i * G * A, ba, G * A);
+            if (st.e) {   // its input rounded into the stash: the forward and dWa read it
+                void *ar = stash_row(&st, buf->ain, A);
+                os_k->gemm_round(ar, logits + T, n, A, V);
+                os_k->gemm_rounded(1, 0, 1, n, GA, A, 1.0f, ar, A, Wa, A, 0.0f, al, GA);
+            } else
+                os_k->gemm(0, 1, n, GA, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, GA);
+            for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, ba, GA);
             for (int64_t k = 0; k < G; k++)
-                s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, G * A, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
+                s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, GA, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
         }
         if (!bw) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
         if (ad) {
             // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
-            if (dWa) os_k->gemm(1, 0, G * A, A, n, 1.0f, al, G * A, logits + T, V, 1.0f, dWa, A);
-            for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * G * A, G * A);
-            os_k->gemm(0, 0, n, A, G * A, 1.0f, al, G * A, Wa, A, 0.0f, dA, A);
+            for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * GA, GA);
+            if (st.e) {   // dal rounded once: dA now, dWa with the stash
+                void *dr = stash_row(&st, buf->als, GA);
+                os_k->gemm_round(dr, al, n, GA, GA);
+                os_k->gemm_rounded(1, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, dA, A);
+            } else {
+                if (dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, logits + T, V, 1.0f, dWa, A);
+                os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, dA, A);
+            }
             for (int64_t i = 0; i < n; i++) os_k->copy(logits + i * V + T, dA + i * A, A);
         }
         for (int64_t i = 0; i < n && T + Va < V; i++)    // columns no loss reads
             os_k->zero(logits + i * V + T + Va, V - T - Va);
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
+        if (st.e) {   // dlogits rounded once: dh now, dW with the stash
+            void *lr = stash_row(&st, buf->dls, V);
+            if (dh || dW) os_k->gemm_round(lr, logits, n, V, V);
+            if (dh) os_k->gemm_rounded(1, 0, 0, n, C, V, 1.0f, lr, V, W, C, 0.0f, buf->dhn + r0 * C, C);
+            st.n += n;
+            if (st.n + rows > srows || r0 + n == N) stash_flush(m, buf, &st, dW, row0, dWa);
+            continue;
+        }
         if (dh) os_k->zero(buf->dhn + r0 * C, n * C);
         os_k->linear_bwd(dh ? buf->dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
         if (dW) os_k->gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h

@@ -28,11 +28,21 @@ typedef struct {
 
 // the head's buffers (sizes: model/activations.c): hn [N, C], rstd [N], logits [rows, V], al [rows, G*A] and
 // dA [rows, A] (adapter), dhn [N, C] (dL/d norm output; training below the head), y [(G+1), N] targets;
-// rows = k_xent_chunk_rows(V, N)
+// rows = k_xent_chunk_rows(V, N).
+// Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the rounded
+// gradients of up to srows = os_head_stash_rows rows, so that the weight gradients are one product over all of
+// them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
+// [srows, A] (adapter input); NULL otherwise.
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
     int32_t *y;
+    void *dls, *als, *ain;
 } os_head_buf;
+
+// the rows whose rounded gradients the head keeps (above): N, or a multiple of the logits chunk past
+// OS_HEAD_STASH_K (the weight-gradient products' depth; a product over 214 rows ran at 0.8x of one over 512)
+#define OS_HEAD_STASH_K 512
+int64_t os_head_stash_rows(const os_model *m, int64_t N);
 
 typedef struct {
     int64_t B, R, L;           // micro-batch shape, N = B*L rows

@@ -73,7 +73,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     // activations: the forward/backward's arena, laid out from the same table that allocates it
     // (model/activations.c; it holds the head's buffers and the backward's together, reused by every micro-batch)
     os_act_sizes as;
-    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .recompute = ckpt};
+    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .recompute = ckpt, .rounds = esz};
     os_acts_sizes(m, &sh, &as);
     int64_t n = B * L, G = m->oc.G;
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
@@ -119,11 +119,13 @@ int64_t os_plan_startup(const os_model *m, int N, int stage, const os_plan_src *
 }
 
 int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
-    int64_t n = B * L, C = m->C, F = m->F, V = m->V, HD = m->H * m->D, rows = k_xent_chunk_rows(V, n);
-    // the weights are rounded ahead (bound by the runtime): what is rounded in the products is the activations: as
-    // a, dlogits [rows, V] and a layer's inputs and output gradients; as b, a layer's inputs
-    int64_t a = rows * V, b = 0;
-    int64_t la[] = {n * F, n * C, n * HD}, lb[] = {n * F, n * C, n * HD};
+    int64_t n = B * L, C = m->C, F = m->F, HD = m->H * m->D, A = m->oc.audio_vocab, rows = k_xent_chunk_rows(m->V, n);
+    // the weights are rounded ahead (bound by the runtime) and the head's gradients into its stash (in the
+    // activations' arena, model/head.h): what the products round into scratch is the rest of the activations: as
+    // a, a layer's inputs and output gradients, a logits chunk's rows of the norm output and (evaluation) of the
+    // adapter's input; as b, a layer's inputs and the stashed rows of the norm output
+    int64_t a = 0, b = 0;
+    int64_t la[] = {n * F, n * C, n * HD, rows * A}, lb[] = {n * F, n * C, n * HD};
     for (size_t i = 0; i < sizeof la / sizeof la[0]; i++) a = la[i] > a ? la[i] : a;
     for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) b = lb[i] > b ? lb[i] : b;
     return esz * (a + b);   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
