@@ -122,7 +122,8 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
             if (dh || dW) os_k->gemm_round(lr, logits, n, V, V);
             if (dh) os_k->gemm_rounded(1, 0, 0, n, C, V, 1.0f, lr, V, W, C, 0.0f, buf->dhn + r0 * C, C);
             st.n += n;
-            if (st.n + rows > srows || r0 + n == N) stash_flush(m, buf, &st, dW, row0, dWa);
+            int64_t next = N - r0 - n < rows ? N - r0 - n : rows;   // the next chunk's rows (0: this was the last)
+            if (!next || st.n + next > srows) stash_flush(m, buf, &st, dW, row0, dWa);
             continue;
         }
         if (dh) os_k->zero(buf->dhn + r0 * C, n * C);
