@@ -165,7 +165,7 @@ int cmd_plan(int argc, char **argv) {
     const char *path = "sgemm";
     if (bf16 && k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn ? 2 : 4) : 0;
-    double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0;
+    double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0, stash = bf16 ? (double)os_plan_bf16_stash(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", "start-up", dev > 0 ? "  fits" : "");
     for (const char *s = stages; *s; s++) {
@@ -185,10 +185,11 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (bf16)
-        printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs; params "
-               "include, at stages 0-2, a rounded copy of each bucket holding matrices (%d bytes per element); stage 3 "
-               "gathers those buckets at %d bytes per element; fp32 master weights, gradients and AdamW)\n",
-               onednn ? "oneDNN" : "sgemm", conv / GB, esz, esz);
+        printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs, %.3f GB "
+               "of them the head's stash of rounded gradients; params include, at stages 0-2, a rounded copy of each "
+               "bucket holding matrices (%d bytes per element); stage 3 gathers those buckets at %d bytes per element; "
+               "fp32 master weights, gradients and AdamW)\n", onednn ? "oneDNN" : "sgemm", (conv + stash) / GB,
+               stash / GB, esz, esz);
     printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
            "parameters, the checkpoint pages read%s; total = the larger of the step and start-up, plus %.2f GB of "
            "process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",

@@ -131,6 +131,15 @@ int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
     return esz * (a + b);   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
 }
 
+int64_t os_plan_bf16_stash(const os_model *m, int64_t B, int64_t L, int esz) {
+    os_act_sizes with, without;
+    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .rounds = esz};
+    os_acts_sizes(m, &sh, &with);
+    sh.rounds = 0;
+    os_acts_sizes(m, &sh, &without);
+    return with.total - without.total;
+}
+
 int os_plan_preset(const char *name, os_qwen2_config *c) {
     static const struct {
         const char *name;
