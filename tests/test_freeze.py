@@ -38,30 +38,40 @@ def original(mdir):
     return weights(mdir)
 
 
+@pytest.mark.parametrize("bf16", [False, True])
 @pytest.mark.parametrize("case", list(CASES))
-def test_freeze_matches_pytorch(tmp_path, case):
+def test_freeze_matches_pytorch(tmp_path, case, bf16, monkeypatch):
+    """bf16 (the sgemm path), with the logits in chunks of 8 rows: the head's stash of rounded gradients
+    (src/model/head.h) with a frozen or partly trained head and a frozen adapter. Against the oracle within the bf16
+    class bound (docs/training.md; here the sgemm path is 2e-4 off in step 3's gradient norm on the build before the
+    stash too), and against the same run in one chunk (one stash) tightly: the stash's row offsets."""
     c = CASES[case]
     mdir, data, model, adapter = setup(tmp_path, case)
     out = tmp_path / "out"
-    sft(mdir, data, out, 3, [*COMMON, *c["flags"], "--dump_grads", str(tmp_path / "g.safetensors")])
+    dt = []
+    if bf16:
+        monkeypatch.setenv("OMNISHARD_BF16_GEMM", "sgemm"), monkeypatch.setenv("OMNISHARD_LOGITS_ROWS", "8")
+        dt = ["--torch_dtype", "bfloat16"]
+    sft(mdir, data, out, 3, [*COMMON, *c["flags"], *dt, "--dump_grads", str(tmp_path / "g.safetensors")])
     named = dict(model.named_parameters())
     if adapter is not None:
         named.update({f"group_decode_adapter.{k}": v for k, v in adapter.named_parameters()})
     for n, p in named.items():
         p.requires_grad_(not c["frozen"](n))
     rlogs, rgrads, rfinal = ref.train(model, adapter, ref.load_data(data, 32), G=3, T=T, A=A, steps=3, lr=1e-3, wd=0.1,
-                                      sched="cosine", warmup=1, embed_row0=c["row0"])
+                                      sched="cosine", warmup=1, embed_row0=c["row0"], bf16="inputs" if bf16 else None)
+    tol, tol_t = (1e-3, 2e-2) if bf16 else (1e-5, 1e-4)   # logged numbers; tensors
     clogs = logs(out)
     for cl, rl in zip(clogs, rlogs):
         for k in ("loss", "grad_norm", "text_loss", "audio_loss_0"):
-            assert abs(cl[k] - rl[k]) <= 1e-5 * abs(rl[k]), (k, cl[k], rl[k])
+            assert abs(cl[k] - rl[k]) <= tol * abs(rl[k]), (k, cl[k], rl[k])
     cg = load_file(str(tmp_path / "g.safetensors"))
     assert set(cg) == set(rgrads), set(cg) ^ set(rgrads)   # frozen parameters have no gradient
     for k, g in rgrads.items():
-        assert rel(cg[k], g.numpy()) <= 1e-4, (k, rel(cg[k], g.numpy()))
+        assert rel(cg[k], g.numpy()) <= tol_t, (k, rel(cg[k], g.numpy()))
     cw, w0 = weights(out / "final_model"), original(mdir)
     for k, w in rfinal.items():
-        assert rel(cw[k], w.numpy()) <= 1e-4, (k, rel(cw[k], w.numpy()))
+        assert rel(cw[k], w.numpy()) <= tol_t, (k, rel(cw[k], w.numpy()))
     for k in w0:   # frozen tensors and frozen rows: bit-identical after 3 steps with weight decay
         if k not in rfinal:
             assert np.array_equal(cw[k], w0[k]), k
@@ -69,6 +79,12 @@ def test_freeze_matches_pytorch(tmp_path, case):
         if c["row0"] is not None and k in w0:
             assert np.array_equal(cw[k][:c["row0"]], w0[k][:c["row0"]]), k
             assert not np.array_equal(cw[k][c["row0"]:], w0[k][c["row0"]:]), k
+    if bf16:   # one chunk: the step-1 gradients differ only in how the head's weight gradients group their rows
+        monkeypatch.setenv("OMNISHARD_LOGITS_ROWS", "1000")
+        sft(mdir, data, tmp_path / "one", 1, [*COMMON, *c["flags"], *dt, "--dump_grads", str(tmp_path / "g1.safetensors")])
+        g1 = load_file(str(tmp_path / "g1.safetensors"))
+        for k in g1:
+            assert rel(cg[k], g1[k]) <= 1e-6, (k, rel(cg[k], g1[k]))
 
 
 @pytest.mark.parametrize("stage", [1, 3])

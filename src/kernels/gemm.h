@@ -21,6 +21,8 @@ typedef void k_gemm_kernel(const k_gemm_op *g);   // the whole of g on the calli
 void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern);
 // the part of g in rows (M > N) or else columns [lo, lo + n) of c, the way k_gemm_run cuts it: a product of its own
 k_gemm_op k_gemm_part(const k_gemm_op *g, int64_t lo, int64_t n);
+// OpenBLAS set to one thread (once; linear.c says why): before any product
+void k_gemm_blas_single_thread(void);
 // OpenBLAS sgemm of a float op (esz 4), single-threaded
 void k_gemm_sgemm(const k_gemm_op *g);
 // k_gemm in bf16 (gemm_bf16.c): op(a) and op(b) rounded to bf16, products accumulated in fp32

@@ -11,7 +11,7 @@
 // thread pool (OpenMP's) serves every kernel. With OpenBLAS's own pthread pool next to it, each idle pool keeps
 // spinning on the cores the other computes on (OpenBLAS's workers yield in a loop for a while after each call,
 // libgomp's after each parallel region); on 2 cores that took about half of a training step (docs/performance.md).
-static void blas_single_thread(void) {
+void k_gemm_blas_single_thread(void) {
     static atomic_int done;
     if (atomic_load_explicit(&done, memory_order_acquire)) return;
     openblas_set_num_threads(1);
@@ -78,7 +78,7 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
             for (int64_t j = 0; j < N; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
-    blas_single_thread();
+    k_gemm_blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, (int)sizeof(float)};
     if (k_gemm_bf16_on())
         k_gemm_bf16(&g);

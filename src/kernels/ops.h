@@ -7,6 +7,8 @@
 #pragma once
 #include <stdint.h>
 
+enum { OS_PRE_A = 1, OS_PRE_B = 2 };   // gemm_rounded: which operands come rounded
+
 typedef struct {
     const char *name;
     // buffers: n floats zeroed / copied (dst and src on the backend's memory)
@@ -28,7 +30,8 @@ typedef struct {
     void (*gemm_bind)(const float *w, int64_t n, const void *rounded);
     void (*gemm_unbind)(const float *w);
     // operands rounded by the caller (k_gemm_rounds, k_gemm_round, k_gemm_rounded): the bytes of a rounded element
-    // while products round (0: they do not), rounding rows into that format, a product reading such copies
+    // while products round (0: they do not), rounding rows into that format, a product reading such copies (pre:
+    // OS_PRE_A and/or OS_PRE_B)
     int64_t (*gemm_rounds)(void);
     void (*gemm_round)(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
     void (*gemm_rounded)(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a,

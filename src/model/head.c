@@ -28,6 +28,8 @@ static void last_logits(const os_model *m, const float *W, const os_head_task *t
 
 int64_t os_head_stash_rows(const os_model *m, int64_t N) {
     int64_t rows = k_xent_chunk_rows(m->V, N), k = (OS_HEAD_STASH_K + rows - 1) / rows * rows;
+    int wgrad = m->reg.b[m->b_head].trainable || (m->b_adapter >= 0 && m->reg.b[m->b_adapter].trainable);
+    if (!wgrad) k = rows;   // no weight gradient to gather rows for: each chunk's own rows (dh, dA)
     return k < N ? k : N;
 }
 
@@ -38,11 +40,12 @@ typedef struct {
 } stash;
 
 static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, float *dW, int64_t row0, float *dWa) {
-    int64_t C = m->C, V = m->V, GA = m->oc.G * m->oc.audio_vocab, A = m->oc.audio_vocab;
+    int64_t C = m->C, V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
     if (st->n && dW)
-        os_k->gemm_rounded(1, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
+        os_k->gemm_rounded(OS_PRE_A, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
                            buf->hn + st->first * C, C, 1.0f, dW + row0 * C, C);
-    if (st->n && dWa) os_k->gemm_rounded(3, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
+    if (st->n && dWa)
+        os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
     st->first += st->n, st->n = 0;
 }
 
@@ -93,7 +96,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
             if (st.e) {   // its input rounded into the stash: the forward and dWa read it
                 void *ar = stash_row(&st, buf->ain, A);
                 os_k->gemm_round(ar, logits + T, n, A, V);
-                os_k->gemm_rounded(1, 0, 1, n, GA, A, 1.0f, ar, A, Wa, A, 0.0f, al, GA);
+                os_k->gemm_rounded(OS_PRE_A, 0, 1, n, GA, A, 1.0f, ar, A, Wa, A, 0.0f, al, GA);
             } else
                 os_k->gemm(0, 1, n, GA, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, GA);
             for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, ba, GA);
@@ -107,7 +110,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
             if (st.e) {   // dal rounded once: dA now, dWa with the stash
                 void *dr = stash_row(&st, buf->als, GA);
                 os_k->gemm_round(dr, al, n, GA, GA);
-                os_k->gemm_rounded(1, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, dA, A);
+                os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, dA, A);
             } else {
                 if (dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, logits + T, V, 1.0f, dWa, A);
                 os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, dA, A);
@@ -120,7 +123,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         if (st.e) {   // dlogits rounded once: dh now, dW with the stash
             void *lr = stash_row(&st, buf->dls, V);
             if (dh || dW) os_k->gemm_round(lr, logits, n, V, V);
-            if (dh) os_k->gemm_rounded(1, 0, 0, n, C, V, 1.0f, lr, V, W, C, 0.0f, buf->dhn + r0 * C, C);
+            if (dh) os_k->gemm_rounded(OS_PRE_A, 0, 0, n, C, V, 1.0f, lr, V, W, C, 0.0f, buf->dhn + r0 * C, C);
             st.n += n;
             int64_t next = N - r0 - n < rows ? N - r0 - n : rows;   // the next chunk's rows (0: this was the last)
             if (!next || st.n + next > srows) stash_flush(m, buf, &st, dW, row0, dWa);

@@ -30,8 +30,8 @@ typedef struct {
 // dA [rows, A] (adapter), dhn [N, C] (dL/d norm output; training below the head), y [(G+1), N] targets;
 // rows = k_xent_chunk_rows(V, N).
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the rounded
-// gradients of up to srows = os_head_stash_rows rows, so that the weight gradients are one product over all of
-// them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
+// gradients of srows = os_head_stash_rows rows, so that the weight gradients are one product over all of them,
+// not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
 // [srows, A] (adapter input); NULL otherwise.
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
@@ -39,8 +39,9 @@ typedef struct {
     void *dls, *als, *ain;
 } os_head_buf;
 
-// the rows whose rounded gradients the head keeps (above): N, or a multiple of the logits chunk past
-// OS_HEAD_STASH_K (the weight-gradient products' depth; a product over 214 rows ran at 0.8x of one over 512)
+// the rows whose rounded gradients the head keeps (above): the fewest whole logits chunks holding OS_HEAD_STASH_K
+// rows (the weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when
+// neither lm_head nor the adapter trains (nothing to gather rows for)
 #define OS_HEAD_STASH_K 512
 int64_t os_head_stash_rows(const os_model *m, int64_t N);
 

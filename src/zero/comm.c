@@ -132,7 +132,8 @@ void comm_allgather_f32(float *full, int64_t shard_n) {
 
 // A ring over point-to-point messages: at step k (0 .. size-2) rank r sends its partial sum of slice (r-k-1) mod size
 // to rank r+1, receives the partial of slice (r-k-2) mod size from rank r-1 into recv and adds it to its own; after
-// size-1 steps slice r of full holds the sum over all ranks (each slice is summed in one fixed order). It needs no
+// size-1 steps slice r holds the sum over all ranks (each slice is summed in one fixed order): in full for the
+// all-reduce, in recv (the shard) for the reduce-scatter, whose last step adds into recv instead. It needs no
 // memory beyond full and recv: Open MPI 4.1's MPI_Reduce_scatter_block allocated 1.5x (2 ranks) to 2x (4 ranks)
 // the whole buffer as hidden temporaries (bench/plan_vs_rss.py, docs/performance.md), a whole gradient bucket that
 // neither the runtime's accounting nor omnishard plan could see.
