@@ -33,14 +33,18 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
     return k < N ? k : N;
 }
 
-// bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n); the weight gradients
-// of those rows, one product each: dW[row0:] += dlogits[:, row0:]^T hn, dWa += dal^T a
+// bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n); the products of
+// those rows, one each: dhn[rows] = dlogits @ W (W packed once for all of them, not once per chunk), dW[row0:] +=
+// dlogits[:, row0:]^T hn, dWa += dal^T a
 typedef struct {
     int64_t first, n, e;   // e: bytes per rounded element
 } stash;
 
-static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, float *dW, int64_t row0, float *dWa) {
+static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, const float *W, int dh, float *dW,
+                        int64_t row0, float *dWa) {
     int64_t C = m->C, V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
+    if (st->n && dh)
+        os_k->gemm_rounded(OS_PRE_A, 0, 0, st->n, C, V, 1.0f, buf->dls, V, W, C, 0.0f, buf->dhn + st->first * C, C);
     if (st->n && dW)
         os_k->gemm_rounded(OS_PRE_A, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
                            buf->hn + st->first * C, C, 1.0f, dW + row0 * C, C);
@@ -120,13 +124,11 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         for (int64_t i = 0; i < n && T + Va < V; i++)    // columns no loss reads
             os_k->zero(logits + i * V + T + Va, V - T - Va);
         // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
-        if (st.e) {   // dlogits rounded once: dh now, dW with the stash
-            void *lr = stash_row(&st, buf->dls, V);
-            if (dh || dW) os_k->gemm_round(lr, logits, n, V, V);
-            if (dh) os_k->gemm_rounded(OS_PRE_A, 0, 0, n, C, V, 1.0f, lr, V, W, C, 0.0f, buf->dhn + r0 * C, C);
+        if (st.e) {   // dlogits rounded once: dh and dW with the stash
+            if (dh || dW) os_k->gemm_round(stash_row(&st, buf->dls, V), logits, n, V, V);
             st.n += n;
             int64_t next = N - r0 - n < rows ? N - r0 - n : rows;   // the next chunk's rows (0: this was the last)
-            if (!next || st.n + next > srows) stash_flush(m, buf, &st, dW, row0, dWa);
+            if (!next || st.n + next > srows) stash_flush(m, buf, &st, W, dh, dW, row0, dWa);
             continue;
         }
         if (dh) os_k->zero(buf->dhn + r0 * C, n * C);

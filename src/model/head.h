@@ -30,8 +30,8 @@ typedef struct {
 // dA [rows, A] (adapter), dhn [N, C] (dL/d norm output; training below the head), y [(G+1), N] targets;
 // rows = k_xent_chunk_rows(V, N).
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the rounded
-// gradients of srows = os_head_stash_rows rows, so that the weight gradients are one product over all of them,
-// not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
+// gradients of srows = os_head_stash_rows rows, so that the input gradient (dhn) and the weight gradients are one
+// product over all of them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
 // [srows, A] (adapter input); NULL otherwise.
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
