@@ -427,10 +427,7 @@ double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
         zr_span g = local_grads(rt, b);
-        double s = 0.0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < g.n; i++) s += (double)g.p[i] * g.p[i];
-        ss[b] = s;
+        ss[b] = os_k->sumsq(g.p, g.n);   // vectorised (the scalar loop took 2% of a bf16 step)
     }
     if (rt->stage > 0) comm_allreduce_sum_f64(ss, rt->nb);
     for (int b = 0; b < rt->nb; b++) {
