@@ -220,3 +220,29 @@ def test_head_chunks_and_stash(long_rows, path):
         assert rel(run[2][k], one[2][k]) <= 1e-6, (k, rel(run[2][k], one[2][k]))   # measured: head 1.2e-7, the rest 0
     # the chunks did happen: the tied head's gradient sums its rows in other groups
     assert rel(run[2]["model.embed_tokens.weight"], one[2]["model.embed_tokens.weight"]) > 0
+
+
+def test_gemm_times_table(setup):
+    """OMNISHARD_GEMM_TIMES=1 prints the products per shape at exit (src/kernels/gemm_times.c): here the head's
+    (rows N = 2 x 16, V = 192 + 80, C = 64) with the operand kinds of the bf16 stash; another value is named"""
+    import re
+    env = dict(os.environ, OMNISHARD_GEMM_TIMES="1", OMNISHARD_BF16_GEMM="sgemm")
+    def args(out):
+        return [str(BIN), "sft", "--model", str(setup / "model"), "--dataset", str(setup / "data.jsonl"),
+                "--output_dir", str(setup / out), "--max_steps", "1", *ARGS]
+    p = subprocess.run(args("times"), capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    rows = [(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(6))
+            for m in re.finditer(r"^  (\w\w)\s+(\d+) x (\d+) x (\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+%\s+[\d.]+  (.*)$",
+                                 p.stderr, re.M)]
+
+    def kinds(op, shape):   # the operand kinds of the products op with M x N x K matching shape (None: any)
+        return {r[5] for r in rows if r[0] == op and all(x is None or x == y for x, y in zip(shape, r[1:4]))}
+    assert kinds("NT", (None, 272, 64)) == {"bf16"}, p.stderr             # logits = hn W^T, rounded as they come
+    assert kinds("NN", (None, 64, 272)) == {"bf16 a rounded"}, p.stderr   # dhn from the stash
+    assert kinds("TN", (272, 64, None)) == {"bf16 a rounded"}, p.stderr   # lm_head's dW from the stash
+    assert kinds("TN", (240, 80, None)) == {"bf16 a, b rounded"}, p.stderr   # the adapter's dWa
+    assert rows and all(r[4] > 0 for r in rows)
+    env["OMNISHARD_GEMM_TIMES"] = "yes"
+    p = subprocess.run(args("times2"), capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and "OMNISHARD_GEMM_TIMES: expected 1 or 0, got 'yes'" in p.stderr, p.stderr

@@ -319,5 +319,7 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
     OS_ASSERT(on && K > 0);
     k_gemm_blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, 4};
+    double t0 = k_gemm_times_start();
     run_pre(&g, pre);
+    k_gemm_times_end(t0, &g, 1 + pre);
 }

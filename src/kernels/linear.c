@@ -80,10 +80,13 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
     }
     k_gemm_blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, (int)sizeof(float)};
-    if (k_gemm_bf16_on())
+    double t0 = k_gemm_times_start();
+    int bf16 = k_gemm_bf16_on();
+    if (bf16)
         k_gemm_bf16(&g);
     else
         k_gemm_run(&g, k_gemm_sgemm);
+    k_gemm_times_end(t0, &g, bf16);
 }
 
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O]
