@@ -1,4 +1,5 @@
 #include "model/head.h"
+#include "core/alloc.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include <string.h>
@@ -56,9 +57,38 @@ static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, co
 // the stash row where this chunk starts, in buffer b of w elements per row
 static void *stash_row(const stash *st, void *b, int64_t w) { return (char *)b + st->n * w * st->e; }
 
+// The rows with a target in some loss term moved to the front of hn and of the targets y (in order, idx[i] the
+// original row of row i); returns their count. A row with none adds nothing to any loss or gradient, so the head
+// skips its logits: in SLAM-Omni the speech input and prompt positions.
+static int64_t compact_rows(const os_model *m, os_head_buf *buf, int32_t **y, int nterms, int64_t N, int64_t *idx) {
+    int64_t C = m->C, n = 0;
+    for (int64_t r = 0; r < N; r++) {
+        int any = 0;
+        for (int k = 0; k < nterms && !any; k++) any = y[k][r] != -100;
+        if (!any) continue;
+        if (n != r) {   // n < r: the rows do not overlap
+            os_k->copy(buf->hn + n * C, buf->hn + r * C, C);
+            for (int k = 0; k < nterms; k++) y[k][n] = y[k][r];
+        }
+        idx[n++] = r;
+    }
+    return n;
+}
+
+// dhn's compact rows [0, n) back to their rows idx[i] (last first: idx[i] >= i), the skipped rows zero
+static void expand_dh(const os_model *m, float *dhn, const int64_t *idx, int64_t n, int64_t N) {
+    int64_t C = m->C;
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (idx[i] != i) os_k->copy(dhn + idx[i] * C, dhn + i * C, C);
+    for (int64_t r = 0, i = 0; r < N; r++) {
+        if (i < n && idx[i] == r) i++;
+        else os_k->zero(dhn + r * C, C);
+    }
+}
+
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s) {
-    int64_t N = t->B * t->L, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
+    int64_t Nall = t->B * t->L, N = Nall, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
     memset(s, 0, sizeof *s);
     if (t->last) {
         last_logits(m, w->lm_head, t, buf);
@@ -74,6 +104,11 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         s->count[k] = targets(m, t, k, y[k]);
         scale[k] = s->count[k] && bw ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
     }
+    int64_t *idx = NULL;   // rows compacted (no logits requested): idx[i] = the original row of row i
+    if (nterms && !t->logits) {
+        idx = os_alloc(sizeof(int64_t) * (size_t)N, "head rows with a target");
+        N = compact_rows(m, buf, y, nterms, N, idx);
+    }
     const float *W = w->lm_head, *Wa = w->adapter_w, *ba = w->adapter_b;
     int ad = Wa != NULL;
     float *dW = bw ? g->lm_head : NULL, *dWa = bw ? g->adapter_w : NULL, *dba = bw ? g->adapter_b : NULL;
@@ -81,7 +116,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     int64_t rows = k_xent_chunk_rows(V, N), GA = G * A;
     // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
     stash st = {0, 0, bw && nterms && buf->dls ? os_k->gemm_rounds() : 0};
-    int64_t srows = st.e ? os_head_stash_rows(m, N) : 0;
+    int64_t srows = st.e ? os_head_stash_rows(m, Nall) : 0;   // sized for all rows (activations.c), used for N
     float *logits = buf->logits, *al = buf->al, *dA = buf->dA;
     os_k->gemm_pin(W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
@@ -136,6 +171,8 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         if (dW) os_k->gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
     }
     os_k->gemm_unpin();
+    if (idx && dh) expand_dh(m, buf->dhn, idx, N, Nall);
+    os_free(idx);
 }
 
 void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const float *x, int64_t N,
