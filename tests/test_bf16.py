@@ -39,15 +39,18 @@ def oracle(d, kind, cache={}):
     return cache[kind]
 
 
-def omnishard(d, name, path, extra=(), np_=None):
+def omnishard(d, name, path, extra=(), np_=None, args=ARGS, env_add=None):
+    """d/model trained on d/data.jsonl with args + extra (OMNISHARD_BF16_GEMM=path unless None, env_add set too):
+    the process, its log, the step-1 gradients and the final weights"""
     out = d / name
     env = {k: v for k, v in os.environ.items() if k != "OMNISHARD_BF16_GEMM"}
     if path:
         env["OMNISHARD_BF16_GEMM"] = path
+    env.update(env_add or {})
     old = os.environ.copy()
     os.environ.clear(), os.environ.update(env)
     try:
-        p = sft(d / "model", d / "data.jsonl", out, STEPS, [*ARGS, "--dump_grads", str(d / f"{name}.grads"), *extra],
+        p = sft(d / "model", d / "data.jsonl", out, STEPS, [*args, "--dump_grads", str(d / f"{name}.grads"), *extra],
                 np_=np_)
     finally:
         os.environ.clear(), os.environ.update(old)
@@ -176,19 +179,8 @@ def rows_run(d, path, rows, cache={}):
         bf16 = path != "fp32"
         args = [a for a in ARGS if bf16 or a not in ("--torch_dtype", "bfloat16")]
         args[args.index("--max_length") + 1] = "300"
-        name = f"rows_{path}_{rows}"
-        env = {k: v for k, v in os.environ.items() if k != "OMNISHARD_BF16_GEMM"}
-        env["OMNISHARD_LOGITS_ROWS"] = str(rows)
-        if path in ("sgemm", "onednn"):
-            env["OMNISHARD_BF16_GEMM"] = path
-        old = os.environ.copy()
-        os.environ.clear(), os.environ.update(env)
-        try:
-            p = sft(d / "model", d / "data.jsonl", d / name, STEPS, [*args, "--dump_grads", str(d / f"{name}.grads")])
-        finally:
-            os.environ.clear(), os.environ.update(old)
-        from safetensors.numpy import load_file
-        cache[key] = (p, logs(d / name), load_file(str(d / f"{name}.grads")), weights(d / name / "final_model"))
+        cache[key] = omnishard(d, f"rows_{path}_{rows}", path if bf16 else None, args=args,
+                               env_add={"OMNISHARD_LOGITS_ROWS": str(rows)})
     return cache[key]
 
 

@@ -44,13 +44,12 @@ typedef struct {
 static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, const float *W, int dh, float *dW,
                         int64_t row0, float *dWa) {
     int64_t C = m->C, V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
-    if (st->n && dh)
-        os_k->gemm_rounded(OS_PRE_A, 0, 0, st->n, C, V, 1.0f, buf->dls, V, W, C, 0.0f, buf->dhn + st->first * C, C);
-    if (st->n && dW)
+    if (!st->n) return;
+    if (dh) os_k->gemm_rounded(OS_PRE_A, 0, 0, st->n, C, V, 1.0f, buf->dls, V, W, C, 0.0f, buf->dhn + st->first * C, C);
+    if (dW)
         os_k->gemm_rounded(OS_PRE_A, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
                            buf->hn + st->first * C, C, 1.0f, dW + row0 * C, C);
-    if (st->n && dWa)
-        os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
+    if (dWa) os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
     st->first += st->n, st->n = 0;
 }
 

@@ -31,8 +31,8 @@ typedef struct {
 // rows = k_xent_chunk_rows(V, N).
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the rounded
 // gradients of srows = os_head_stash_rows rows, so that the input gradient (dhn) and the weight gradients are one
-// product over all of them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
-// [srows, A] (adapter input); NULL otherwise.
+// product over all of them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output
+// gradient), ain [srows, A] (adapter input); NULL otherwise.
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
     int32_t *y;
