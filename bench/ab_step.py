@@ -25,7 +25,7 @@ import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_step import make_model, model_dir  # noqa: E402
+from bench_step import make_model, model_dir, write_samples, LABELS  # noqa: E402
 from vs_deepspeed import SHAPE  # noqa: E402
 
 PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s", "time/cpu_s"]
@@ -76,17 +76,16 @@ def main():
     ap.add_argument("--stage", type=int, default=3)
     ap.add_argument("--torch_dtype", default="float32", choices=["float32", "bfloat16"], help="the sides' precision")
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
+    ap.add_argument("--labels", default="random", choices=LABELS,
+                    help="the samples' label layout (bench/bench_step.py write_samples)")
     a = ap.parse_args()
     sides = [parse_side(x, a.stage, a.torch_dtype) for x in a.side]
     s = dict(SHAPE, layers=a.layers)
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)
     make_model(mdir, s)
-    from oracle import slam_omni_ref as ref
     n = max(x["ranks"] * x["batch"] * x["accum"] for x in sides) * a.steps
-    data = os.path.join(a.cache, f"ab_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
-    if not os.path.exists(data):
-        ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
+    data = write_samples(a.cache, "ab", n, s, a.seq, a.labels)
     print(f"seq {a.seq}, {a.layers} layers, {a.rounds} rounds x {a.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     res = {x["name"]: [] for x in sides}

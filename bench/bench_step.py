@@ -73,6 +73,49 @@ def make_model(d, s):
     print(f"wrote {d} in {time.time() - t0:.0f} s", flush=True)
 
 
+LABELS = ("random", "slam-omni")
+
+
+def write_samples(cache, prefix, n, s, seq, labels="random"):
+    """n pretokenized samples of exactly seq positions in cache (written once; the path is returned).
+    labels "random": tests/oracle/slam_omni_ref.py's make_data (every row's labels random ids after a -100 prompt
+    of random length, drawn for each row on its own: 2-48% of the positions have audio targets but no text one).
+    labels "slam-omni": SLAM-Omni's layout (docs/dataset.md "Sample layout") in the proportions of its speech
+    dialogues: a prompt (~8% of the positions) and the user's speech (10-25%) without targets in any row; then the
+    answer, whose text (15-30% of the answer's positions: ~3.3 BPE tokens per second of speech against the codec's
+    50 Hz / G = 3 groups, 16.7 per second) ends with eot and is -100 after it, while every audio row has a target on
+    every answer position (the group tokens, eoa and its pad_a fill)."""
+    path = os.path.join(cache, f"{prefix}_seq{seq}_n{n}_T{s['T']}_A{s['A']}"
+                        + ("" if labels == "random" else "_" + labels) + ".jsonl")
+    if os.path.exists(path):
+        return path
+    from oracle import slam_omni_ref as ref
+    if labels == "random":
+        ref.make_data(path, n, G=s["G"], T=s["T"], A=s["A"], min_len=seq, max_len=seq, seed=1)
+        return path
+    import numpy as np
+    g, T, A, G = np.random.default_rng(1), s["T"], s["A"], s["G"]
+    eot, pad_t, pad_a = T - 64, T - 63, A - 63   # the special ids (docs/dataset.md; audio ids raw, 0..A-1)
+    with open(path + ".tmp", "w") as f:
+        for _ in range(n):
+            prompt = int(seq * g.uniform(0.06, 0.10))
+            speech = int(seq * g.uniform(0.10, 0.25))
+            answer = seq - prompt - speech
+            n_text = max(1, int(answer * g.uniform(0.15, 0.30)))
+            text = [int(x) for x in g.integers(0, T - 64, seq)]
+            tlab = [-100] * (prompt + speech) + text[prompt + speech:prompt + speech + n_text - 1] + [eot]
+            tlab += [-100] * (seq - len(tlab))
+            text[prompt + speech + n_text:] = [pad_t] * (seq - prompt - speech - n_text)
+            audio = [[int(x) for x in g.integers(0, max(A - 64, 1), seq)] for _ in range(G)]
+            alab = [[-100] * (prompt + speech) + a[prompt + speech:] for a in audio]
+            for a in audio:
+                a[:prompt + speech] = [pad_a] * (prompt + speech)
+            f.write(json.dumps({"input_ids": [[T + x for x in a] for a in audio] + [text],
+                                "labels": alab + [tlab]}) + "\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
 def flops_per_step(s, B, L):
     C, F, H, KH, V = s["hidden"], s["inter"], s["heads"], s["kv_heads"], s["T"] + s["A"]
     D = C // H

@@ -30,7 +30,7 @@ import argparse, bisect, collections, glob, json, os, re, shutil, statistics, su
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_step import flops_per_step, gemm_omni, make_model, model_dir  # noqa: E402
+from bench_step import flops_per_step, gemm_omni, make_model, model_dir, write_samples, LABELS  # noqa: E402
 from vs_deepspeed import SHAPE  # noqa: E402
 
 # (group, test on "dso symbol"), first match wins
@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
+    ap.add_argument("--labels", default="random", choices=LABELS,
+                    help="the samples' label layout (bench/bench_step.py write_samples)")
     ap.add_argument("--top", type=int, default=25, help="symbols listed")
     ap.add_argument("--stage", type=int, default=3, help="ZeRO stage")
     ap.add_argument("--batch", type=int, default=1, help="per-rank micro-batch")
@@ -125,11 +127,8 @@ def main():
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)
     make_model(mdir, s)
-    from oracle import slam_omni_ref as ref
     n = a.np * a.batch * a.accum * a.steps
-    data = os.path.join(a.cache, f"profile_seq{a.seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
-    if not os.path.exists(data):
-        ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=a.seq, max_len=a.seq, seed=1)
+    data = write_samples(a.cache, "profile", n, s, a.seq, a.labels)
     tmp = tempfile.mkdtemp(prefix="omni_profile_", dir="/tmp")
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

@@ -1,12 +1,15 @@
 """omnishard vs DeepSpeed ZeRO-3, side by side on the same SLAM-Omni model, data and machine (issue 12).
 
 usage: .venv/bin/python bench/vs_deepspeed.py [--seq 512,2048] [--np 2,1] [--rounds 3] [--steps 4] [--layers 4]
-           [--threads T] [--dtype float32,bfloat16] [--build build] [--base BUILD] [--cache bench/.cache] [--quick]
+           [--threads T] [--dtype float32,bfloat16] [--build build] [--base BUILD] [--cache bench/.cache]
+           [--labels random|slam-omni] [--quick]
 
 Model: Qwen2.5-0.5B layer shapes (hidden 896, intermediate 4864, 14 heads, 2 kv heads), --layers layers (4),
 vocabulary T = 152000 + A = 4160, G = 3 with the group-decode adapter, tied, random weights; written once by
-bench/bench_step.py's make_model into --cache (git-ignored). Samples: tests/oracle/slam_omni_ref.py's make_data,
-every sample exactly --seq tokens long, 2 * steps of them (one epoch covers a 2-rank run).
+bench/bench_step.py's make_model into --cache (git-ignored). Samples: bench/bench_step.py's write_samples, every
+sample exactly --seq tokens long, 2 * steps of them (one epoch covers a 2-rank run); --labels random (default:
+tests/oracle/slam_omni_ref.py's make_data) or slam-omni (SLAM-Omni's layout: prompt and speech without targets,
+the answer's text shorter than its audio).
 Both sides: fp32 (--dtype float32) or bf16 mixed precision (--dtype bfloat16: DeepSpeed's bf16 mode, i.e. the model
 in bf16, bf16 parameters gathered and computed with, fp32 master weights and AdamW, the cross-entropy on fp32 logits
 as transformers' causal-LM loss does; omnishard --torch_dtype bfloat16, docs/training.md), batch 1 per rank, no accumulation, AdamW (lr 1e-5, betas 0.9/0.999, eps 1e-8, weight decay 0),
@@ -37,7 +40,7 @@ import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, thread
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_step import flops_per_step, gemm_omni, make_model, model_dir  # noqa: E402
+from bench_step import flops_per_step, gemm_omni, make_model, model_dir, write_samples, LABELS  # noqa: E402
 
 SHAPE = dict(hidden=896, inter=4864, layers=4, heads=14, kv_heads=2, T=152000, A=4160, G=3, tied=True)
 QUICK = dict(SHAPE, hidden=64, inter=128, layers=2, heads=4, kv_heads=2, A=64)
@@ -159,11 +162,8 @@ def run_omni(a, mdir, data, np_, threads, seq, dtype, build=None):
 
 def one_config(a, s, mdir, np_, seq, dtype):
     threads = a.threads or max(1, (os.cpu_count() or 1) // np_)
-    from oracle import slam_omni_ref as ref
     n = 2 * a.steps
-    data = os.path.join(a.cache, f"vs_ds_seq{seq}_n{n}_T{s['T']}_A{s['A']}.jsonl")
-    if not os.path.exists(data):
-        ref.make_data(data, n, G=s["G"], T=s["T"], A=s["A"], min_len=seq, max_len=seq, seed=1)
+    data = write_samples(a.cache, "vs_ds", n, s, seq, a.labels)
     p_mm, flops, attn = flops_per_step(s, np_, seq)
     print(f"\n== {dtype}, seq {seq}, {np_} rank(s) x {threads} thread(s), {a.rounds} rounds x {a.steps} steps; "
           f"flops/step = 6 * {p_mm / 1e6:.1f}M * {np_ * seq} + {attn / 1e9:.1f}G = {flops / 1e12:.4f} TFLOP; "
@@ -230,6 +230,8 @@ def main():
     ap.add_argument("--build", default=os.environ.get("OMNISHARD_BUILD", "build"))
     ap.add_argument("--base", default="", help="omnishard-only A/B: this build folder's omnishard in place of DeepSpeed")
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
+    ap.add_argument("--labels", default="random", choices=LABELS,
+                    help="the samples' label layout (bench/bench_step.py write_samples)")
     ap.add_argument("--dtype", default="float32", help="comma-separated: float32, bfloat16")
     ap.add_argument("--loss_rtol", type=float, default=1e-4)
     ap.add_argument("--bf16_loss_rtol", type=float, default=1e-2)

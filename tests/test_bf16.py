@@ -164,10 +164,11 @@ def test_zero3_bf16_exact_gather_of_a_bf16_bucket(setup):
 
 @pytest.fixture(scope="module")
 def long_rows(tmp_path_factory):
-    """samples of 300 positions, batch 2: 600 rows per micro-batch"""
+    """samples of 300 positions, batch 2: 600 rows per micro-batch; no prompt region, so that 596 rows of each
+    micro-batch have a text and an audio target (one class of rows, src/model/head.c), 2 an audio target only"""
     d = tmp_path_factory.mktemp("bf16_rows")
     ref.make_model(str(d / "model"), **MODEL)
-    ref.make_data(str(d / "data.jsonl"), 2 * STEPS, G=3, T=192, A=80, min_len=300, max_len=300)
+    ref.make_data(str(d / "data.jsonl"), 2 * STEPS, G=3, T=192, A=80, min_len=300, max_len=300, ignore_prompt=False)
     return d
 
 
@@ -186,9 +187,10 @@ def rows_run(d, path, rows, cache={}):
 
 @pytest.mark.parametrize("path", ["sgemm", "onednn", "fp32"])
 def test_head_chunks_and_stash(long_rows, path):
-    """OMNISHARD_LOGITS_ROWS=128 cuts the 600 rows into 5 logits chunks (4 x 128 + 88). In bf16 the head keeps
-    their rounded gradients in its stash (src/model/head.h: 512 rows, 4 chunks) and computes the weight gradients
-    once per stash: here after the 4th chunk and after the 5th.
+    """OMNISHARD_LOGITS_ROWS=128 cuts the 596 rows with text and audio targets into 5 equal logits chunks (120 +
+    4 x 119), the 2 audio-only rows are a chunk of their own (their audio columns only). In bf16 the head keeps the
+    chunks' rounded gradients in its stash (src/model/head.h: 512 rows, 4 chunks of 128) and computes the weight
+    gradients once per stash and at the end of a class of rows: here after the 4th chunk, the 5th and the 6th.
     - Against one chunk of 600 rows (one stash): the step-1 loss is the same and the gradients below the head are
       the same products of the same rounded rows; the head's own (lm_head = the tied embedding, the adapter) are
       sums over the same 600 rows grouped differently (fp32 accumulation order only).
@@ -216,7 +218,8 @@ def test_head_chunks_and_stash(long_rows, path):
 
 def test_gemm_times_table(setup):
     """OMNISHARD_GEMM_TIMES=1 prints the products per shape at exit (src/kernels/gemm_times.c): here the head's
-    (rows N = 2 x 16, V = 192 + 80, C = 64) with the operand kinds of the bf16 stash; another value is named"""
+    (rows N = 2 x 16, V = 192 + 80, C = 64) with the operand kinds of the bf16 stash, and the narrower products of
+    the rows with audio targets only; another value is named"""
     import re
     env = dict(os.environ, OMNISHARD_GEMM_TIMES="1", OMNISHARD_BF16_GEMM="sgemm")
     def args(out):
@@ -234,6 +237,10 @@ def test_gemm_times_table(setup):
     assert kinds("NN", (None, 64, 272)) == {"bf16 a rounded"}, p.stderr   # dhn from the stash
     assert kinds("TN", (272, 64, None)) == {"bf16 a rounded"}, p.stderr   # lm_head's dW from the stash
     assert kinds("TN", (240, 80, None)) == {"bf16 a, b rounded"}, p.stderr   # the adapter's dWa
+    # the rows with an audio target only (2 of the 22 with a target here; src/model/head.c, row classes): their
+    # logits are the 80 audio columns, and so are their dhn and lm_head dW products
+    assert kinds("NT", (2, 80, 64)) == {"bf16"} and kinds("NN", (2, 64, 80)) == {"bf16 a rounded"}, p.stderr
+    assert kinds("TN", (80, 64, 2)) == {"bf16 a rounded"} and kinds("NT", (20, 272, 64)) == {"bf16"}, p.stderr
     assert rows and all(r[4] > 0 for r in rows)
     env["OMNISHARD_GEMM_TIMES"] = "yes"
     p = subprocess.run(args("times2"), capture_output=True, text=True, timeout=120, env=env)

@@ -16,7 +16,9 @@ def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("planmem")
     ref.make_model(str(d / "model"), hidden=512, layers=2, heads=8, kv_heads=2, inter=1024, T=32768, A=2048, G=3,
                    tied=False, seed=3)
-    ref.make_data(str(d / "data.jsonl"), 4, G=3, T=32768, A=2048, min_len=L, max_len=L, seed=5)
+    # no prompt region: every row has text and audio targets, so the head's logits chunk is written whole, as plan
+    # counts it (rows with audio targets only write 1/17 of it: src/model/head.c, row classes)
+    ref.make_data(str(d / "data.jsonl"), 4, G=3, T=32768, A=2048, min_len=L, max_len=L, seed=5, ignore_prompt=False)
     return d
 
 

@@ -281,12 +281,18 @@ void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
 void k_gemm_bf16_unpin(void) { pin.src = NULL; }
 
 // the operand src [rows, cols] (row stride ld) rounded, with its row stride in *ldr: the bound copy (stride ld),
-// the pinned copy or scratch i filled now (packed: cols)
+// the pinned copy (stride: the pinned columns) or scratch i filled now (packed: cols)
 static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t *ldr) {
     const void *b = bound(src, rows, cols, ld);
     *ldr = b ? ld : cols;
     if (b) return b;
-    if (pin.src && src == pin.src && rows == pin.rows && cols == pin.cols && ld == pin.ld) return pin.copy;
+    if (pin.src && ld == pin.ld && src >= pin.src) {   // the pinned operand or a block of it
+        int64_t off = src - pin.src, r = off / ld, c = off % ld;
+        if (r + rows <= pin.rows && c + cols <= pin.cols) {
+            *ldr = pin.cols;
+            return (const char *)pin.copy + (onednn ? 2 : 4) * (r * pin.cols + c);
+        }
+    }
     void *d = scratch(i, (onednn ? 2 : 4) * (size_t)(rows * cols));
     round_rows(d, src, rows, cols, ld);
     return d;

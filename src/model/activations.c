@@ -68,7 +68,7 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     for (int64_t l = 0; l <= nl; l++) put(lo, OS_ACT_RESID, lo->a ? &a->xs[l] : &x_dummy, N * C);
     // HEAD
     os_head_buf *h = &a->head;
-    put(lo, OS_ACT_HEAD, &h->hn, N * C), put(lo, OS_ACT_HEAD, &h->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V);
+    put(lo, OS_ACT_HEAD, &h->hn, N * C), put(lo, OS_ACT_HEAD, &h->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V > N * C ? rows * V : N * C);
     int ad = m->b_adapter >= 0;
     put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0), put(lo, OS_ACT_HEAD, &h->dA, ad && tr ? rows * A : 0);
     put(lo, OS_ACT_HEAD, &h->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);

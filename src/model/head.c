@@ -34,55 +34,165 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
     return k < N ? k : N;
 }
 
-// bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n); the products of
-// those rows, one each: dhn[rows] = dlogits @ W (W packed once for all of them, not once per chunk), dW[row0:] +=
-// dlogits[:, row0:]^T hn, dWa += dal^T a
-typedef struct {
-    int64_t first, n, e;   // e: bytes per rounded element
-} stash;
+// Row classes: which loss terms a row has targets in, and so which lm_head columns [c0, c1) it needs. The text
+// cross-entropy reads columns [0, T), the audio ones [T, T + Va) (through the adapter, or layer g's own columns
+// with the layer shift); a row without a text target never needs the 152000 text columns, one without an audio
+// target neither the audio columns nor the adapter (in SLAM-Omni: most answer positions are past the text's eot,
+// audio only). Rows are grouped by class (text and audio, text only, audio only), then computed in chunks.
+enum { CLS_TA, CLS_T, CLS_A, NCLS };
 
-static void stash_flush(const os_model *m, const os_head_buf *buf, stash *st, const float *W, int dh, float *dW,
-                        int64_t row0, float *dWa) {
-    int64_t C = m->C, V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
-    if (!st->n) return;
-    if (dh) os_k->gemm_rounded(OS_PRE_A, 0, 0, st->n, C, V, 1.0f, buf->dls, V, W, C, 0.0f, buf->dhn + st->first * C, C);
-    if (dW)
-        os_k->gemm_rounded(OS_PRE_A, 1, 0, V - row0, C, st->n, 1.0f, (const char *)buf->dls + row0 * st->e, V,
-                           buf->hn + st->first * C, C, 1.0f, dW + row0 * C, C);
-    if (dWa) os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, st->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, dWa, A);
-    st->first += st->n, st->n = 0;
+typedef struct {
+    const os_model *m;
+    const os_head_task *t;
+    os_head_buf *buf;
+    os_loss_sums *s;
+    const float *W, *Wa, *ba;
+    float *dW, *dWa, *dba;
+    int64_t row0;                          // dW is computed for lm_head rows [row0, V)
+    int32_t *y[OS_MAX_G + 1];              // targets per loss term, [N] each
+    float scale[OS_MAX_G + 1];
+    int nterms, bw, dh;                    // loss terms (0: inference), backward runs, dhn computed
+    int64_t Va;                            // logit columns after T that a loss reads
+    int64_t first, n, e;                   // bf16 stash: rows [first, first + n) held, e bytes per element
+    int64_t srows;                         // the stash's capacity in rows
+} head_run;
+
+// bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n), all of one class
+// (columns [c0, c1), stash row stride c1 - c0); the products of those rows, one each: dhn[rows] = dlogits @
+// W[c0:c1] (W packed once for all of them, not once per chunk), dW[max(row0, c0):c1] += dlogits^T hn, dWa +=
+// dal^T a
+static void stash_flush(head_run *h, int64_t c0, int64_t c1) {
+    const os_model *m = h->m;
+    const os_head_buf *buf = h->buf;
+    int64_t C = m->C, A = m->oc.audio_vocab, GA = m->oc.G * A, w = c1 - c0, d0 = h->row0 > c0 ? h->row0 : c0;
+    if (!h->n) return;
+    if (h->dh)
+        os_k->gemm_rounded(OS_PRE_A, 0, 0, h->n, C, w, 1.0f, buf->dls, w, h->W + c0 * C, C, 0.0f,
+                           buf->dhn + h->first * C, C);
+    if (h->dW && d0 < c1)
+        os_k->gemm_rounded(OS_PRE_A, 1, 0, c1 - d0, C, h->n, 1.0f, (const char *)buf->dls + (d0 - c0) * h->e, w,
+                           buf->hn + h->first * C, C, 1.0f, h->dW + d0 * C, C);
+    if (h->dWa && c1 > m->oc.text_vocab)
+        os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, h->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, h->dWa, A);
+    h->first += h->n, h->n = 0;
 }
 
-// the stash row where this chunk starts, in buffer b of w elements per row
-static void *stash_row(const stash *st, void *b, int64_t w) { return (char *)b + st->n * w * st->e; }
+// the stash row where the next chunk starts, in buffer b of w elements per row
+static void *stash_row(const head_run *h, void *b, int64_t w) { return (char *)b + h->n * w * h->e; }
 
-// The rows with a target in some loss term moved to the front of hn and of the targets y (in order, idx[i] the
-// original row of row i); returns their count. A row with none adds nothing to any loss or gradient, so the head
-// skips its logits: in SLAM-Omni the speech input and prompt positions.
-static int64_t compact_rows(const os_model *m, os_head_buf *buf, int32_t **y, int nterms, int64_t N, int64_t *idx) {
-    int64_t C = m->C, n = 0;
-    for (int64_t r = 0; r < N; r++) {
-        int any = 0;
-        for (int k = 0; k < nterms && !any; k++) any = y[k][r] != -100;
-        if (!any) continue;
-        if (n != r) {   // n < r: the rows do not overlap
-            os_k->copy(buf->hn + n * C, buf->hn + r * C, C);
-            for (int k = 0; k < nterms; k++) y[k][n] = y[k][r];
-        }
-        idx[n++] = r;
+// the class of row r by its targets
+static int row_class(const head_run *h, int64_t r) {
+    int text = h->y[0][r] != -100, audio = 0;
+    for (int k = 1; k < h->nterms && !audio; k++) audio = h->y[k][r] != -100;
+    return text ? (audio ? CLS_TA : CLS_T) : audio ? CLS_A : NCLS;
+}
+
+// Rows with a target moved to the front of hn and of the targets y, grouped by class (in order within one),
+// idx[i] the original row of row i; ncls[c] the rows of class c; returns their count. A row with no target adds
+// nothing to any loss or gradient and is skipped (in SLAM-Omni: the speech input and the prompt). The logits
+// buffer (at least [N, C], activations.c) is the scratch.
+static int64_t order_rows(head_run *h, int64_t N, int64_t *idx, int64_t ncls[NCLS]) {
+    int64_t C = h->m->C, n = 0;
+    float *tmp = h->buf->logits;
+    for (int c = 0; c < NCLS; c++) {
+        ncls[c] = 0;
+        for (int64_t r = 0; r < N; r++)
+            if (row_class(h, r) == c) idx[n++] = r, ncls[c]++;
+    }
+    for (int64_t i = 0; i < n; i++) os_k->copy(tmp + i * C, h->buf->hn + idx[i] * C, C);
+    os_k->copy(h->buf->hn, tmp, n * C);
+    int32_t *yt = (int32_t *)tmp;
+    for (int k = 0; k < h->nterms; k++) {
+        for (int64_t i = 0; i < n; i++) yt[i] = h->y[k][idx[i]];
+        memcpy(h->y[k], yt, sizeof(int32_t) * (size_t)n);
     }
     return n;
 }
 
-// dhn's compact rows [0, n) back to their rows idx[i] (last first: idx[i] >= i), the skipped rows zero
-static void expand_dh(const os_model *m, float *dhn, const int64_t *idx, int64_t n, int64_t N) {
-    int64_t C = m->C;
-    for (int64_t i = n - 1; i >= 0; i--)
-        if (idx[i] != i) os_k->copy(dhn + idx[i] * C, dhn + i * C, C);
-    for (int64_t r = 0, i = 0; r < N; r++) {
-        if (i < n && idx[i] == r) i++;
-        else os_k->zero(dhn + r * C, C);
+// dhn's ordered rows [0, n) back to their rows idx[i], the skipped rows zero (the logits buffer is the scratch)
+static void expand_dh(const head_run *h, const int64_t *idx, int64_t n, int64_t N) {
+    int64_t C = h->m->C;
+    float *dhn = h->buf->dhn, *tmp = h->buf->logits;
+    os_k->copy(tmp, dhn, n * C);
+    os_k->zero(dhn, N * C);
+    for (int64_t i = 0; i < n; i++) os_k->copy(dhn + idx[i] * C, tmp + i * C, C);
+}
+
+// the audio losses of a chunk of n rows at row r0, la [n, *] (stride V) its audio columns: through the adapter
+// (al[n, G*A] = la[:, :A] @ Wa^T + ba, layer i = al[:, i*A:(i+1)*A]) or, without it, layer g's own columns
+// [g*A, (g+1)*A) (G = 1, or the layer shift: slam_model_s2s.py:262)
+static void audio_fwd(head_run *h, int64_t r0, int64_t n, float *la) {
+    const os_model *m = h->m;
+    os_head_buf *buf = h->buf;
+    int64_t V = m->V, G = m->oc.G, A = m->oc.audio_vocab, GA = G * A;
+    float *al = buf->al;
+    if (!h->Wa) {
+        for (int64_t k = 0; k < G; k++)
+            h->s->sum[1 + k] += os_k->xent_fwd_bwd(la + k * A, V, h->y[1 + k] + r0, n, A, h->scale[1 + k],
+                                                   &h->s->correct[1 + k]);
+        return;
     }
+    if (h->e) {   // the adapter's input rounded into the stash: the forward and dWa read it
+        void *ar = stash_row(h, buf->ain, A);
+        os_k->gemm_round(ar, la, n, A, V);
+        os_k->gemm_rounded(OS_PRE_A, 0, 1, n, GA, A, 1.0f, ar, A, h->Wa, A, 0.0f, al, GA);
+    } else
+        os_k->gemm(0, 1, n, GA, A, 1.0f, la, V, h->Wa, A, 0.0f, al, GA);
+    for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, h->ba, GA);
+    for (int64_t k = 0; k < G; k++)
+        h->s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, GA, h->y[1 + k] + r0, n, A, h->scale[1 + k], &h->s->correct[1 + k]);
+}
+
+// backward through the adapter into la's first A columns: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
+static void adapter_bwd(head_run *h, int64_t n, float *la) {
+    const os_model *m = h->m;
+    os_head_buf *buf = h->buf;
+    int64_t V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
+    float *al = buf->al, *dA = buf->dA;
+    for (int64_t i = 0; h->dba && i < n; i++) os_k->add(h->dba, h->dba, al + i * GA, GA);
+    if (h->e) {   // dal rounded once: dA now, dWa with the stash
+        void *dr = stash_row(h, buf->als, GA);
+        os_k->gemm_round(dr, al, n, GA, GA);
+        os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, h->Wa, A, 0.0f, dA, A);
+    } else {
+        if (h->dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, la, V, 1.0f, h->dWa, A);
+        os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, h->Wa, A, 0.0f, dA, A);
+    }
+    for (int64_t i = 0; i < n; i++) os_k->copy(la + i * V, dA + i * A, A);
+}
+
+// the rows of the next of k equal chunks over `left` rows (0 when k = 0)
+static int64_t share(int64_t left, int64_t k) { return k > 0 ? (left + k - 1) / k : 0; }
+
+// One chunk: rows [r0, r0 + n), all of one class, lm_head columns [c0, c1) (c0 = 0: the text columns are among
+// them; c1 > T: the audio ones). The logits buffer holds them at stride V, column c0 first. next: the rows of the
+// class's next chunk (0: this is its last).
+static void head_chunk(head_run *h, int64_t r0, int64_t n, int64_t c0, int64_t c1, int64_t next) {
+    const os_model *m = h->m;
+    os_head_buf *buf = h->buf;
+    int64_t C = m->C, V = m->V, T = m->oc.text_vocab, w = c1 - c0;
+    int text = c0 == 0, audio = c1 > T && m->oc.G > 0;
+    const float *hr = buf->hn + r0 * C;
+    float *lg = buf->logits, *la = lg + (T - c0);   // la: the audio columns (c0 <= T)
+    os_k->gemm(0, 1, n, w, C, 1.0f, hr, C, h->W + c0 * C, C, 0.0f, lg, V);   // logits[n, c0:c1]
+    if (h->t->logits) os_k->copy(h->t->logits + r0 * V, lg, n * V);   // every row, every column (w = V)
+    if (!h->nterms) return;
+    if (text) h->s->sum[0] += os_k->xent_fwd_bwd(lg, V, h->y[0] + r0, n, T, h->scale[0], &h->s->correct[0]);
+    if (audio) audio_fwd(h, r0, n, la);
+    if (!h->bw) return;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
+    if (audio && h->Wa) adapter_bwd(h, n, la);
+    int64_t z0 = T + h->Va > c0 ? T + h->Va : c0;   // columns no loss reads: zero gradient
+    for (int64_t i = 0; i < n && z0 < c1; i++) os_k->zero(lg + i * V + (z0 - c0), c1 - z0);
+    // lm_head backward: dh = dlogits @ W[c0:c1], dW[d0:c1] += dlogits[:, d0:]^T h
+    if (h->e) {   // dlogits rounded once: dh and dW with the stash
+        if (h->dh || h->dW) os_k->gemm_round(stash_row(h, buf->dls, w), lg, n, w, V);
+        h->n += n;
+        if (!next || h->n + next > h->srows) stash_flush(h, c0, c1);
+        return;
+    }
+    int64_t d0 = h->row0 > c0 ? h->row0 : c0;
+    if (h->dh) os_k->gemm(0, 0, n, C, w, 1.0f, lg, V, h->W + c0 * C, C, 0.0f, buf->dhn + r0 * C, C);
+    if (h->dW && d0 < c1) os_k->gemm(1, 0, c1 - d0, C, n, 1.0f, lg + (d0 - c0), V, hr, C, 1.0f, h->dW + d0 * C, C);
 }
 
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
@@ -93,84 +203,40 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         last_logits(m, w->lm_head, t, buf);
         return;
     }
-    int nterms = t->labels ? (int)G + 1 : 0, bw = g != NULL;   // bw: the backward runs
-    int dh = bw && t->dh;
-    int64_t Va = G > 0 ? (m->oc.layershift ? G : 1) * A : 0;   // logit columns after T that a loss reads
-    int32_t *y[OS_MAX_G + 1];
-    float scale[OS_MAX_G + 1];
-    for (int k = 0; k < nterms; k++) {
-        y[k] = buf->y + k * N;
-        s->count[k] = targets(m, t, k, y[k]);
-        scale[k] = s->count[k] && bw ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
+    int bw = g != NULL;   // the backward runs
+    head_run h = {.m = m, .t = t, .buf = buf, .s = s, .W = w->lm_head, .Wa = w->adapter_w, .ba = w->adapter_b,
+                  .dW = bw ? g->lm_head : NULL, .dWa = bw ? g->adapter_w : NULL, .dba = bw ? g->adapter_b : NULL,
+                  .row0 = bw && g->lm_head ? g->lm_head_row0 : 0, .nterms = t->labels ? (int)G + 1 : 0, .bw = bw,
+                  .dh = bw && t->dh, .Va = G > 0 ? (m->oc.layershift ? G : 1) * A : 0};
+    for (int k = 0; k < h.nterms; k++) {
+        h.y[k] = buf->y + k * N;
+        s->count[k] = targets(m, t, k, h.y[k]);
+        h.scale[k] = s->count[k] && bw ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
     }
-    int64_t *idx = NULL;   // rows compacted (no logits requested): idx[i] = the original row of row i
-    if (nterms && !t->logits) {
+    // the classes' rows and columns; every row in the first class, all columns, when the logits are requested
+    int64_t ncls[NCLS] = {N, 0, 0}, c0[NCLS] = {0, 0, T}, c1[NCLS] = {V, T, T + h.Va}, *idx = NULL;
+    if (h.nterms && !t->logits) {
         idx = os_alloc(sizeof(int64_t) * (size_t)N, "head rows with a target");
-        N = compact_rows(m, buf, y, nterms, N, idx);
+        N = order_rows(&h, N, idx, ncls);
+        c1[CLS_TA] = T + h.Va;
     }
-    const float *W = w->lm_head, *Wa = w->adapter_w, *ba = w->adapter_b;
-    int ad = Wa != NULL;
-    float *dW = bw ? g->lm_head : NULL, *dWa = bw ? g->adapter_w : NULL, *dba = bw ? g->adapter_b : NULL;
-    int64_t row0 = dW ? g->lm_head_row0 : 0;
-    int64_t rows = k_xent_chunk_rows(V, N), GA = G * A;
+    int64_t rows = N > 0 ? k_xent_chunk_rows(V, N) : 1;   // N = 0: no row has a target
     // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
-    stash st = {0, 0, bw && nterms && buf->dls ? os_k->gemm_rounds() : 0};
-    int64_t srows = st.e ? os_head_stash_rows(m, Nall) : 0;   // sized for all rows (activations.c), used for N
-    float *logits = buf->logits, *al = buf->al, *dA = buf->dA;
-    os_k->gemm_pin(W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
-    for (int64_t r0 = 0; r0 < N; r0 += rows) {
-        int64_t n = N - r0 < rows ? N - r0 : rows;
-        const float *h = buf->hn + r0 * C;
-        os_k->linear_fwd(logits, h, W, NULL, n, C, V);                        // logits[n, V]
-        if (t->logits) os_k->copy(t->logits + r0 * V, logits, n * V);
-        if (!nterms) continue;
-        // text: columns [0, T)
-        s->sum[0] += os_k->xent_fwd_bwd(logits, V, y[0] + r0, n, T, scale[0], &s->correct[0]);
-        if (!ad) {   // G = 1, or layer shift: layer g = columns [T + g*A, T + (g+1)*A) (slam_model_s2s.py:262)
-            for (int64_t k = 0; k < G; k++)
-                s->sum[1 + k] += os_k->xent_fwd_bwd(logits + T + k * A, V, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
-        } else {
-            // adapter: al[n, G*A] = logits[:, T:T+A] @ Wa^T + ba, layer i = al[:, i*A:(i+1)*A]
-            if (st.e) {   // its input rounded into the stash: the forward and dWa read it
-                void *ar = stash_row(&st, buf->ain, A);
-                os_k->gemm_round(ar, logits + T, n, A, V);
-                os_k->gemm_rounded(OS_PRE_A, 0, 1, n, GA, A, 1.0f, ar, A, Wa, A, 0.0f, al, GA);
-            } else
-                os_k->gemm(0, 1, n, GA, A, 1.0f, logits + T, V, Wa, A, 0.0f, al, GA);
-            for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, ba, GA);
-            for (int64_t k = 0; k < G; k++)
-                s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, GA, y[1 + k] + r0, n, A, scale[1 + k], &s->correct[1 + k]);
+    h.e = bw && h.nterms && buf->dls ? os_k->gemm_rounds() : 0;
+    h.srows = h.e ? os_head_stash_rows(m, Nall) : 0;   // sized for all rows (activations.c)
+    os_k->gemm_pin(h.W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
+    int64_t r0 = 0;
+    for (int c = 0; c < NCLS; c++) {   // each class in equal chunks of at most `rows`
+        int64_t left = ncls[c];
+        for (int64_t k = (left + rows - 1) / rows; k > 0; k--) {
+            int64_t n = share(left, k);
+            left -= n;
+            head_chunk(&h, r0, n, c0[c], c1[c], share(left, k - 1));
+            r0 += n;
         }
-        if (!bw) continue;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
-        if (ad) {
-            // backward through the adapter: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
-            for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * GA, GA);
-            if (st.e) {   // dal rounded once: dA now, dWa with the stash
-                void *dr = stash_row(&st, buf->als, GA);
-                os_k->gemm_round(dr, al, n, GA, GA);
-                os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, dA, A);
-            } else {
-                if (dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, logits + T, V, 1.0f, dWa, A);
-                os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, dA, A);
-            }
-            for (int64_t i = 0; i < n; i++) os_k->copy(logits + i * V + T, dA + i * A, A);
-        }
-        for (int64_t i = 0; i < n && T + Va < V; i++)    // columns no loss reads
-            os_k->zero(logits + i * V + T + Va, V - T - Va);
-        // lm_head backward: dh = dlogits @ W, dW += dlogits^T @ h
-        if (st.e) {   // dlogits rounded once: dh and dW with the stash
-            if (dh || dW) os_k->gemm_round(stash_row(&st, buf->dls, V), logits, n, V, V);
-            st.n += n;
-            int64_t next = N - r0 - n < rows ? N - r0 - n : rows;   // the next chunk's rows (0: this was the last)
-            if (!next || st.n + next > srows) stash_flush(m, buf, &st, W, dh, dW, row0, dWa);
-            continue;
-        }
-        if (dh) os_k->zero(buf->dhn + r0 * C, n * C);
-        os_k->linear_bwd(dh ? buf->dhn + r0 * C : NULL, NULL, NULL, logits, h, W, n, C, V);
-        if (dW) os_k->gemm(1, 0, V - row0, C, n, 1.0f, logits + row0, V, h, C, 1.0f, dW + row0 * C, C);   // dW[row0:] += dlogits^T h
     }
     os_k->gemm_unpin();
-    if (idx && dh) expand_dh(m, buf->dhn, idx, N, Nall);
+    if (idx && h.dh) expand_dh(&h, idx, N, Nall);
     os_free(idx);
 }
 

@@ -26,9 +26,9 @@ typedef struct {
     int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
 } os_loss_sums;
 
-// the head's buffers (sizes: model/activations.c): hn [N, C], rstd [N], logits [rows, V], al [rows, G*A] and
-// dA [rows, A] (adapter), dhn [N, C] (dL/d norm output; training below the head), y [(G+1), N] targets;
-// rows = k_xent_chunk_rows(V, N).
+// the head's buffers (sizes: model/activations.c): hn [N, C], rstd [N], logits [rows, V] (at least [N, C]: also
+// the scratch of the head's row order), al [rows, G*A] and dA [rows, A] (adapter), dhn [N, C] (dL/d norm output;
+// training below the head), y [(G+1), N] targets; rows = k_xent_chunk_rows(V, N).
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the rounded
 // gradients of srows = os_head_stash_rows rows, so that the input gradient (dhn) and the weight gradients are one
 // product over all of them, not one per logits chunk: dls [srows, V] (dlogits), als [srows, G*A] (adapter output
