@@ -191,9 +191,9 @@ def test_head_chunks_and_stash(long_rows, path):
     4 x 119), the 2 audio-only rows are a chunk of their own (their audio columns only). In bf16 the head keeps the
     chunks' rounded gradients in its stash (src/model/head.h: 512 rows, 4 chunks of 128) and computes the weight
     gradients once per stash and at the end of a class of rows: here after the 4th chunk, the 5th and the 6th.
-    - Against one chunk of 600 rows (one stash): the step-1 loss is the same and the gradients below the head are
-      the same products of the same rounded rows; the head's own (lm_head = the tied embedding, the adapter) are
-      sums over the same 600 rows grouped differently (fp32 accumulation order only).
+    - Against one chunk per class (596 rows and 2; one stash each): the step-1 loss is the same and the gradients
+      below the head are the same products of the same rounded rows; the head's own (lm_head = the tied embedding,
+      the adapter) are sums over the same 598 rows grouped differently (fp32 accumulation order only).
     - Against the oracle, which computes all rows at once: fp32 as tightly as fp32 agrees; bf16 within the oneDNN
       class bound. At 300 positions the sgemm path is no longer within the 16-position runs' tight bound (above) on
       either build, chunked or not: the attention products sum 300 terms in OpenBLAS's order, not PyTorch's, and

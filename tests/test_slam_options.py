@@ -74,9 +74,14 @@ def test_equal_length_audio_labels(tmp_path, G, latency):
         assert sum(x != -100 for r in want[1]["labels"][:G] for x in r) > 0   # other samples keep their labels
 
 
-def test_train_step_matches_pytorch(tmp_path):
+@pytest.mark.parametrize("rows", [None, 5])
+def test_train_step_matches_pytorch(tmp_path, monkeypatch, rows):
     """Layer shift (T + G*A rows, no adapter, layer g's own logit columns) and 2 latency tokens (given on the
-    command line over slam_omni.json's 0): losses, step-1 gradients, weights after 3 steps."""
+    command line over slam_omni.json's 0): losses, step-1 gradients, weights after 3 steps. rows = 5
+    (OMNISHARD_LOGITS_ROWS): the head's rows in chunks of at most 5 in each class (text and audio targets, audio
+    only: the G*A audio columns; src/model/head.c), several per class, in fp32 without the stash."""
+    if rows:
+        monkeypatch.setenv("OMNISHARD_LOGITS_ROWS", str(rows))
     G, latency = 3, 2
     mdir = tmp_path / "model"
     model, adapter = ref.make_model_dir(str(mdir), T=T, A=A, G=G, hidden=32, layers=2, heads=4, kv_heads=2, inter=64,

@@ -39,9 +39,10 @@ typedef struct {
     void *dls, *als, *ain;
 } os_head_buf;
 
-// the rows whose rounded gradients the head keeps (above): the fewest whole logits chunks holding OS_HEAD_STASH_K
-// rows (the weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when
-// neither lm_head nor the adapter trains (nothing to gather rows for)
+// the stash's capacity in rows (above): the fewest whole logits chunks holding OS_HEAD_STASH_K rows (the
+// weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when neither
+// lm_head nor the adapter trains (nothing to gather rows for). The head empties it when the next chunk would not
+// fit and at the end of each class of rows (head.c), so a flush may hold fewer.
 #define OS_HEAD_STASH_K 512
 int64_t os_head_stash_rows(const os_model *m, int64_t N);
 
@@ -56,7 +57,8 @@ typedef struct {
 
 // hn, rstd = rmsnorm(x[N, C])
 void os_head_norm_fwd(const os_model *m, const float *norm, const float *x, int64_t N, os_head_buf *buf);
-// logits of hn, the losses (added into s) and, with g, their backward into g and (t->dh) buf->dhn
+// logits of hn, the losses (added into s) and, with g, their backward into g and (t->dh) buf->dhn; with labels
+// and no t->logits, hn and y come back reordered (the rows grouped by their targets' class, head.c)
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s);
 // dx[N, C] = dL/dx through the final norm from buf->dhn (overwritten); dnorm += its weight gradient

@@ -101,6 +101,35 @@ int main(void) {
         os_free(a), os_free(w), os_free(w2);
         for (int i = 0; i < 4; i++) os_free(c[i]);
     }
+    // a block of the pinned operand (rows [r, r + n), columns [c, c + k) at the pinned row stride; src/model/head.c
+    // reads lm_head's text or audio rows so) reads the pinned copy at its offset. w is overwritten after the pin, so
+    // a product served from the copy gives the product on w's old values, one rounded in the call that on the new
+    // ones (w2): as for a block past the pinned rows (the pin covers N - 1 of w's N rows) or crossing a row's end
+    {
+        int64_t M = 21, N = 90, K = 48, r = 30, n = 40, c = 8, k = 32, P = N - 1;
+        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *w = os_alloc(sizeof(float) * (size_t)(N * K), "w");
+        float *w2 = os_alloc(sizeof(float) * (size_t)(N * K), "w2"), *want[3], *got[3];
+        for (int i = 0; i < 3; i++)
+            want[i] = os_alloc(sizeof(float) * (size_t)(M * n), "want"), got[i] = os_alloc(sizeof(float) * (size_t)(M * n), "got");
+        os_rng_fill_uniform(a, M * K, 53, 0, -1, 1);
+        os_rng_fill_uniform(w, N * K, 54, 0, -1, 1);
+        os_rng_fill_uniform(w2, N * K, 55, 0, -1, 1);
+        const int64_t rows[3] = {n, 1, 1}, cols[3] = {k, K, k}, at[3] = {r * K + c, P * K, r * K + K - k / 2};
+        k_gemm_set_bf16(1);
+        for (int t = 0; t < 3; t++)   // 0: the pinned block (old values); 1: the unpinned last row, 2: across a row's end (new)
+            k_gemm(0, 1, M, rows[t], cols[t], 1.0f, a, K, (t ? w2 : w) + at[t], K, 0.0f, want[t], rows[t]);
+        k_gemm_bf16_pin(w, P, K, K);
+        memcpy(w, w2, sizeof(float) * (size_t)(N * K));
+        for (int t = 0; t < 3; t++) k_gemm(0, 1, M, rows[t], cols[t], 1.0f, a, K, w + at[t], K, 0.0f, got[t], rows[t]);
+        k_gemm_bf16_unpin();
+        k_gemm_set_bf16(0);
+        const char *what[3] = {"a block inside the pin did not read the pinned copy",
+                               "a row past the pinned rows was not rounded in the call",
+                               "a block crossing a pinned row's end was not rounded in the call"};
+        for (int t = 0; t < 3; t++) CHECK(!memcmp(want[t], got[t], sizeof(float) * (size_t)(M * rows[t])), "%s", what[t]);
+        os_free(a), os_free(w), os_free(w2);
+        for (int i = 0; i < 3; i++) os_free(want[i]), os_free(got[i]);
+    }
     // bound operands (k_gemm_bf16_bind): an operand inside the bound range reads the bound copy at its offset and row
     // stride. The copy is of ANOTHER array (w2), so a product that reads it equals the same product on w2; one
     // reaching past the range is rounded in the call (equals the product on w). And the copy's format:
