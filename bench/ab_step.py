@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_step import make_model, model_dir, write_samples, LABELS  # noqa: E402
 from vs_deepspeed import SHAPE  # noqa: E402
 
-PHASES = ["time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s", "time/optimizer_s", "time/cpu_s"]
+PHASES = ["time/data_s", "time/compute_s", "time/compute_max_s", "time/gather_wait_s", "time/reduce_wait_s",
+          "time/optimizer_s", "time/cpu_s"]
 
 
 def parse_side(text, stage, dtype):

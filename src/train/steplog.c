@@ -107,6 +107,8 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
         v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
     for (int i = 0; i < OS_NPHASE; i++) v[n + i] = l->phase[i];
     comm_allreduce_sum_f64(v, n + OS_NPHASE);
+    int64_t compute_max = (int64_t)(l->phase[OS_PH_COMPUTE] * 1e6);   // the slowest rank's compute, microseconds
+    comm_allreduce_max_i64(&compute_max, 1);
     double targets = 0.0;   // target tokens of the step over all ranks and loss terms
     for (int t = 0; t <= G; t++) targets += v[3 + G + t];
     double loss = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
@@ -148,6 +150,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     static const char *phases[OS_NPHASE] = {"time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s",
                                             "time/optimizer_s", "time/cpu_s"};
     for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], v[n + i] / comm_size());
+    num(f, "time/compute_max_s", (double)compute_max / 1e6);
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
