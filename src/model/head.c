@@ -35,8 +35,8 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
 }
 
 // Row classes: which loss terms a row has targets in, and so which lm_head columns [c0, c1) it needs. The text
-// cross-entropy reads columns [0, T), the audio ones [T, T + Va) (through the adapter, or layer g's own columns
-// with the layer shift); a row without a text target never needs the 152000 text columns, one without an audio
+// cross-entropy reads columns [0, T), the audio ones [T, V) (V = T + A through the adapter, or T + G*A with the
+// layer shift, layer g its own A columns: model/omni.c sizes V so, so every column is read by some loss); a row without a text target never needs the 152000 text columns, one without an audio
 // target neither the audio columns nor the adapter (in SLAM-Omni: most answer positions are past the text's eot,
 // audio only). Rows are grouped by class (text and audio, text only, audio only), then computed in chunks.
 enum { CLS_TA, CLS_T, CLS_A, NCLS };
@@ -52,7 +52,6 @@ typedef struct {
     int32_t *y[OS_MAX_G + 1];              // targets per loss term, [N] each
     float scale[OS_MAX_G + 1];
     int nterms, bw, dh;                    // loss terms (0: inference), backward runs, dhn computed
-    int64_t Va;                            // logit columns after T that a loss reads
     int64_t first, n, e;                   // bf16 stash: rows [first, first + n) held, e bytes per element
     int64_t srows;                         // the stash's capacity in rows
 } head_run;
@@ -181,8 +180,6 @@ static void head_chunk(head_run *h, int64_t r0, int64_t n, int64_t c0, int64_t c
     if (audio) audio_fwd(h, r0, n, la);
     if (!h->bw) return;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
     if (audio && h->Wa) adapter_bwd(h, n, la);
-    int64_t z0 = T + h->Va > c0 ? T + h->Va : c0;   // columns no loss reads: zero gradient
-    for (int64_t i = 0; i < n && z0 < c1; i++) os_k->zero(lg + i * V + (z0 - c0), c1 - z0);
     // lm_head backward: dh = dlogits @ W[c0:c1], dW[d0:c1] += dlogits[:, d0:]^T h
     if (h->e) {   // dlogits rounded once: dh and dW with the stash
         if (h->dh || h->dW) os_k->gemm_round(stash_row(h, buf->dls, w), lg, n, w, V);
@@ -197,7 +194,7 @@ static void head_chunk(head_run *h, int64_t r0, int64_t n, int64_t c0, int64_t c
 
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s) {
-    int64_t Nall = t->B * t->L, N = Nall, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab, A = m->oc.audio_vocab;
+    int64_t Nall = t->B * t->L, N = Nall, C = m->C, V = m->V, G = m->oc.G, T = m->oc.text_vocab;
     memset(s, 0, sizeof *s);
     if (t->last) {
         last_logits(m, w->lm_head, t, buf);
@@ -207,18 +204,17 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     head_run h = {.m = m, .t = t, .buf = buf, .s = s, .W = w->lm_head, .Wa = w->adapter_w, .ba = w->adapter_b,
                   .dW = bw ? g->lm_head : NULL, .dWa = bw ? g->adapter_w : NULL, .dba = bw ? g->adapter_b : NULL,
                   .row0 = bw && g->lm_head ? g->lm_head_row0 : 0, .nterms = t->labels ? (int)G + 1 : 0, .bw = bw,
-                  .dh = bw && t->dh, .Va = G > 0 ? (m->oc.layershift ? G : 1) * A : 0};
+                  .dh = bw && t->dh};
     for (int k = 0; k < h.nterms; k++) {
         h.y[k] = buf->y + k * N;
         s->count[k] = targets(m, t, k, h.y[k]);
         h.scale[k] = s->count[k] && bw ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
     }
-    // the classes' rows and columns; every row in the first class, all columns, when the logits are requested
-    int64_t ncls[NCLS] = {N, 0, 0}, c0[NCLS] = {0, 0, T}, c1[NCLS] = {V, T, T + h.Va}, *idx = NULL;
+    // the classes' rows and columns; every row in the first class when the logits are requested
+    int64_t ncls[NCLS] = {N, 0, 0}, c0[NCLS] = {0, 0, T}, c1[NCLS] = {V, T, V}, *idx = NULL;
     if (h.nterms && !t->logits) {
         idx = os_alloc(sizeof(int64_t) * (size_t)N, "head rows with a target");
         N = order_rows(&h, N, idx, ncls);
-        c1[CLS_TA] = T + h.Va;
     }
     int64_t rows = N > 0 ? k_xent_chunk_rows(V, N) : 1;   // N = 0: no row has a target
     // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
