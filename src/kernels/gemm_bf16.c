@@ -2,7 +2,12 @@
 // op(b) are rounded to bf16 (round to nearest even, as PyTorch's .to(torch.bfloat16)) and multiplied with fp32
 // accumulation into the fp32 c. Two paths compute the same sums (a bf16 x bf16 product is exact in fp32; only the
 // order of the fp32 additions differs):
-//  - onednn: oneDNN's matmul primitive on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16;
+//  - onednn: oneDNN on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16, through one of two kernels:
+//      gemm:   its bf16 GEMM (dnnl_gemm_bf16bf16f32: row-major, sgemm's arguments; exported by libdnnl but not
+//              declared in its headers, so looked up at run time), on AVX512-BF16 CPUs without AMX, where it ran
+//              1.05-1.14x the matmul's rate on a layer's products and up to 1.5x on the head's (docs/performance.md);
+//      matmul: its matmul primitive (documented API), on AMX CPUs (the primitive uses the tiles) or where the
+//              gemm entry is missing or fails its probe;
 //  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
 // Both operands are rounded into per-thread scratch (grown to the largest product and kept; os_plan_bf16 in
 // src/train/plan.c counts it), unless one was rounded ahead: bound (k_gemm_bf16_bind: the runtime's rounded copy
@@ -13,6 +18,7 @@
 #include "core/err.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include <dlfcn.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -139,7 +145,18 @@ static prim *get_prim(const k_gemm_op *g, char *impl_name) {
     return e;
 }
 
+// oneDNN's bf16 GEMM: c[M,N] = alpha * op(a) @ op(b) + beta * c, row-major, a and b bf16 bits, c fp32
+typedef dnnl_status_t gemm_fn(char ta, char tb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
+                              const uint16_t *a, dnnl_dim_t lda, const uint16_t *b, dnnl_dim_t ldb, float beta, float *c,
+                              dnnl_dim_t ldc);
+static gemm_fn *dgemm;   // NULL: the matmul primitive
+
 static void onednn_run(const k_gemm_op *g) {
+    if (dgemm) {
+        ok(dgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M, g->N, g->K, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
+                 g->c, g->ldc), "gemm_bf16bf16f32");
+        return;
+    }
     prim *e = get_prim(g, NULL);
     ok(dnnl_memory_set_data_handle(e->mem[0], (void *)g->a), "data handle");
     ok(dnnl_memory_set_data_handle(e->mem[1], (void *)g->b), "data handle");
@@ -163,13 +180,48 @@ static void onednn_kernel(const k_gemm_op *g) {
     }
 }
 
-// The path, from the CPU's features (or OMNISHARD_BF16_GEMM). oneDNN must also choose a bf16 kernel for a probe
-// product (its name is logged); its reference code would be far slower than the fallback.
+// oneDNN's bf16 GEMM entry when it is there and computes a probe product exactly (small integers: every sum is
+// exact in fp32, so any kernel gives these bits)
+static gemm_fn *find_gemm(void) {
+    gemm_fn *f;
+    *(void **)&f = dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32");
+    if (!f) return NULL;
+    enum { P = 24 };
+    uint16_t a[P * P], b[P * P];
+    float c[P * P], want[P * P];
+    for (int i = 0; i < P * P; i++) {
+        float x = (float)(i % 7 - 3), y = (float)(i % 5 - 2);
+        a[i] = (uint16_t)bf16_bits(x), b[i] = (uint16_t)bf16_bits(y), c[i] = 1.0f;
+    }
+    for (int m = 0; m < P; m++)
+        for (int n = 0; n < P; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < P; k++) s += (float)(((m * P + k) % 7) - 3) * (float)(((n * P + k) % 5) - 2);
+            want[m * P + n] = 2.0f * s + 0.5f;   // alpha 2, a @ b^T, beta 0.5 on c = 1
+        }
+    int good = 0;
+#pragma omp parallel num_threads(1)
+    {
+        omp_set_num_threads(1);
+        good = f('N', 'T', P, P, P, 2.0f, a, P, b, P, 0.5f, c, P) == dnnl_success;
+    }
+    return good && !memcmp(c, want, sizeof c) ? f : NULL;
+}
+
+// The path and oneDNN's kernel, from the CPU's features (or OMNISHARD_BF16_GEMM). The matmul must also choose a
+// bf16 kernel for a probe product (its name is logged); its reference code would be far slower than the fallback.
 static void setup(void) {
     const char *env = getenv("OMNISHARD_BF16_GEMM");
-    onednn = env && *env ? !strcmp(env, "onednn") : os_cpu_has_bf16();
+    int forced = env && *env;
+    onednn = forced ? strncmp(env, "onednn", 6) == 0 : os_cpu_has_bf16();
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
     if (!onednn) return;
+    const dnnl_version_t *v = dnnl_version();
+    int want_gemm = forced && strcmp(env, "onednn") ? !strcmp(env, "onednn_gemm") : !os_cpu_has_amx_bf16();
+    if (want_gemm && (dgemm = find_gemm())) {
+        snprintf(impl, sizeof impl, "oneDNN %d.%d.%d gemm_bf16bf16f32", v->major, v->minor, v->patch);
+        return;
+    }
     char name[64] = "?";
     k_gemm_op probe = {0, 1, 32, 32, 32, 1.0f, 0.0f, NULL, NULL, 32, 32, 32, NULL, 2};
 #pragma omp parallel num_threads(1)
@@ -177,17 +229,23 @@ static void setup(void) {
         omp_set_num_threads(1);
         get_prim(&probe, name);
     }
-    const dnnl_version_t *v = dnnl_version();
     snprintf(impl, sizeof impl, "oneDNN %d.%d.%d matmul %s", v->major, v->minor, v->patch, name);
-    if (strstr(name, "ref") && !(env && *env)) onednn = 0;
+    if (strstr(name, "ref") && !forced) onednn = 0;
 }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 int k_gemm_bf16_setup(const char **path) {
     const char *env = getenv("OMNISHARD_BF16_GEMM");
-    if (env && *env && strcmp(env, "onednn") && strcmp(env, "sgemm"))
-        return os_errf("OMNISHARD_BF16_GEMM: expected onednn or sgemm (or unset: chosen from the CPU), got '%s'", env);
+    if (env && *env && strcmp(env, "onednn") && strcmp(env, "onednn_gemm") && strcmp(env, "onednn_matmul") &&
+        strcmp(env, "sgemm"))
+        return os_errf("OMNISHARD_BF16_GEMM: expected onednn, onednn_gemm, onednn_matmul or sgemm (or unset: chosen "
+                       "from the CPU), got '%s'", env);
     pthread_once(&once, setup);
+    if (env && !strncmp(env, "onednn", 6) && !onednn)
+        return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN could not start a CPU engine (use sgemm)", env);
+    if (env && !strcmp(env, "onednn_gemm") && !dgemm)
+        return os_errf("OMNISHARD_BF16_GEMM=onednn_gemm: this libdnnl has no working dnnl_gemm_bf16bf16f32 (use "
+                       "onednn_matmul)");
     if (path) *path = onednn ? "onednn" : "sgemm";
     return 0;
 }
