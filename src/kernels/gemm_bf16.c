@@ -210,10 +210,15 @@ static gemm_fn *find_gemm(void) {
 
 // The path and oneDNN's kernel, from the CPU's features (or OMNISHARD_BF16_GEMM). The matmul must also choose a
 // bf16 kernel for a probe product (its name is logged); its reference code would be far slower than the fallback.
+// OMNISHARD_BF16_GEMM names a oneDNN kernel (onednn: the CPU's; onednn_gemm, onednn_matmul)
+static int names_onednn(const char *env) {
+    return env && (!strcmp(env, "onednn") || !strcmp(env, "onednn_gemm") || !strcmp(env, "onednn_matmul"));
+}
+
 static void setup(void) {
     const char *env = getenv("OMNISHARD_BF16_GEMM");
     int forced = env && *env;
-    onednn = forced ? strncmp(env, "onednn", 6) == 0 : os_cpu_has_bf16();
+    onednn = forced ? names_onednn(env) : os_cpu_has_bf16();
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
     if (!onednn) return;
     const dnnl_version_t *v = dnnl_version();
@@ -236,12 +241,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 int k_gemm_bf16_setup(const char **path) {
     const char *env = getenv("OMNISHARD_BF16_GEMM");
-    if (env && *env && strcmp(env, "onednn") && strcmp(env, "onednn_gemm") && strcmp(env, "onednn_matmul") &&
-        strcmp(env, "sgemm"))
+    if (env && *env && !names_onednn(env) && strcmp(env, "sgemm"))
         return os_errf("OMNISHARD_BF16_GEMM: expected onednn, onednn_gemm, onednn_matmul or sgemm (or unset: chosen "
                        "from the CPU), got '%s'", env);
     pthread_once(&once, setup);
-    if (env && !strncmp(env, "onednn", 6) && !onednn)
+    if (names_onednn(env) && !onednn)
         return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN could not start a CPU engine (use sgemm)", env);
     if (env && !strcmp(env, "onednn_gemm") && !dgemm)
         return os_errf("OMNISHARD_BF16_GEMM=onednn_gemm: this libdnnl has no working dnnl_gemm_bf16bf16f32 (use "
