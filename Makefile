@@ -9,7 +9,7 @@ SAN    ?=
 # vectorise (k_adamw's was scalar: the errno check beside each vsqrtss kept it out of SIMD, 5x the time); results
 # are the same (correctly rounded sqrt either way; -std=c11 keeps FP contraction off, no reassociation).
 CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno $(OPT) $(SAN) -g -Isrc -MMD -MP
-LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm
+LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm -ldl
 LDFLAGS := -fopenmp $(SAN)
 
 LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))

@@ -17,16 +17,10 @@ int os_cpu_has_avx512(void) {
     return (lo & 0xe6) == 0xe6;
 }
 
-int os_cpu_has_amx_bf16(void) {
-    unsigned a, b, c, d;
-    if (!os_cpu_has_avx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    return (d >> 22) & 1;   // AMX-BF16 (oneDNN also asks the kernel for the tile state itself)
-}
-
 int os_cpu_has_bf16(void) {
     unsigned a, b, c, d;
     if (!os_cpu_has_avx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    int amx = os_cpu_has_amx_bf16();
+    int amx = (d >> 22) & 1;   // AMX-BF16 (oneDNN also asks the kernel for the tile state itself)
     if (a < 1 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return amx;
     return amx || ((a >> 5) & 1);   // AVX512_BF16
 }

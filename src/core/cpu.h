@@ -7,4 +7,3 @@ void os_cpu_setup(int argc, char **argv);
 const char *os_blas_coretype(void);   // the core type OpenBLAS reports it uses
 int os_cpu_has_avx512(void);
 int os_cpu_has_bf16(void);   // AVX512_BF16 or AMX-BF16 instructions usable (bf16 GEMMs)
-int os_cpu_has_amx_bf16(void);   // AMX-BF16 tiles (oneDNN's matmul uses them; its bf16 gemm does not)

@@ -5,14 +5,15 @@
 //  - onednn: oneDNN on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16, through one of two kernels:
 //      gemm:   its bf16 GEMM (dnnl_gemm_bf16bf16f32: row-major, sgemm's arguments; exported by libdnnl but not
 //              declared in its headers, so looked up at run time), on AVX512-BF16 CPUs without AMX, where it ran
-//              1.05-1.14x the matmul's rate on a layer's products and up to 1.5x on the head's (docs/performance.md);
-//      matmul: its matmul primitive (documented API), on AMX CPUs (the primitive uses the tiles) or where the
-//              gemm entry is missing or fails its probe;
+//              1.05-1.14x the matmul's rate on a layer's products and 1.2-1.5x on the head's gradients
+//              (docs/performance.md);
+//      matmul: its matmul primitive (documented API), where oneDNN runs AMX (the primitive uses the tiles) or
+//              where the gemm entry is missing or fails its probe;
 //  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
 // Both operands are rounded into per-thread scratch (grown to the largest product and kept; os_plan_bf16 in
 // src/train/plan.c counts it), unless one was rounded ahead: bound (k_gemm_bf16_bind: the runtime's rounded copy
 // of a parameter bucket, docs/zero.md "bf16") or pinned (k_gemm_bf16_pin); then the product is cut over the
-// threads like the fp32 one (k_gemm_run), each block one single-threaded matmul.
+// threads like the fp32 one (k_gemm_run), each block one single-threaded oneDNN call.
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
@@ -180,41 +181,52 @@ static void onednn_kernel(const k_gemm_op *g) {
     }
 }
 
-// oneDNN's bf16 GEMM entry when it is there and computes a probe product exactly (small integers: every sum is
-// exact in fp32, so any kernel gives these bits)
-static gemm_fn *find_gemm(void) {
-    gemm_fn *f;
-    *(void **)&f = dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32");
-    if (!f) return NULL;
-    enum { P = 24 };
-    uint16_t a[P * P], b[P * P];
-    float c[P * P], want[P * P];
-    for (int i = 0; i < P * P; i++) {
-        float x = (float)(i % 7 - 3), y = (float)(i % 5 - 2);
-        a[i] = (uint16_t)bf16_bits(x), b[i] = (uint16_t)bf16_bits(y), c[i] = 1.0f;
-    }
-    for (int m = 0; m < P; m++)
-        for (int n = 0; n < P; n++) {
-            float s = 0.0f;
-            for (int k = 0; k < P; k++) s += (float)(((m * P + k) % 7) - 3) * (float)(((n * P + k) % 5) - 2);
-            want[m * P + n] = 2.0f * s + 0.5f;   // alpha 2, a @ b^T, beta 0.5 on c = 1
-        }
+// One probe call c[M,N] = 2 op(a) @ op(b) + 0.5 c on c = 1, with padded strides, against the sum of small
+// integers (exact in fp32 in any order, so every kernel gives these bits)
+static int probe_ok(gemm_fn *f, int ta, int tb) {
+    enum { M = 24, N = 40, K = 56, PAD = 3, LD = K + M + PAD };   // LD holds a row of any operand here
+    static uint16_t a[(K + M) * LD], b[(K + N) * LD];
+    static float c[M * (N + PAD)];
+    float x[(K + M) * LD], y[(K + N) * LD];
+    int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+    for (int i = 0; i < (K + M) * LD; i++) x[i] = (float)(i % 7 - 3), a[i] = (uint16_t)bf16_bits(x[i]);
+    for (int i = 0; i < (K + N) * LD; i++) y[i] = (float)(i % 5 - 2), b[i] = (uint16_t)bf16_bits(y[i]);
+    for (int i = 0; i < M * (N + PAD); i++) c[i] = 1.0f;
     int good = 0;
 #pragma omp parallel num_threads(1)
     {
         omp_set_num_threads(1);
-        good = f('N', 'T', P, P, P, 2.0f, a, P, b, P, 0.5f, c, P) == dnnl_success;
+        good = f(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 2.0f, a, lda, b, ldb, 0.5f, c, ldc) == dnnl_success;
     }
-    return good && !memcmp(c, want, sizeof c) ? f : NULL;
+    for (int m = 0; m < M && good; m++)
+        for (int n = 0; n < N + PAD; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K && n < N; k++) s += x[ta ? k * lda + m : m * lda + k] * y[tb ? n * ldb + k : k * ldb + n];
+            good &= c[m * ldc + n] == (n < N ? 2.0f * s + 0.5f : 1.0f);   // the padding is left alone
+        }
+    return good;
 }
 
-// The path and oneDNN's kernel, from the CPU's features (or OMNISHARD_BF16_GEMM). The matmul must also choose a
-// bf16 kernel for a probe product (its name is logged); its reference code would be far slower than the fallback.
+// oneDNN's bf16 GEMM entry when it is there and computes the probe products exactly
+static gemm_fn *find_gemm(void) {
+    gemm_fn *f;
+    *(void **)&f = dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32");
+    return f && probe_ok(f, 0, 1) && probe_ok(f, 1, 0) ? f : NULL;
+}
+
 // OMNISHARD_BF16_GEMM names a oneDNN kernel (onednn: the CPU's; onednn_gemm, onednn_matmul)
 static int names_onednn(const char *env) {
     return env && (!strcmp(env, "onednn") || !strcmp(env, "onednn_gemm") || !strcmp(env, "onednn_matmul"));
 }
 
+// oneDNN runs AMX here (the CPU has the tiles, the kernel lets it use them, DNNL_MAX_CPU_ISA does not forbid it)
+static int onednn_amx(void) {
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+}
+
+// The path and oneDNN's kernel, from the CPU's features (or OMNISHARD_BF16_GEMM; a forced kernel that cannot run
+// leaves onednn 0 or dgemm NULL, and k_gemm_bf16_setup refuses it). The matmul must choose a bf16 kernel for a probe
+// product (its name is logged); its reference code would be far slower than the fallback.
 static void setup(void) {
     const char *env = getenv("OMNISHARD_BF16_GEMM");
     int forced = env && *env;
@@ -222,20 +234,25 @@ static void setup(void) {
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
     if (!onednn) return;
     const dnnl_version_t *v = dnnl_version();
-    int want_gemm = forced && strcmp(env, "onednn") ? !strcmp(env, "onednn_gemm") : !os_cpu_has_amx_bf16();
+    int want_gemm = forced && strcmp(env, "onednn") ? !strcmp(env, "onednn_gemm") : !onednn_amx();
     if (want_gemm && (dgemm = find_gemm())) {
         snprintf(impl, sizeof impl, "oneDNN %d.%d.%d gemm_bf16bf16f32", v->major, v->minor, v->patch);
         return;
     }
+    if (forced && !strcmp(env, "onednn_gemm")) return;   // refused by k_gemm_bf16_setup
     char name[64] = "?";
     k_gemm_op probe = {0, 1, 32, 32, 32, 1.0f, 0.0f, NULL, NULL, 32, 32, 32, NULL, 2};
+    const char *failed = NULL;
 #pragma omp parallel num_threads(1)
     {
         omp_set_num_threads(1);
-        get_prim(&probe, name);
+        dnnl_primitive_t p = NULL;
+        dnnl_memory_desc_t md[3];
+        failed = k_onednn_matmul(eng, &probe, dnnl_bf16, &p, md, name);
+        if (p) dnnl_primitive_destroy(p);
     }
     snprintf(impl, sizeof impl, "oneDNN %d.%d.%d matmul %s", v->major, v->minor, v->patch, name);
-    if (strstr(name, "ref") && !forced) onednn = 0;
+    if (failed || (strstr(name, "ref") && !forced)) onednn = 0;
 }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -246,7 +263,7 @@ int k_gemm_bf16_setup(const char **path) {
                        "from the CPU), got '%s'", env);
     pthread_once(&once, setup);
     if (names_onednn(env) && !onednn)
-        return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN could not start a CPU engine (use sgemm)", env);
+        return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN has no bf16 matmul on this CPU (use sgemm)", env);
     if (env && !strcmp(env, "onednn_gemm") && !dgemm)
         return os_errf("OMNISHARD_BF16_GEMM=onednn_gemm: this libdnnl has no working dnnl_gemm_bf16bf16f32 (use "
                        "onednn_matmul)");

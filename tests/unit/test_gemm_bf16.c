@@ -4,7 +4,7 @@
 // nearest even (PyTorch's .to(torch.bfloat16)). Also: the result differs from the fp32 product (rounding happens),
 // the products that k_gemm cuts over threads, strided operands, and NaN passing through.
 // Runs on the path the CPU gets (oneDNN with AVX512-BF16 / AMX, else OpenBLAS sgemm on rounded values);
-// OMNISHARD_BF16_GEMM=sgemm|onednn picks one (tests/test_bf16.py runs both).
+// OMNISHARD_BF16_GEMM=sgemm|onednn|onednn_gemm|onednn_matmul picks one (tests/test_bf16.py runs each).
 #include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
