@@ -5,7 +5,7 @@
 //  - onednn: oneDNN on bf16 inputs, where the CPU has AVX512-BF16 or AMX-BF16, through one of two kernels:
 //      gemm:   its bf16 GEMM (dnnl_gemm_bf16bf16f32: row-major, sgemm's arguments; exported by libdnnl but not
 //              declared in its headers, so looked up at run time), on AVX512-BF16 CPUs without AMX, where it ran
-//              1.05-1.14x the matmul's rate on a layer's products and 1.2-1.5x on the head's gradients
+//              1.05-1.14x the matmul's rate on a layer's products and 1.17-1.5x on the head's gradients
 //              (docs/performance.md);
 //      matmul: its matmul primitive (documented API), where oneDNN runs AMX (the primitive uses the tiles) or
 //              where the gemm entry is missing or fails its probe;
@@ -148,8 +148,8 @@ static prim *get_prim(const k_gemm_op *g, char *impl_name) {
 
 // oneDNN's bf16 GEMM: c[M,N] = alpha * op(a) @ op(b) + beta * c, row-major, a and b bf16 bits, c fp32
 typedef dnnl_status_t gemm_fn(char ta, char tb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
-                              const uint16_t *a, dnnl_dim_t lda, const uint16_t *b, dnnl_dim_t ldb, float beta, float *c,
-                              dnnl_dim_t ldc);
+                              const uint16_t *a, dnnl_dim_t lda, const uint16_t *b, dnnl_dim_t ldb, float beta,
+                              float *c, dnnl_dim_t ldc);
 static gemm_fn *dgemm;   // NULL: the matmul primitive
 
 static void onednn_run(const k_gemm_op *g) {
@@ -201,7 +201,8 @@ static int probe_ok(gemm_fn *f, int ta, int tb) {
     for (int m = 0; m < M && good; m++)
         for (int n = 0; n < N + PAD; n++) {
             float s = 0.0f;
-            for (int k = 0; k < K && n < N; k++) s += x[ta ? k * lda + m : m * lda + k] * y[tb ? n * ldb + k : k * ldb + n];
+            for (int k = 0; k < K && n < N; k++)
+                s += x[ta ? k * lda + m : m * lda + k] * y[tb ? n * ldb + k : k * ldb + n];
             good &= c[m * ldc + n] == (n < N ? 2.0f * s + 0.5f : 1.0f);   // the padding is left alone
         }
     return good;

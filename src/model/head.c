@@ -36,9 +36,10 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
 
 // Row classes: which loss terms a row has targets in, and so which lm_head columns [c0, c1) it needs. The text
 // cross-entropy reads columns [0, T), the audio ones [T, V) (V = T + A through the adapter, or T + G*A with the
-// layer shift, layer g its own A columns: model/omni.c sizes V so, so every column is read by some loss); a row without a text target never needs the 152000 text columns, one without an audio
-// target neither the audio columns nor the adapter (in SLAM-Omni: most answer positions are past the text's eot,
-// audio only). Rows are grouped by class (text and audio, text only, audio only), then computed in chunks.
+// layer shift, layer g its own A columns: model/omni.c sizes V so, so every column is read by some loss). A row
+// without a text target never needs the 152000 text columns, one without an audio target neither the audio columns
+// nor the adapter (in SLAM-Omni: most answer positions are past the text's eot, audio only). Rows are grouped by
+// class (text and audio, text only, audio only), then computed in chunks.
 enum { CLS_TA, CLS_T, CLS_A, NCLS };
 
 typedef struct {
