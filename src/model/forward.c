@@ -95,7 +95,8 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
         hg.lm_head_row0 = m->reg.b[m->b_head].train_lo / C;
     }
     os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
-                      .dh = g && o->below, .logits = o->logits, .last = o->logits_last};
+                      .dh = g && o->below, .logits = o->logits, .last = o->logits_last,
+                      .peers = o->peers};
     os_head_loss(m, &hw, g ? &hg : NULL, &t, &a->head, s);
     // the gathered buckets go before the gradient scopes close: a closing scope allocates its bucket's gradient
     // slice, which then takes the head's freed pages instead of adding to the step's peak (docs/zero.md)

@@ -31,6 +31,7 @@ typedef struct {
     int recompute;               // keep one layer's activations, recompute each layer in the backward
     float lora_dropout;          // LoRA dropout probability (0 without training)
     uint64_t lora_key;           // the micro-batch's dropout stream
+    const os_head_peers *peers;  // NULL, or the head's rows move between ranks (model/head_balance.h)
     // inference
     os_kv_cache *kv;             // NULL: none. Else the rows are positions [kv->len, kv->len + L), attend to the
                                  //   cached ones too, append their K/V; kv->len += L after the forward

@@ -1,4 +1,5 @@
 #include "model/head.h"
+#include "model/head_run.h"
 #include "core/alloc.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
@@ -39,23 +40,21 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
 // layer shift, layer g its own A columns: model/omni.c sizes V so, so every column is read by some loss). A row
 // without a text target never needs the 152000 text columns, one without an audio target neither the audio columns
 // nor the adapter (in SLAM-Omni: most answer positions are past the text's eot, audio only). Rows are grouped by
-// class (text and audio, text only, audio only), then computed in chunks.
-enum { CLS_TA, CLS_T, CLS_A, NCLS };
+// class (text and audio, text only, audio only: head_balance.h), then computed in chunks.
 
-typedef struct {
-    const os_model *m;
-    const os_head_task *t;
-    os_head_buf *buf;
-    os_loss_sums *s;
-    const float *W, *Wa, *ba;
-    float *dW, *dWa, *dba;
-    int64_t row0;                          // dW is computed for lm_head rows [row0, V)
-    int32_t *y[OS_MAX_G + 1];              // targets per loss term, [N] each
-    float scale[OS_MAX_G + 1];
-    int nterms, bw, dh;                    // loss terms (0: inference), backward runs, dhn computed
-    int64_t first, n, e;                   // bf16 stash: rows [first, first + n) held, e bytes per element
-    int64_t srows;                         // the stash's capacity in rows
-} head_run;
+
+// the cross-entropy of loss term k over rows [r0, r0 + n), lg their `ncols` logits (row stride ld), each owner's
+// rows with its scale into its sums
+static void seg_xent(head_run *h, int k, float *lg, int64_t ld, int64_t r0, int64_t n, int64_t ncols) {
+    int64_t start = 0;
+    for (int i = 0; i < h->nseg && start < r0 + n; start = h->seg[i++].end) {
+        const head_seg *q = &h->seg[i];
+        int64_t a = r0 > start ? r0 : start, b = r0 + n < q->end ? r0 + n : q->end;
+        if (a < b)
+            q->s->sum[k] += os_k->xent_fwd_bwd(lg + (a - r0) * ld, ld, h->y[k] + a, b - a, ncols, q->scale[k],
+                                               &q->s->correct[k]);
+    }
+}
 
 // bf16 training: the stash (head.h) holds the rounded gradients of rows [first, first + n), all of one class
 // (columns [c0, c1), stash row stride c1 - c0); the products of those rows, one each: dhn[rows] = dlogits @
@@ -68,10 +67,10 @@ static void stash_flush(head_run *h, int64_t c0, int64_t c1) {
     if (!h->n) return;
     if (h->dh)
         os_k->gemm_rounded(OS_PRE_A, 0, 0, h->n, C, w, 1.0f, buf->dls, w, h->W + c0 * C, C, 0.0f,
-                           buf->dhn + h->first * C, C);
+                           h->dhn + h->first * C, C);
     if (h->dW && d0 < c1)
         os_k->gemm_rounded(OS_PRE_A, 1, 0, c1 - d0, C, h->n, 1.0f, (const char *)buf->dls + (d0 - c0) * h->e, w,
-                           buf->hn + h->first * C, C, 1.0f, h->dW + d0 * C, C);
+                           h->hn + h->first * C, C, 1.0f, h->dW + d0 * C, C);
     if (h->dWa && c1 > m->oc.text_vocab)
         os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, h->n, 1.0f, buf->als, GA, buf->ain, A, 1.0f, h->dWa, A);
     h->first += h->n, h->n = 0;
@@ -127,9 +126,7 @@ static void audio_fwd(head_run *h, int64_t r0, int64_t n, float *la) {
     int64_t V = m->V, G = m->oc.G, A = m->oc.audio_vocab, GA = G * A;
     float *al = buf->al;
     if (!h->Wa) {
-        for (int64_t k = 0; k < G; k++)
-            h->s->sum[1 + k] += os_k->xent_fwd_bwd(la + k * A, V, h->y[1 + k] + r0, n, A, h->scale[1 + k],
-                                                   &h->s->correct[1 + k]);
+        for (int k = 0; k < G; k++) seg_xent(h, 1 + k, la + k * A, V, r0, n, A);
         return;
     }
     if (h->e) {   // the adapter's input rounded into the stash: the forward and dWa read it
@@ -139,8 +136,7 @@ static void audio_fwd(head_run *h, int64_t r0, int64_t n, float *la) {
     } else
         os_k->gemm(0, 1, n, GA, A, 1.0f, la, V, h->Wa, A, 0.0f, al, GA);
     for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, h->ba, GA);
-    for (int64_t k = 0; k < G; k++)
-        h->s->sum[1 + k] += os_k->xent_fwd_bwd(al + k * A, GA, h->y[1 + k] + r0, n, A, h->scale[1 + k], &h->s->correct[1 + k]);
+    for (int k = 0; k < G; k++) seg_xent(h, 1 + k, al + k * A, GA, r0, n, A);
 }
 
 // backward through the adapter into la's first A columns: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
@@ -172,12 +168,12 @@ static void head_chunk(head_run *h, int64_t r0, int64_t n, int64_t c0, int64_t c
     os_head_buf *buf = h->buf;
     int64_t C = m->C, V = m->V, T = m->oc.text_vocab, w = c1 - c0;
     int text = c0 == 0, audio = c1 > T && m->oc.G > 0;
-    const float *hr = buf->hn + r0 * C;
+    const float *hr = h->hn + r0 * C;
     float *lg = buf->logits, *la = lg + (T - c0);   // la: the audio columns (c0 <= T)
     os_k->gemm(0, 1, n, w, C, 1.0f, hr, C, h->W + c0 * C, C, 0.0f, lg, V);   // logits[n, c0:c1]
     if (h->t->logits) os_k->copy(h->t->logits + r0 * V, lg, n * V);   // every row, every column (w = V)
     if (!h->nterms) return;
-    if (text) h->s->sum[0] += os_k->xent_fwd_bwd(lg, V, h->y[0] + r0, n, T, h->scale[0], &h->s->correct[0]);
+    if (text) seg_xent(h, 0, lg, V, r0, n, T);
     if (audio) audio_fwd(h, r0, n, la);
     if (!h->bw) return;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
     if (audio && h->Wa) adapter_bwd(h, n, la);
@@ -189,8 +185,22 @@ static void head_chunk(head_run *h, int64_t r0, int64_t n, int64_t c0, int64_t c
         return;
     }
     int64_t d0 = h->row0 > c0 ? h->row0 : c0;
-    if (h->dh) os_k->gemm(0, 0, n, C, w, 1.0f, lg, V, h->W + c0 * C, C, 0.0f, buf->dhn + r0 * C, C);
+    if (h->dh) os_k->gemm(0, 0, n, C, w, 1.0f, lg, V, h->W + c0 * C, C, 0.0f, h->dhn + r0 * C, C);
     if (h->dW && d0 < c1) os_k->gemm(1, 0, c1 - d0, C, n, 1.0f, lg + (d0 - c0), V, hr, C, 1.0f, h->dW + d0 * C, C);
+}
+
+void os_head_run_classes(head_run *h, const int64_t start[NCLS], const int64_t cnt[NCLS], int64_t Nc, int64_t Nall) {
+    int64_t n = Nc < Nall ? Nc : Nall, rows = n > 0 ? k_xent_chunk_rows(h->m->V, n) : 1;
+    for (int c = 0; c < NCLS; c++) {
+        int64_t left = cnt[c], r0 = start[c];
+        h->first = r0;
+        for (int64_t k = (left + rows - 1) / rows; k > 0; k--) {
+            n = share(left, k);
+            left -= n;
+            head_chunk(h, r0, n, h->c0[c], h->c1[c], share(left, k - 1));
+            r0 += n;
+        }
+    }
 }
 
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
@@ -202,38 +212,34 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
         return;
     }
     int bw = g != NULL;   // the backward runs
+    head_seg own = {.end = INT64_MAX, .s = s};
     head_run h = {.m = m, .t = t, .buf = buf, .s = s, .W = w->lm_head, .Wa = w->adapter_w, .ba = w->adapter_b,
                   .dW = bw ? g->lm_head : NULL, .dWa = bw ? g->adapter_w : NULL, .dba = bw ? g->adapter_b : NULL,
-                  .row0 = bw && g->lm_head ? g->lm_head_row0 : 0, .nterms = t->labels ? (int)G + 1 : 0, .bw = bw,
-                  .dh = bw && t->dh};
+                  .hn = buf->hn, .dhn = buf->dhn, .row0 = bw && g->lm_head ? g->lm_head_row0 : 0,
+                  .nterms = t->labels ? (int)G + 1 : 0, .bw = bw, .dh = bw && t->dh, .c0 = {0, 0, T},
+                  .c1 = {V, T, V}, .seg = &own, .nseg = 1};
+    own.scale = h.scale;
     for (int k = 0; k < h.nterms; k++) {
         h.y[k] = buf->y + k * N;
         s->count[k] = targets(m, t, k, h.y[k]);
         h.scale[k] = s->count[k] && bw ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
     }
-    // the classes' rows and columns; every row in the first class when the logits are requested
-    int64_t ncls[NCLS] = {N, 0, 0}, c0[NCLS] = {0, 0, T}, c1[NCLS] = {V, T, V}, *idx = NULL;
+    // the classes' rows; every row in the first class when the logits are requested
+    int64_t ncls[NCLS] = {N, 0, 0}, *idx = NULL;
     if (h.nterms && !t->logits) {
         idx = os_alloc(sizeof(int64_t) * (size_t)N, "head rows with a target");
         N = order_rows(&h, N, idx, ncls);
     }
-    int64_t rows = N > 0 ? k_xent_chunk_rows(V, N) : 1;   // N = 0: no row has a target
     // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
     h.e = bw && h.nterms && buf->dls ? os_k->gemm_rounds() : 0;
     h.srows = h.e ? os_head_stash_rows(m, Nall) : 0;   // sized for all rows (activations.c)
     os_k->gemm_pin(h.W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
-    int64_t r0 = 0;
-    for (int c = 0; c < NCLS; c++) {   // each class in equal chunks of at most `rows`
-        int64_t left = ncls[c];
-        for (int64_t k = (left + rows - 1) / rows; k > 0; k--) {
-            int64_t n = share(left, k);
-            left -= n;
-            head_chunk(&h, r0, n, c0[c], c1[c], share(left, k - 1));
-            r0 += n;
-        }
+    if (!idx || !t->peers || !os_head_balanced(&h, t->peers, N, ncls, idx, Nall)) {
+        int64_t start[NCLS] = {0, ncls[0], ncls[0] + ncls[1]};
+        os_head_run_classes(&h, start, ncls, N, Nall);
+        if (idx && h.dh) expand_dh(&h, idx, N, Nall);
     }
     os_k->gemm_unpin();
-    if (idx && h.dh) expand_dh(&h, idx, N, Nall);
     os_free(idx);
 }
 

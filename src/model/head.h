@@ -6,6 +6,7 @@
 // around the three calls: norm forward (norm gathered), logits + losses (lm_head and adapter gathered, their
 // gradient scopes open when training), norm backward (norm gradient scope open).
 #pragma once
+#include "model/head_balance.h"
 #include "model/omni.h"
 
 // final_norm [C]; lm_head [V, C]; adapter_w [G*A, A], adapter_b [G*A] (NULL: no adapter)
@@ -24,6 +25,7 @@ typedef struct {
 typedef struct {
     double sum[OS_MAX_G + 1];
     int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
+    int64_t moved;   // rows with a target this rank's head sent to another rank (head_balance.h)
 } os_loss_sums;
 
 // the head's buffers (sizes: model/activations.c): hn [N, C], rstd [N], logits [rows, V] (at least [N, C]: also
@@ -53,6 +55,8 @@ typedef struct {
     int dh;                    // compute dL/d(norm output) into buf->dhn (something below the head is trained)
     float *logits;             // NULL, or receives lm_head logits: every row [N, V], or with `last` (labels NULL
     int last;                  //   only) each sample's last row [B, V]
+    const os_head_peers *peers;   // NULL, or the other ranks: rows with a target move to even out the head's work
+                                  //   (head_balance.h; every rank calls os_head_loss at the same point)
 } os_head_task;
 
 // hn, rstd = rmsnorm(x[N, C])

@@ -112,6 +112,7 @@ static void micro_batches(os_sft_state *r, int64_t step, micro_report *sl) {
         sl->t_micro += micro_step(r, step, &mb, mb.n ? 1.0f / (float)sl->nonempty : 0.0f, &st);
         os_micro_free(&mb);
         if (mb.n) sl->loss_sum += st.loss, sl->acc.tokens += st.tokens;
+        sl->acc.head_moved += st.head_moved;
         sl->term_loss = st.term_loss;
         for (int t = 0; t <= r->m->oc.G; t++)
             sl->acc.sum[t] += st.sum[t], sl->acc.count[t] += st.count[t], sl->acc.correct[t] += st.correct[t];

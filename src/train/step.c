@@ -6,6 +6,8 @@
 #include "model/forward.h"
 #include "train/model_runtime.h"
 #include "train/speech.h"
+#include "zero/comm.h"
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +58,25 @@ static void grad_close(void *ctx, int b) {
 }
 static float *grad_at(void *ctx, int pid, const char *caller) { return zr_grad_at(((grad_ctx *)ctx)->t->rt, pid, caller); }
 
+// OMNISHARD_HEAD_BALANCE (docs/operations.md): 1 (unset: the default) the head's rows move between ranks to even out
+// its work (model/head_balance.h), 0 they stay; the ranks check in the head that they agree
+static int head_balance_env(void) {
+    const char *e = getenv("OMNISHARD_HEAD_BALANCE");
+    if (!e || !*e || !strcmp(e, "1")) return 1;
+    if (!strcmp(e, "0")) return 0;
+    os_die("OMNISHARD_HEAD_BALANCE: expected 1 (the head's rows move between ranks to even out its work, the "
+           "default) or 0 (they stay), got '%s'", e);
+}
+static void peers_allgather(void *ctx, const void *in, void *out, int64_t bytes) {
+    (void)ctx;
+    comm_allgather_bytes(in, out, bytes);
+}
+static void peers_alltoallv(void *ctx, const void *send, const int64_t *sb, const int64_t *so, void *recv,
+                            const int64_t *rb, const int64_t *ro) {
+    (void)ctx;
+    comm_alltoallv_bytes(send, sb, so, recv, rb, ro);
+}
+
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st) {
     os_model *m = t->m;
     int64_t N = b->B * b->L, nl = m->nlayers;
@@ -75,12 +96,16 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     os_model_opts o = {.grads = fo ? NULL : &g, .dscale = dscale, .below = !fo && trains_below_head(t),
                        .recompute = t->grad_ckpt && !fo, .lora_dropout = fo ? 0.0f : m->oc.lora.dropout,
                        .lora_key = t->lora_key, .logits = t->dump_logits};
+    os_head_peers peers = {.rank = comm_rank(), .size = comm_size(), .enabled = head_balance_env(),
+                           .allgather = peers_allgather, .alltoallv = peers_alltoallv};
+    if (peers.size > 1) o.peers = &peers;
 
     if (t->speech) os_speech_fwd(t->speech, t->rt);   // encoder + projector, on every rank (fixed schedule)
     os_loss_sums ls;
     os_model_forward(&t->acts, &in, &w, &o, &ls);
     memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->count, ls.count, sizeof ls.count);
     memcpy(st->correct, ls.correct, sizeof ls.correct);
+    st->head_moved = ls.moved;
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
     if (o.below) {

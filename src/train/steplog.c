@@ -99,14 +99,14 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
                      const double *bucket_norms, double seconds,
                      const zr_runtime *rt, int write) {
     int G = m->oc.G;
-    // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G], phase[OS_NPHASE]]
-    double v[2 + 3 * (OS_MAX_G + 1) + OS_NPHASE];
+    // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G], phase[OS_NPHASE], head rows moved]
+    double v[2 + 3 * (OS_MAX_G + 1) + OS_NPHASE + 1];
     int n = 2 + 3 * (G + 1);
-    v[0] = loss_sum, v[1] = (double)acc->tokens;
+    v[0] = loss_sum, v[1] = (double)acc->tokens, v[n + OS_NPHASE] = (double)acc->head_moved;
     for (int t = 0; t <= G; t++)
         v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
     for (int i = 0; i < OS_NPHASE; i++) v[n + i] = l->phase[i];
-    comm_allreduce_sum_f64(v, n + OS_NPHASE);
+    comm_allreduce_sum_f64(v, n + OS_NPHASE + 1);
     int64_t compute_max = (int64_t)(l->phase[OS_PH_COMPUTE] * 1e6);   // the slowest rank's compute, microseconds
     comm_allreduce_max_i64(&compute_max, 1);
     double targets = 0.0;   // target tokens of the step over all ranks and loss terms
@@ -151,6 +151,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
                                             "time/optimizer_s", "time/cpu_s"};
     for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], v[n + i] / comm_size());
     num(f, "time/compute_max_s", (double)compute_max / 1e6);
+    fprintf(f, ", \"head_rows_moved\": %lld", (long long)v[n + OS_NPHASE]);
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));

@@ -36,6 +36,7 @@ typedef struct {
     double sum[OS_MAX_G + 1];           // per loss term: summed CE, valid count, correct argmax
     int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
     int64_t tokens;                     // real (unpadded) positions
+    int64_t head_moved;                 // rows the head sent to other ranks (model/head_balance.h)
 } os_step_stats;
 
 // Parse "l2:COEF:PREFIX" or "dummy:PREFIX"; -1 + message on bad syntax.

@@ -212,6 +212,32 @@ static void allgather_bytes(const void *in, void *out, int64_t bytes, enum wd_ki
 }
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes) { allgather_bytes(in, out, bytes, WD_ALLGATHER); }
 
+static int *int_counts(const int64_t *v, int n, const char *what) {
+    int *o = os_alloc(sizeof(int) * (size_t)n, "all-to-all counts");
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] > INT_MAX) os_die("all-to-all: %s %lld for rank %d is outside [0, INT_MAX]", what, (long long)v[i], i);
+        o[i] = (int)v[i];
+    }
+    return o;
+}
+
+void comm_alltoallv_bytes(const void *send, const int64_t *sbytes, const int64_t *soff, void *recv,
+                          const int64_t *rbytes, const int64_t *roff) {
+    if (g_size == 1) {
+        if (sbytes[0]) memcpy((char *)recv + roff[0], (const char *)send + soff[0], (size_t)sbytes[0]);
+        return;
+    }
+    int64_t total = 0;
+    for (int p = 0; p < g_size; p++) total += sbytes[p];
+    int64_t seq = wd_begin(WD_ALLTOALL, total);
+    int *sc = int_counts(sbytes, g_size, "send bytes"), *sd = int_counts(soff, g_size, "send offset");
+    int *rc = int_counts(rbytes, g_size, "receive bytes"), *rd = int_counts(roff, g_size, "receive offset");
+    MPI_Request r;
+    MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD, &r);
+    wd_wait(&r, 1, seq);
+    os_free(sc), os_free(sd), os_free(rc), os_free(rd);
+}
+
 struct comm_req {
     int ring, done;        // ring: a reduce-scatter (q), else an all-gather (r, t)
     ring q;

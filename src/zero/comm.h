@@ -31,6 +31,10 @@ void comm_allgather_f32(float *full, int64_t shard_n);
 void comm_reduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n);
 // gather bytes from every rank to all: out[size * bytes]
 void comm_allgather_bytes(const void *in, void *out, int64_t bytes);
+// each rank p gets sbytes[p] bytes from send + soff[p]; from each rank p, rbytes[p] bytes arrive at recv + roff[p]
+// (each rank's rbytes[p] equal to p's sbytes[rank]); counts and offsets at most INT_MAX
+void comm_alltoallv_bytes(const void *send, const int64_t *sbytes, const int64_t *soff, void *recv,
+                          const int64_t *rbytes, const int64_t *roff);
 
 // Non-blocking collectives. A request is started on every rank in the same order like any collective; comm_test
 // advances it without blocking (MPI progress, and for the reduce-scatter the ring's adds and next steps) and says

@@ -21,7 +21,8 @@ enum { S_ISSUED, S_WAITING, S_KIND, S_STEP, S_N };
 
 static const char *const kind_name[WD_NKINDS] = {
     [WD_BARRIER] = "barrier", [WD_BCAST] = "broadcast", [WD_ALLREDUCE] = "all-reduce", [WD_ALLGATHER] = "all-gather",
-    [WD_REDUCE_SCATTER] = "reduce-scatter", [WD_AGREE_OPTIONS] = "start-up agreement on options",
+    [WD_REDUCE_SCATTER] = "reduce-scatter", [WD_ALLTOALL] = "all-to-all",
+    [WD_AGREE_OPTIONS] = "start-up agreement on options",
     [WD_AGREE_STATUS] = "agreement on errors",
 };
 

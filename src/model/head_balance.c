@@ -1,0 +1,70 @@
+#include "model/head_balance.h"
+#include "core/alloc.h"
+
+// move up to `x` of work from rank i to rank j: the most rows of each class, the dearest class first, not above x;
+// then one row more of the cheapest class i still has if that leaves less than half a row's cost; returns the work moved
+static double pair_up(int64_t *left, const double *cost, int i, int j, double x, os_head_move *mv, int *nm) {
+    double moved = 0;
+    int cheap = -1;
+    for (int c = 0; c < OS_HEAD_NCLS; c++) {
+        int64_t *have = &left[i * OS_HEAD_NCLS + c], k = (int64_t)((x - moved) / cost[c]);
+        if (k > *have) k = *have;
+        if (k > 0) mv[(*nm)++] = (os_head_move){.from = i, .to = j, .cls = c, .rows = k};
+        *have -= k, moved += (double)k * cost[c];
+        if (*have > 0 && (cheap < 0 || cost[c] < cost[cheap])) cheap = c;
+    }
+    if (cheap >= 0 && x - moved > cost[cheap] / 2) {
+        int n = *nm;
+        if (n > 0 && mv[n - 1].from == i && mv[n - 1].to == j && mv[n - 1].cls == cheap) mv[n - 1].rows++;
+        else mv[(*nm)++] = (os_head_move){.from = i, .to = j, .cls = cheap, .rows = 1};
+        left[i * OS_HEAD_NCLS + cheap]--, moved += cost[cheap];
+    }
+    return moved;
+}
+
+int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves) {
+    double *load = os_alloc(sizeof(double) * (size_t)size, "head balance loads"), mean = 0;
+    int64_t *left = os_alloc(sizeof(int64_t) * (size_t)(size * OS_HEAD_NCLS), "head balance rows");
+    for (int r = 0; r < size; r++) {
+        load[r] = 0;
+        for (int c = 0; c < OS_HEAD_NCLS; c++)
+            left[r * OS_HEAD_NCLS + c] = counts[r * OS_HEAD_NCLS + c], load[r] += (double)counts[r * OS_HEAD_NCLS + c] * cost[c];
+        mean += load[r] / size;
+    }
+    // the senders start above the mean and the receivers below it: the roles stay (a sender that moved half a row
+    // too many is not a receiver afterwards)
+    int *role = os_alloc(sizeof(int) * (size_t)size, "head balance roles"), nm = 0, i = 0, j = 0;
+    for (int r = 0; r < size; r++) role[r] = load[r] > mean ? 1 : load[r] < mean ? -1 : 0;
+    for (;;) {   // the next sender i and receiver j with work left to move
+        while (i < size && (role[i] != 1 || load[i] <= mean)) i++;
+        while (j < size && (role[j] != -1 || load[j] >= mean)) j++;
+        if (i >= size || j >= size) break;
+        double ex = load[i] - mean, de = mean - load[j], x = pair_up(left, cost, i, j, ex < de ? ex : de, moves, &nm);
+        load[i] -= x, load[j] += x;
+        if (ex < de) i++;   // i is done (within a row of the mean), else j is
+        else j++;
+    }
+    // the rounding left over, one row at a time: from the busiest sender to the least busy receiver while that
+    // lowers the busier of the two
+    for (;;) {
+        int hi = -1, lo = -1, best = -1;
+        for (int r = 0; r < size; r++) {
+            if (role[r] == 1 && (hi < 0 || load[r] > load[hi])) hi = r;
+            if (role[r] == -1 && (lo < 0 || load[r] < load[lo])) lo = r;
+        }
+        if (hi < 0 || lo < 0) break;
+        double top = load[hi];
+        for (int c = 0; c < OS_HEAD_NCLS; c++) {
+            double a = load[hi] - cost[c], b = load[lo] + cost[c], m = a > b ? a : b;
+            if (left[hi * OS_HEAD_NCLS + c] > 0 && m < top) top = m, best = c;
+        }
+        if (best < 0) break;
+        int q = 0;
+        while (q < nm && !(moves[q].from == hi && moves[q].to == lo && moves[q].cls == best)) q++;
+        if (q == nm && nm == OS_HEAD_MAX_MOVES(size)) break;
+        if (q == nm) moves[nm++] = (os_head_move){.from = hi, .to = lo, .cls = best, .rows = 0};
+        moves[q].rows++, left[hi * OS_HEAD_NCLS + best]--, load[hi] -= cost[best], load[lo] += cost[best];
+    }
+    os_free(load), os_free(left), os_free(role);
+    return nm;
+}

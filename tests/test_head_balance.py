@@ -1,0 +1,97 @@
+"""The head's rows moved between ranks (src/model/head_balance.h, docs/training.md "Balancing the head across
+ranks"). Samples whose answers differ in how much is text and how much audio give the ranks different head work;
+rows then move, and the run must be the same run as with OMNISHARD_HEAD_BALANCE=0, where they stay: the moved rows'
+losses, weight gradients and input gradients are the same sums, in another order. Invariant tests only; the
+N ranks == 1 rank tests (test_zero_equivalence.py, test_bf16.py) compare the moving runs with accumulation too."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import BIN
+from oracle import slam_omni_ref as ref
+from safetensors.numpy import load_file
+
+from omni_run import MPIRUN, logs, weights, rel
+from omni_run import run as run_bin
+
+STEPS = 3
+G, T, A = 3, 192, 80
+ARGS = ["--learning_rate", "1e-3", "--per_device_train_batch_size", "2", "--max_length", "160", "--save_steps", "0",
+        "--dump_grads"]
+
+
+def write_data(path, n, seed=4):
+    """SLAM-Omni-like answers: a prompt without targets, then text and audio targets together, then audio only (the
+    text has ended) or, in every fourth sample, text only; lengths 12-150, so the ranks' rows and classes differ"""
+    g = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for i in range(n):
+            L = int(g.integers(12, 151))
+            p = int(g.integers(1, L // 3 + 1))
+            te = int(g.integers(p + 1, L + 1))   # text targets [p, te)
+            ae = L if i % 4 else int(g.integers(p, te + 1))   # audio targets [p, ae)
+            ids, labels = [], []
+            for r in range(G + 1):
+                audio = r < G
+                ids.append([int(x + (T if audio else 0)) for x in g.integers(0, A if audio else T, size=L)])
+                lab = [int(x) for x in g.integers(0, A if audio else T, size=L)]
+                end = ae if audio else te
+                labels.append([lab[k] if p <= k < end else -100 for k in range(L)])
+            f.write(json.dumps({"input_ids": ids, "labels": labels}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("head_balance")
+    ref.make_model(str(d / "model"), hidden=32, layers=2, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G, tied=True)
+    write_data(d / "data.jsonl", 4 * 2 * STEPS)
+    return d
+
+
+def run(d, name, np_, balance, extra=()):
+    out = d / name
+    grads = d / f"{name}.grads"
+    env = {"OMNISHARD_HEAD_BALANCE": balance, "OMNISHARD_LOGITS_ROWS": "16"}   # many chunks, some across owners
+    run_bin(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", STEPS,
+             *ARGS, grads, *extra], np_=np_, env=env)
+    return logs(out), load_file(str(grads)), weights(out / "final_model")
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_moved_rows_same_run(setup, np_, dtype):
+    """rows move (head_rows_moved > 0 in logging.jsonl; 0 when told to stay), and losses, step-1 gradients and the
+    final weights match the run where they stay; bf16 rounds each row's logits gradient the same on any rank"""
+    extra = ["--zero_stage", 3, "--torch_dtype", dtype]
+    moved = run(setup, f"on{np_}{dtype}", np_, "1", extra)
+    stay = run(setup, f"off{np_}{dtype}", np_, "0", extra)
+    assert sum(x["head_rows_moved"] for x in moved[0]) > 0, [x["head_rows_moved"] for x in moved[0]]
+    assert all(x["head_rows_moved"] == 0 for x in stay[0])
+    for x, y in zip(moved[0], stay[0]):
+        for k in ("loss", "text_loss", "audio_loss_0", "audio_loss_2", "text_acc", "audio_acc_1", "grad_norm"):
+            assert abs(x[k] - y[k]) <= 1e-6 * max(abs(y[k]), 1e-6), (k, x, y)
+    for k in stay[1]:
+        assert rel(moved[1][k], stay[1][k]) <= 1e-6, (k, rel(moved[1][k], stay[1][k]))
+    for k in stay[2]:
+        assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
+
+
+def test_bad_value_rejected(setup):
+    p = run_bin(["sft", "--model", setup / "model", "--dataset", setup / "data.jsonl", "--output_dir", setup / "bad",
+                 "--max_steps", 1, "--max_length", "160"], np_=2, check=False, env={"OMNISHARD_HEAD_BALANCE": "yes"})
+    assert p.returncode != 0
+    assert "OMNISHARD_HEAD_BALANCE: expected 1" in p.stderr and "got 'yes'" in p.stderr, p.stderr
+
+
+def test_ranks_must_agree(setup):
+    """rank 1 told to keep its rows, rank 0 not: both stop at the first micro-batch, naming the setting and ranks"""
+    args = [str(BIN), "sft", "--model", str(setup / "model"), "--dataset", str(setup / "data.jsonl"), "--output_dir",
+            str(setup / "mixed"), "--max_steps", "1", "--max_length", "160"]
+    cmd = [*MPIRUN, "-np", "1", *args, ":", "-np", "1", "-x", "OMNISHARD_HEAD_BALANCE=0", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode != 0
+    assert "OMNISHARD_HEAD_BALANCE differs between ranks" in p.stderr, p.stderr
+    assert "1 on rank 0" in p.stderr or "0 on rank 1" in p.stderr, p.stderr
