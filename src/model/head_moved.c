@@ -170,8 +170,7 @@ static void pack_back(const exch *x, const local_rows *L, const float *dhn, cons
     }
 }
 
-int os_head_balanced(head_run *h, const os_head_peers *P, int64_t n, const int64_t ncls[NCLS], const int64_t *idx,
-                     int64_t Nall) {
+int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], const int64_t *idx, int64_t Nall) {
     int S = P->size;
     os_head_move *mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
     int nm = plan(h, P, ncls, mv);
@@ -236,7 +235,6 @@ int os_head_balanced(head_run *h, const os_head_peers *P, int64_t n, const int64
         if (h->dh) moved_rows(&x, p, unpack_dh, &k);
     }
     for (int p = 0; p < S; p++) h->s->moved += x.kout[p];
-    (void)n;
     os_free(send), os_free(recv), os_free(fs), os_free(dhn), os_free(L.hn), os_free(L.y), os_free(L.seg), os_free(L.at);
     os_free(sb), os_free(x.kout), os_free(x.kin), os_free(mv);
     return 1;

@@ -1,7 +1,7 @@
 // The head's run, shared by head.c (the chunks over the row classes) and head_moved.c (rows moved between ranks,
 // head_balance.h); private to those two files.
 #pragma once
-#include "model/head.h"
+#include "model/head_types.h"
 
 enum { CLS_TA = OS_HEAD_CLS_TA, CLS_T = OS_HEAD_CLS_T, CLS_A = OS_HEAD_CLS_A, NCLS = OS_HEAD_NCLS };
 
@@ -38,7 +38,6 @@ void os_head_run_classes(head_run *h, const int64_t start[NCLS], const int64_t c
 
 // Balancing (head_balance.h): every rank's class counts, the plan; when rows move, the rows out, the classes over
 // this rank's kept rows and the rows moved here (os_head_run_classes), the moved rows' input gradients (into
-// buf->dhn at their rows idx[i], the rest as expand_dh) and loss sums back to their owner. n rows with a target,
-// ordered by class (ncls). Returns 0, having computed nothing, when no row moves.
-int os_head_balanced(head_run *h, const os_head_peers *P, int64_t n, const int64_t ncls[NCLS], const int64_t *idx,
-                     int64_t Nall);
+// buf->dhn at their rows idx[i], the rows without a target zero) and loss sums back to their owner. The rows with
+// a target come ordered by class, ncls[c] of class c. Returns 0, having computed nothing, when no row moves.
+int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], const int64_t *idx, int64_t Nall);
