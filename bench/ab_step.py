@@ -19,6 +19,10 @@ their losses are printed for comparison. Examples:
     --side base=/tmp/base/build:2x1 --side new=build:2x1                       # a change, A/B
     --side ranks=build:2x1:1x1 --side threads=build:1x2:1x2                      # 2 ranks vs 1 rank x 2 threads
     --side fp32=build:2x1:1x1:3:float32 --side bf16=build:2x1:1x1:3:bfloat16       # precision
+    --side move=build:2x1 --side stay=build:2x1 --env stay:OMNISHARD_HEAD_BALANCE=0  # a setting, A/B
+--env NAME:VAR=VALUE sets an environment variable for side NAME's runs only (repeatable). The table's "moved" is
+the median of logging.jsonl's head_rows_moved (rows the head moved between ranks per step; "-" from a build that
+does not log it).
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
 
@@ -46,7 +50,7 @@ def parse_side(text, stage, dtype):
 def run(side, a, mdir, data):
     out = tempfile.mkdtemp(prefix="omni_ab_", dir="/tmp")
     env = dict(os.environ, OMP_NUM_THREADS=str(side["threads"]), OPENBLAS_NUM_THREADS=str(side["threads"]),
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **side["env"])
     exe = os.path.join(ROOT, side["build"], "omnishard")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(side["ranks"]), exe, "sft", "--model", mdir,
            "--dataset", data, "--zero_stage", str(side["stage"]), "--max_length", str(a.seq), "--max_steps", str(a.steps),
@@ -79,8 +83,18 @@ def main():
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     ap.add_argument("--labels", default="random", choices=LABELS,
                     help="the samples' label layout (bench/bench_step.py write_samples)")
+    ap.add_argument("--env", action="append", default=[], help="NAME:VAR=VALUE, for side NAME only")
     a = ap.parse_args()
     sides = [parse_side(x, a.stage, a.torch_dtype) for x in a.side]
+    for x in sides:
+        x["env"] = {}
+    for e in a.env:
+        name, _, kv = e.partition(":")
+        var, eq, val = kv.partition("=")
+        hit = [x for x in sides if x["name"] == name]
+        if not hit or not eq or not var:
+            sys.exit(f"--env {e}: expected NAME:VAR=VALUE with NAME one of the sides")
+        hit[0]["env"][var] = val
     s = dict(SHAPE, layers=a.layers)
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)
@@ -104,8 +118,9 @@ def main():
     first = sides[0]["name"]
     med = lambda logs, key: statistics.median(r.get(key, float("nan")) for log in logs for r in (log[1:] or log))
     print("| side | ranks x threads | batch x accum | stage | dtype | run CPU s | vs | system s | minflt | vs | max RSS GB | "
-          "peak RSS GB | gather MB/step | s/step | " + " | ".join(p[5:-2] for p in PHASES) + f" | vs {first} | per round |")
-    print("|---" * (16 + len(PHASES)) + "|")
+          "peak RSS GB | gather MB/step | moved | s/step | " + " | ".join(p[5:-2] for p in PHASES) +
+          f" | vs {first} | per round |")
+    print("|---" * (17 + len(PHASES)) + "|")
     um = lambda name, key: statistics.median(u[key] for u in usage[name])
     for x in sides:
         logs = res[x["name"]]
@@ -117,7 +132,8 @@ def main():
               f"{statistics.median(cpus[x['name']]) / statistics.median(cpus[first]):.2f} | "
               f"{um(x['name'], 'sys'):.1f} | {um(x['name'], 'minflt'):.0f} | {um(x['name'], 'minflt') / um(first, 'minflt'):.2f} | "
               f"{um(x['name'], 'rss_gb'):.2f} | {statistics.median(log[-1]['peak_rss_gb'] for log in logs):.2f} | "
-              f"{'-' if 'gather_bytes' not in logs[0][-1] else '%.1f' % (med(logs, 'gather_bytes') / 1e6)} | {t:.2f} | " +
+              f"{'-' if 'gather_bytes' not in logs[0][-1] else '%.1f' % (med(logs, 'gather_bytes') / 1e6)} | "
+              f"{'-' if 'head_rows_moved' not in logs[0][-1] else '%.0f' % med(logs, 'head_rows_moved')} | {t:.2f} | " +
               " | ".join(f"{med(logs, p):.2f}" for p in PHASES) +
               f" | {t / med(res[first], 'step_time_s'):.2f} | {' '.join(f'{v:.2f}' for v in per)} |")
 

@@ -112,6 +112,7 @@ def test_n_ranks_equal_accumulation(setup, stage):
     """2 ranks x batch 2 == 1 rank x 2 micro-batches of 2, in bf16 (docs/training.md: the bound)"""
     one = omnishard(setup, "accum2", None, ["--gradient_accumulation_steps", "2"])
     two = omnishard(setup, f"np2s{stage}", None, ["--zero_stage", stage], np_=2)
+    assert sum(x["head_rows_moved"] for x in two[1]) > 0   # rows moved between the ranks (docs/training.md)
     for x, y in zip(two[1], one[1]):
         assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(y["loss"]), (x, y)
     for k in one[3]:

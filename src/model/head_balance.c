@@ -2,16 +2,18 @@
 #include "core/alloc.h"
 
 // move up to `x` of work from rank i to rank j: the most rows of each class, the dearest class first, not above x;
-// then one row more of the cheapest class i still has if that leaves less than half a row's cost; returns the work moved
-static double pair_up(int64_t *left, const double *cost, int i, int j, double x, os_head_move *mv, int *nm) {
+// then one row more of the cheapest class i still has if that leaves less than half a row's cost; returns the work
+// moved. A class j has no rows of (has) takes at least OS_HEAD_NEW_CLASS_ROWS rows or none.
+static double pair_up(int64_t *left, char *has, const double *cost, int i, int j, double x, os_head_move *mv, int *nm) {
     double moved = 0;
     int cheap = -1;
     for (int c = 0; c < OS_HEAD_NCLS; c++) {
         int64_t *have = &left[i * OS_HEAD_NCLS + c], k = (int64_t)((x - moved) / cost[c]);
         if (k > *have) k = *have;
-        if (k > 0) mv[(*nm)++] = (os_head_move){.from = i, .to = j, .cls = c, .rows = k};
+        if (!has[j * OS_HEAD_NCLS + c] && k < OS_HEAD_NEW_CLASS_ROWS) k = 0;
+        if (k > 0) mv[(*nm)++] = (os_head_move){.from = i, .to = j, .cls = c, .rows = k}, has[j * OS_HEAD_NCLS + c] = 1;
         *have -= k, moved += (double)k * cost[c];
-        if (*have > 0 && (cheap < 0 || cost[c] < cost[cheap])) cheap = c;
+        if (*have > 0 && has[j * OS_HEAD_NCLS + c] && (cheap < 0 || cost[c] < cost[cheap])) cheap = c;
     }
     if (cheap >= 0 && x - moved > cost[cheap] / 2) {
         int n = *nm;
@@ -25,10 +27,13 @@ static double pair_up(int64_t *left, const double *cost, int i, int j, double x,
 int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves) {
     double *load = os_alloc(sizeof(double) * (size_t)size, "head balance loads"), mean = 0;
     int64_t *left = os_alloc(sizeof(int64_t) * (size_t)(size * OS_HEAD_NCLS), "head balance rows");
+    char *has = os_alloc((size_t)(size * OS_HEAD_NCLS), "head balance classes");
     for (int r = 0; r < size; r++) {
         load[r] = 0;
-        for (int c = 0; c < OS_HEAD_NCLS; c++)
-            left[r * OS_HEAD_NCLS + c] = counts[r * OS_HEAD_NCLS + c], load[r] += (double)counts[r * OS_HEAD_NCLS + c] * cost[c];
+        for (int c = 0; c < OS_HEAD_NCLS; c++) {
+            int64_t n = counts[r * OS_HEAD_NCLS + c];
+            left[r * OS_HEAD_NCLS + c] = n, load[r] += (double)n * cost[c], has[r * OS_HEAD_NCLS + c] = n > 0;
+        }
         mean += load[r] / size;
     }
     // the senders start above the mean and the receivers below it: the roles stay (a sender that moved half a row
@@ -39,7 +44,7 @@ int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_mo
         while (i < size && (role[i] != 1 || load[i] <= mean)) i++;
         while (j < size && (role[j] != -1 || load[j] >= mean)) j++;
         if (i >= size || j >= size) break;
-        double ex = load[i] - mean, de = mean - load[j], x = pair_up(left, cost, i, j, ex < de ? ex : de, moves, &nm);
+        double ex = load[i] - mean, de = mean - load[j], x = pair_up(left, has, cost, i, j, ex < de ? ex : de, moves, &nm);
         load[i] -= x, load[j] += x;
         if (ex < de) i++;   // i is done (within a row of the mean), else j is
         else j++;
@@ -56,7 +61,7 @@ int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_mo
         double top = load[hi];
         for (int c = 0; c < OS_HEAD_NCLS; c++) {
             double a = load[hi] - cost[c], b = load[lo] + cost[c], m = a > b ? a : b;
-            if (left[hi * OS_HEAD_NCLS + c] > 0 && m < top) top = m, best = c;
+            if (left[hi * OS_HEAD_NCLS + c] > 0 && has[lo * OS_HEAD_NCLS + c] && m < top) top = m, best = c;
         }
         if (best < 0) break;
         int q = 0;
@@ -65,6 +70,6 @@ int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_mo
         if (q == nm) moves[nm++] = (os_head_move){.from = hi, .to = lo, .cls = best, .rows = 0};
         moves[q].rows++, left[hi * OS_HEAD_NCLS + best]--, load[hi] -= cost[best], load[lo] += cost[best];
     }
-    os_free(load), os_free(left), os_free(role);
+    os_free(load), os_free(left), os_free(role), os_free(has);
     return nm;
 }

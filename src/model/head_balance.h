@@ -33,12 +33,18 @@ typedef struct {
 // at most this many moves for `size` ranks
 #define OS_HEAD_MAX_MOVES(size) ((size) * ((size) + 8) * OS_HEAD_NCLS)
 
+// A class of rows a rank has none of costs it a run of its own over that class's lm_head columns, whatever its rows:
+// the logits product and dh read all of them, the weight gradient reads and writes them (tens of rows' work at
+// V = 156160). So a receiver takes rows of a class it has none of only this many at least.
+#define OS_HEAD_NEW_CLASS_ROWS 32
+
 // The moves that even out the ranks' work: counts[size * OS_HEAD_NCLS] each rank's rows per class, cost[c] the
 // work of one row of class c (> 0). A rank above the mean sends, one below receives, never both. Each pair of a
-// sender and a receiver moves whole rows, dearest class first, to the nearest row; then single rows go from the
-// busiest sender to the least busy receiver while that lowers the busier of the two. With two ranks, neither ends
-// more than half a row's cost above the mean; with more, the pairs' roundings add up to at most about two rows'
-// (tests/unit/test_head_plan.c). Returns the
+// sender and a receiver moves whole rows, dearest class first, to the nearest row (a class the receiver has none
+// of: OS_HEAD_NEW_CLASS_ROWS rows at least, or none); then single rows of classes the receiver has go from the
+// busiest sender to the least busy receiver while that lowers the busier of the two. Where every rank has rows of
+// every class, with two ranks neither ends more than half a row's cost above the mean; with more, the pairs'
+// roundings add up to at most about two rows' (tests/unit/test_head_plan.c). Returns the
 // number of moves written to moves[OS_HEAD_MAX_MOVES(size)], in the order senders and receivers pair up (ranks
 // ascending).
 int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves);
