@@ -19,7 +19,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PY       ?= .venv/bin/python
 # end-to-end tests also run against the sanitizer build (the step, the runtime, checkpoints, error paths)
 ASAN_PYTESTS ?= tests/test_train_oracle.py tests/test_errors.py tests/test_export_transformers.py tests/test_zero_runtime.py \
-                tests/test_freeze.py tests/test_lora.py tests/test_outputs.py
+                tests/test_freeze.py tests/test_lora.py tests/test_outputs.py tests/test_head_balance.py
 
 all: $(BUILD)/omnishard $(TEST_BIN)
 

@@ -24,6 +24,8 @@ static double pair_up(int64_t *left, char *has, const double *cost, int i, int j
     return moved;
 }
 
+static int64_t key(const os_head_move *v) { return ((int64_t)v->from * 65536 + v->to) * OS_HEAD_NCLS + v->cls; }
+
 int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves) {
     double *load = os_alloc(sizeof(double) * (size_t)size, "head balance loads"), mean = 0;
     int64_t *left = os_alloc(sizeof(int64_t) * (size_t)(size * OS_HEAD_NCLS), "head balance rows");
@@ -71,5 +73,16 @@ int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_mo
         moves[q].rows++, left[hi * OS_HEAD_NCLS + best]--, load[hi] -= cost[best], load[lo] += cost[best];
     }
     os_free(load), os_free(left), os_free(role), os_free(has);
-    return nm;
+    // one move per sender, receiver and class, in that order
+    for (int a = 1; a < nm; a++)
+        for (int b = a; b > 0 && key(&moves[b]) < key(&moves[b - 1]); b--) {
+            os_head_move t = moves[b];
+            moves[b] = moves[b - 1], moves[b - 1] = t;
+        }
+    int k = 0;
+    for (int q = 0; q < nm; q++) {
+        if (k > 0 && key(&moves[k - 1]) == key(&moves[q])) moves[k - 1].rows += moves[q].rows;
+        else moves[k++] = moves[q];
+    }
+    return k;
 }

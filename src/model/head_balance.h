@@ -45,6 +45,5 @@ typedef struct {
 // busiest sender to the least busy receiver while that lowers the busier of the two. Where every rank has rows of
 // every class, with two ranks neither ends more than half a row's cost above the mean; with more, the pairs'
 // roundings add up to at most about two rows' (tests/unit/test_head_plan.c). Returns the
-// number of moves written to moves[OS_HEAD_MAX_MOVES(size)], in the order senders and receivers pair up (ranks
-// ascending).
+// number of moves written to moves[OS_HEAD_MAX_MOVES(size)]: one per sender, receiver and class, ordered by them.
 int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves);

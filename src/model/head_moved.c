@@ -116,8 +116,12 @@ typedef struct {
 
 static void gather_rows(const exch *x, const char *recv, const int64_t *roff, os_loss_sums *fs, local_rows *L) {
     const head_run *h = x->h;
+    // where each move's rows start in its sender's message: after the rows of the sender's earlier moves to this rank
     int64_t C = x->C, *cur = os_alloc(sizeof(int64_t) * (size_t)x->S, "head balance cursors"), r = 0;
+    int64_t *first = os_alloc(sizeof(int64_t) * (size_t)(x->nm + 1), "head balance offsets");
     memset(cur, 0, sizeof(int64_t) * (size_t)x->S);
+    for (int q = 0; q < x->nm; q++)
+        if (x->mv[q].to == x->me) first[q] = cur[x->mv[q].from], cur[x->mv[q].from] += x->mv[q].rows;
     L->Nc = 0;
     for (int c = 0; c < NCLS; c++) L->Nc += x->kept[c];
     for (int p = 0; p < x->S; p++) L->Nc += x->kin[p];
@@ -141,15 +145,15 @@ static void gather_rows(const exch *x, const char *recv, const int64_t *roff, os
             const char *msg = recv + roff[p];
             const int32_t *y = (const int32_t *)(msg + 4 * K * C);
             L->at[q] = r;
-            for (int64_t i = 0; i < v->rows; i++, r++, cur[p]++) {
-                os_k->copy(L->hn + r * C, (const float *)msg + cur[p] * C, C);
-                for (int t = 0; t < x->K1; t++) L->y[t * L->Nc + r] = y[t * K + cur[p]];
+            for (int64_t i = first[q]; i < first[q] + v->rows; i++, r++) {
+                os_k->copy(L->hn + r * C, (const float *)msg + i * C, C);
+                for (int t = 0; t < x->K1; t++) L->y[t * L->Nc + r] = y[t * K + i];
             }
             L->seg[L->nseg++] = (head_seg){.end = r, .scale = (const float *)(y + x->K1 * K), .s = &fs[p]};
         }
         L->cnt[c] = r - L->start[c];
     }
-    os_free(cur);
+    os_free(cur), os_free(first);
 }
 
 // the answers to the rows moved here: per owner its loss sums, then the rows' input gradients in its order

@@ -33,6 +33,11 @@ static void check_plan(int S, const int64_t *counts, const double *cost, int tri
     CHECK(nm >= 0 && nm <= OS_HEAD_MAX_MOVES(S), "trial %d: %d moves", trial, nm);
     for (int q = 0; q < nm; q++) {
         const os_head_move *v = &mv[q];
+        if (q > 0) {
+            const os_head_move *u = &mv[q - 1];
+            CHECK(u->from < v->from || (u->from == v->from && (u->to < v->to || (u->to == v->to && u->cls < v->cls))),
+                  "trial %d: moves %d and %d not in (sender, receiver, class) order or not merged", trial, q - 1, q);
+        }
         CHECK(v->from >= 0 && v->from < S && v->to >= 0 && v->to < S && v->from != v->to && v->cls >= 0 &&
               v->cls < OS_HEAD_NCLS && v->rows > 0, "trial %d move %d: %d -> %d class %d rows %lld", trial, q, v->from,
               v->to, v->cls, (long long)v->rows);
