@@ -234,7 +234,9 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     h.e = bw && h.nterms && buf->dls ? os_k->gemm_rounds() : 0;
     h.srows = h.e ? os_head_stash_rows(m, Nall) : 0;   // sized for all rows (activations.c)
     os_k->gemm_pin(h.W, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
-    if (!idx || !t->peers || !os_head_balanced(&h, t->peers, ncls, idx, Nall)) {
+    // every rank with the other ranks given joins the plan, also one whose rows cannot move (idx NULL: the logits
+    // are wanted, --dump_logits on one rank only), which then stops every rank's moves
+    if (!h.nterms || !t->peers || !os_head_balanced(&h, t->peers, ncls, idx, Nall)) {
         int64_t start[NCLS] = {0, ncls[0], ncls[0] + ncls[1]};
         os_head_run_classes(&h, start, ncls, N, Nall);
         if (idx && h.dh) expand_dh(&h, idx, N, Nall);

@@ -26,24 +26,27 @@ static void row_costs(const head_run *h, double cost[NCLS]) {
     }
 }
 
-// the plan from every rank's class counts (and the switch, which must be alike); 0 moves when it is off
-static int plan(const head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], os_head_move *mv) {
-    int S = P->size;
-    int64_t mine[NCLS + 1], *all = os_alloc(sizeof mine * (size_t)S, "head balance counts");
+// the plan from every rank's class counts, the switch (which must be alike) and whether its rows can move (fixed:
+// not); 0 moves when the switch is off or some rank's rows cannot move
+enum { M_ON = NCLS, M_FIXED, M_N };
+static int plan(const head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], int fixed, os_head_move *mv) {
+    int S = P->size, any_fixed = 0;
+    int64_t mine[M_N], *all = os_alloc(sizeof mine * (size_t)S, "head balance counts");
     int64_t *counts = os_alloc(sizeof(int64_t) * (size_t)(S * NCLS), "head balance counts");
-    for (int c = 0; c < NCLS; c++) mine[c] = ncls[c];
-    mine[NCLS] = P->enabled;
+    for (int c = 0; c < NCLS; c++) mine[c] = fixed ? 0 : ncls[c];
+    mine[M_ON] = P->enabled, mine[M_FIXED] = fixed;
     P->allgather(P->ctx, mine, all, (int64_t)sizeof mine);
     for (int r = 0; r < S; r++) {
-        if (all[r * (NCLS + 1) + NCLS] != P->enabled)
+        if (all[r * M_N + M_ON] != P->enabled)
             os_die("OMNISHARD_HEAD_BALANCE differs between ranks: %d on rank %d, %lld on rank %d; set it alike on "
                    "every rank (1, the default: the head's rows move between ranks; 0: they stay)",
-                   P->enabled, P->rank, (long long)all[r * (NCLS + 1) + NCLS], r);
-        for (int c = 0; c < NCLS; c++) counts[r * NCLS + c] = all[r * (NCLS + 1) + c];
+                   P->enabled, P->rank, (long long)all[r * M_N + M_ON], r);
+        for (int c = 0; c < NCLS; c++) counts[r * NCLS + c] = all[r * M_N + c];
+        any_fixed |= all[r * M_N + M_FIXED] != 0;
     }
     double cost[NCLS];
     row_costs(h, cost);
-    int nm = P->enabled ? os_head_plan(counts, cost, S, mv) : 0;
+    int nm = P->enabled && !any_fixed ? os_head_plan(counts, cost, S, mv) : 0;
     os_free(all), os_free(counts);
     return nm;
 }
@@ -177,7 +180,7 @@ static void pack_back(const exch *x, const local_rows *L, const float *dhn, cons
 int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], const int64_t *idx, int64_t Nall) {
     int S = P->size;
     os_head_move *mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
-    int nm = plan(h, P, ncls, mv);
+    int nm = plan(h, P, ncls, idx == NULL, mv);
     if (!nm) {
         os_free(mv);
         return 0;
@@ -185,7 +188,7 @@ int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCL
     exch x = {.h = h, .mv = mv, .nm = nm, .me = P->rank, .S = S, .K1 = h->nterms, .C = h->m->C};
     x.kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows"), x.kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     memset(x.kout, 0, sizeof(int64_t) * (size_t)S), memset(x.kin, 0, sizeof(int64_t) * (size_t)S);
-    for (int c = 0, at = 0; c < NCLS; at += (int)ncls[c], c++) x.ostart[c] = at, x.kept[c] = ncls[c];
+    for (int c = 0; c < NCLS; c++) x.ostart[c] = c ? x.ostart[c - 1] + ncls[c - 1] : 0, x.kept[c] = ncls[c];
     for (int q = 0; q < nm; q++) {
         if (mv[q].from == x.me) x.kout[mv[q].to] += mv[q].rows, x.kept[mv[q].cls] -= mv[q].rows;
         if (mv[q].to == x.me) x.kin[mv[q].from] += mv[q].rows;

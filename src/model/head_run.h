@@ -39,5 +39,6 @@ void os_head_run_classes(head_run *h, const int64_t start[NCLS], const int64_t c
 // Balancing (head_balance.h): every rank's class counts, the plan; when rows move, the rows out, the classes over
 // this rank's kept rows and the rows moved here (os_head_run_classes), the moved rows' input gradients (into
 // buf->dhn at their rows idx[i], the rows without a target zero) and loss sums back to their owner. The rows with
-// a target come ordered by class, ncls[c] of class c. Returns 0, having computed nothing, when no row moves.
+// a target come ordered by class, ncls[c] of class c; idx NULL: this rank's rows cannot move (the logits are
+// wanted), and then no rank's do. Returns 0, having computed nothing, when no row moves.
 int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], const int64_t *idx, int64_t Nall);
