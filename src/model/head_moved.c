@@ -177,6 +177,30 @@ static void pack_back(const exch *x, const local_rows *L, const float *dhn, cons
     }
 }
 
+// the classes over the rows in L (the buffers and owners swapped in for the call); dh into dhn (NULL: none)
+static void run_here(head_run *h, const local_rows *L, float *dhn, int64_t Nall) {
+    head_run saved = *h;
+    h->hn = L->hn, h->dhn = dhn, h->seg = L->seg, h->nseg = L->nseg;
+    for (int t = 0; t < h->nterms; t++) h->y[t] = L->y + t * L->Nc;
+    os_head_run_classes(h, L->start, L->cnt, L->Nc, Nall);
+    h->hn = saved.hn, h->dhn = saved.dhn, h->seg = saved.seg, h->nseg = saved.nseg;
+    memcpy(h->y, saved.y, sizeof saved.y);
+}
+
+// the exchange's bookkeeping from the plan: rows to and from each rank, the rows this rank keeps per class
+static void exch_init(exch *x, head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], os_head_move *mv, int nm) {
+    int S = P->size;
+    *x = (exch){.h = h, .mv = mv, .nm = nm, .me = P->rank, .S = S, .K1 = h->nterms, .C = h->m->C};
+    x->kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows"), x->kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
+    memset(x->kout, 0, sizeof(int64_t) * (size_t)S), memset(x->kin, 0, sizeof(int64_t) * (size_t)S);
+    for (int c = 0; c < NCLS; c++) x->ostart[c] = c ? x->ostart[c - 1] + ncls[c - 1] : 0, x->kept[c] = ncls[c];
+    for (int q = 0; q < nm; q++) {
+        if (mv[q].from == x->me) x->kout[mv[q].to] += mv[q].rows, x->kept[mv[q].cls] -= mv[q].rows;
+        if (mv[q].to == x->me) x->kin[mv[q].from] += mv[q].rows;
+    }
+    OS_ASSERT(x->kept[0] >= 0 && x->kept[1] >= 0 && x->kept[2] >= 0);
+}
+
 int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], const int64_t *idx, int64_t Nall) {
     int S = P->size;
     os_head_move *mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
@@ -185,15 +209,8 @@ int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCL
         os_free(mv);
         return 0;
     }
-    exch x = {.h = h, .mv = mv, .nm = nm, .me = P->rank, .S = S, .K1 = h->nterms, .C = h->m->C};
-    x.kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows"), x.kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
-    memset(x.kout, 0, sizeof(int64_t) * (size_t)S), memset(x.kin, 0, sizeof(int64_t) * (size_t)S);
-    for (int c = 0; c < NCLS; c++) x.ostart[c] = c ? x.ostart[c - 1] + ncls[c - 1] : 0, x.kept[c] = ncls[c];
-    for (int q = 0; q < nm; q++) {
-        if (mv[q].from == x.me) x.kout[mv[q].to] += mv[q].rows, x.kept[mv[q].cls] -= mv[q].rows;
-        if (mv[q].to == x.me) x.kin[mv[q].from] += mv[q].rows;
-    }
-    OS_ASSERT(x.kept[0] >= 0 && x.kept[1] >= 0 && x.kept[2] >= 0);
+    exch x;
+    exch_init(&x, h, P, ncls, mv, nm);
     // the rows out
     int64_t *sb = os_alloc(sizeof(int64_t) * (size_t)(4 * S), "head balance offsets"), *so = sb + S, *rb = so + S, *ro = rb + S;
     char *send = os_alloc_uninit((size_t)offsets(&x, x.kout, rows_bytes, sb, so) + 8, "head rows out");
@@ -210,16 +227,8 @@ int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCL
     memset(fs, 0, sizeof(os_loss_sums) * (size_t)S);
     local_rows L;
     gather_rows(&x, recv, ro, fs, &L);
-    float *hn0 = h->hn, *dhn0 = h->dhn, *dhn = h->dh ? os_alloc_uninit(sizeof(float) * (size_t)(L.Nc * x.C + 1), "head row gradients here") : NULL;
-    head_seg *seg0 = h->seg;
-    int nseg0 = h->nseg;
-    int32_t *y0[OS_MAX_G + 1];
-    memcpy(y0, h->y, sizeof y0);
-    h->hn = L.hn, h->dhn = dhn, h->seg = L.seg, h->nseg = L.nseg;
-    for (int t = 0; t < x.K1; t++) h->y[t] = L.y + t * L.Nc;
-    os_head_run_classes(h, L.start, L.cnt, L.Nc, Nall);
-    h->hn = hn0, h->dhn = dhn0, h->seg = seg0, h->nseg = nseg0;
-    memcpy(h->y, y0, sizeof y0);
+    float *dhn = h->dh ? os_alloc_uninit(sizeof(float) * (size_t)(L.Nc * x.C + 1), "head row gradients here") : NULL;
+    run_here(h, &L, dhn, Nall);
     // the answers back: dh of the kept rows in place, of the moved ones from their receiver
     os_free(send), os_free(recv);
     send = os_alloc_uninit((size_t)offsets(&x, x.kin, back_bytes, sb, so) + 8, "head answers out");
