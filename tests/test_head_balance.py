@@ -48,13 +48,16 @@ def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("head_balance")
     ref.make_model(str(d / "model"), hidden=32, layers=2, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G, tied=True)
     write_data(d / "data.jsonl", 4 * 2 * STEPS)
+    write_data(d / "val.jsonl", 7, seed=9)
     return d
 
 
-def run(d, name, np_, balance, extra=()):
+def run(d, name, np_, balance, extra=(), rows="16"):
     out = d / name
     grads = d / f"{name}.grads"
-    env = {"OMNISHARD_HEAD_BALANCE": balance, "OMNISHARD_LOGITS_ROWS": "16"}   # many chunks, some across owners
+    env = {"OMNISHARD_HEAD_BALANCE": balance}
+    if rows:
+        env["OMNISHARD_LOGITS_ROWS"] = rows   # many chunks, some across owners
     run_bin(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", STEPS,
              *ARGS, grads, *extra], np_=np_, env=env)
     return logs(out), load_file(str(grads)), weights(out / "final_model")
@@ -70,11 +73,32 @@ def test_moved_rows_same_run(setup, np_, dtype):
     stay = run(setup, f"off{np_}{dtype}", np_, "0", extra)
     assert sum(x["head_rows_moved"] for x in moved[0]) > 0, [x["head_rows_moved"] for x in moved[0]]
     assert all(x["head_rows_moved"] == 0 for x in stay[0])
+    assert len(moved[0]) == len(stay[0]) == STEPS
     for x, y in zip(moved[0], stay[0]):
         for k in ("loss", "text_loss", "audio_loss_0", "audio_loss_2", "text_acc", "audio_acc_1", "grad_norm"):
             assert abs(x[k] - y[k]) <= 1e-6 * max(abs(y[k]), 1e-6), (k, x, y)
     for k in stay[1]:
         assert rel(moved[1][k], stay[1][k]) <= 1e-6, (k, rel(moved[1][k], stay[1][k]))
+    for k in stay[2]:
+        assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
+
+
+def test_evaluation_and_empty_micro_batches(setup):
+    """3 ranks, 7 evaluation samples in micro-batches of 2: the second round gives one rank a sample and two an empty
+    micro-batch (2 rows, room for no moved rows); training micro-batches of 1, so the ranks' rows differ more; the
+    logits chunk at its natural size (no OMNISHARD_LOGITS_ROWS). The evaluation's losses (forward only: the answers
+    carry loss sums, no dh) and the training match the run whose rows stay."""
+    extra = ["--zero_stage", 2, "--per_device_train_batch_size", 1, "--val_dataset", setup / "val.jsonl",
+             "--eval_steps", 2]
+    moved = run(setup, "eval_on", 3, "1", extra, rows=None)
+    stay = run(setup, "eval_off", 3, "0", extra, rows=None)
+    assert sum(x.get("head_rows_moved", 0) for x in moved[0]) > 0
+    ev = lambda log: [x for x in log if "eval_loss" in x]
+    assert len(ev(moved[0])) == len(ev(stay[0])) == 2   # at step 2 and at the end
+    assert all(x["eval_samples"] == 7 for x in ev(moved[0]))
+    for x, y in zip(ev(moved[0]), ev(stay[0])):
+        for k in ("eval_loss", "eval_text_loss", "eval_audio_loss_1", "eval_text_acc", "eval_audio_acc_2"):
+            assert abs(x[k] - y[k]) <= 1e-6 * max(abs(y[k]), 1e-6), (k, x[k], y[k])
     for k in stay[2]:
         assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
 

@@ -38,12 +38,13 @@ typedef struct {
 // V = 156160). So a receiver takes rows of a class it has none of only this many at least.
 #define OS_HEAD_NEW_CLASS_ROWS 32
 
-// The moves that even out the ranks' work: counts[size * OS_HEAD_NCLS] each rank's rows per class, cost[c] the
-// work of one row of class c (> 0). A rank above the mean sends, one below receives, never both. Each pair of a
+// The moves that even out the ranks' work: counts[size * OS_HEAD_NCLS] each rank's rows per class, room[r] the rows
+// rank r may receive in all (NULL: no limit), cost[c] the work of one row of class c (> 0). A rank above the mean
+// sends, one below receives, never both. Each pair of a
 // sender and a receiver moves whole rows, dearest class first, to the nearest row (a class the receiver has none
 // of: OS_HEAD_NEW_CLASS_ROWS rows at least, or none); then single rows of classes the receiver has go from the
 // busiest sender to the least busy receiver while that lowers the busier of the two. Where every rank has rows of
 // every class, with two ranks neither ends more than half a row's cost above the mean; with more, the pairs'
 // roundings add up to at most about two rows' (tests/unit/test_head_plan.c). Returns the
 // number of moves written to moves[OS_HEAD_MAX_MOVES(size)]: one per sender, receiver and class, ordered by them.
-int os_head_plan(const int64_t *counts, const double *cost, int size, os_head_move *moves);
+int os_head_plan(const int64_t *counts, const int64_t *room, const double *cost, int size, os_head_move *moves);

@@ -61,9 +61,11 @@ static float *grad_at(void *ctx, int pid, const char *caller) { return zr_grad_a
 // OMNISHARD_HEAD_BALANCE (docs/operations.md): 1 (unset: the default) the head's rows move between ranks to even out
 // its work (model/head_balance.h), 0 they stay; the ranks check in the head that they agree
 static int head_balance_env(void) {
+    static int value = -1;   // read once
+    if (value >= 0) return value;
     const char *e = getenv("OMNISHARD_HEAD_BALANCE");
-    if (!e || !*e || !strcmp(e, "1")) return 1;
-    if (!strcmp(e, "0")) return 0;
+    if (!e || !*e || !strcmp(e, "1")) return value = 1;
+    if (!strcmp(e, "0")) return value = 0;
     os_die("OMNISHARD_HEAD_BALANCE: expected 1 (the head's rows move between ranks to even out its work, the "
            "default) or 0 (they stay), got '%s'", e);
 }
