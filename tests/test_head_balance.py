@@ -83,6 +83,27 @@ def test_moved_rows_same_run(setup, np_, dtype):
         assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
 
 
+@pytest.mark.parametrize("case,flags", [
+    # lm_head (the tied embedding) trained on the audio rows only: dW over [row0, V), the text class none
+    ("audio_rows", ["--freeze_llm", "true", "--trainable_embed_rows", "audio"]),
+    # LoRA: lm_head and the adapter frozen; the moved rows still return dh for the layers below
+    ("lora", ["--train_type", "lora", "--lora_rank", 4]),
+    # the adapter frozen and stage 0: the moved rows' lm_head gradient summed by the all-reduce
+    ("adapter_frozen_stage0", ["--freeze_group_decode_adapter", "true", "--zero_stage", 0]),
+])
+def test_moved_rows_with_frozen_parts(setup, case, flags):
+    """2 ranks, fp32: the moved rows' weight gradients exist only for what trains, their dh always"""
+    moved = run(setup, f"on_{case}", 2, "1", flags)
+    stay = run(setup, f"off_{case}", 2, "0", flags)
+    assert sum(x["head_rows_moved"] for x in moved[0]) > 0
+    for x, y in zip(moved[0], stay[0]):
+        assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(y["loss"]) and abs(x["grad_norm"] - y["grad_norm"]) <= \
+            1e-6 * abs(y["grad_norm"]), (x, y)
+    assert set(moved[2]) == set(stay[2])
+    for k in stay[2]:
+        assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
+
+
 def test_evaluation_and_empty_micro_batches(setup):
     """3 ranks, 7 evaluation samples in micro-batches of 2: the second round gives one rank a sample and two an empty
     micro-batch (2 rows, room for no moved rows); training micro-batches of 1, so the ranks' rows differ more; the
