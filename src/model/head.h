@@ -8,10 +8,10 @@
 #pragma once
 #include "model/head_types.h"
 
-// the stash's capacity in rows (os_head_buf, model/head_types.h): the fewest whole logits chunks holding OS_HEAD_STASH_K rows (the
-// weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when neither
-// lm_head nor the adapter trains (nothing to gather rows for). The head empties it when the next chunk would not
-// fit and at the end of each class of rows (head.c), so a flush may hold fewer.
+// the stash's capacity in rows (os_head_buf, model/head_types.h): the fewest whole logits chunks holding
+// OS_HEAD_STASH_K rows (the weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one
+// chunk when neither lm_head nor the adapter trains (nothing to gather rows for). The head empties it when the next
+// chunk would not fit and at the end of each class of rows (head.c), so a flush may hold fewer.
 #define OS_HEAD_STASH_K 512
 int64_t os_head_stash_rows(const os_model *m, int64_t N);
 

@@ -193,10 +193,12 @@ static void run_here(head_run *h, const local_rows *L, float *dhn, int64_t Nall)
 }
 
 // the exchange's bookkeeping from the plan: rows to and from each rank, the rows this rank keeps per class
-static void exch_init(exch *x, head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], os_head_move *mv, int nm) {
+static void exch_init(exch *x, head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], os_head_move *mv,
+                      int nm) {
     int S = P->size;
     *x = (exch){.h = h, .mv = mv, .nm = nm, .me = P->rank, .S = S, .K1 = h->nterms, .C = h->m->C};
-    x->kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows"), x->kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
+    x->kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
+    x->kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     memset(x->kout, 0, sizeof(int64_t) * (size_t)S), memset(x->kin, 0, sizeof(int64_t) * (size_t)S);
     for (int c = 0; c < NCLS; c++) x->ostart[c] = c ? x->ostart[c - 1] + ncls[c - 1] : 0, x->kept[c] = ncls[c];
     for (int q = 0; q < nm; q++) {
@@ -217,7 +219,8 @@ int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCL
     exch x;
     exch_init(&x, h, P, ncls, mv, nm);
     // the rows out
-    int64_t *sb = os_alloc(sizeof(int64_t) * (size_t)(4 * S), "head balance offsets"), *so = sb + S, *rb = so + S, *ro = rb + S;
+    int64_t *sb = os_alloc(sizeof(int64_t) * (size_t)(4 * S), "head balance offsets"), *so = sb + S, *rb = so + S;
+    int64_t *ro = rb + S;
     char *send = os_alloc_uninit((size_t)offsets(&x, x.kout, rows_bytes, sb, so) + 8, "head rows out");
     char *recv = os_alloc_uninit((size_t)offsets(&x, x.kin, rows_bytes, rb, ro) + 8, "head rows in");
     for (int p = 0; p < S; p++) {
@@ -251,7 +254,8 @@ int os_head_balanced(head_run *h, const os_head_peers *P, const int64_t ncls[NCL
         pack_ctx k = {.x = &x, .msg = recv + ro[p], .K = x.kout[p], .idx = idx, .dhn = h->dhn};
         double sum[OS_MAX_G + 1];
         int64_t correct[OS_MAX_G + 1];
-        memcpy(sum, k.msg, sizeof(double) * (size_t)x.K1), memcpy(correct, k.msg + 8 * x.K1, sizeof(int64_t) * (size_t)x.K1);
+        memcpy(sum, k.msg, sizeof(double) * (size_t)x.K1);
+        memcpy(correct, k.msg + 8 * x.K1, sizeof(int64_t) * (size_t)x.K1);
         for (int t = 0; t < x.K1; t++) h->s->sum[t] += sum[t], h->s->correct[t] += correct[t];
         if (h->dh) moved_rows(&x, p, unpack_dh, &k);
     }

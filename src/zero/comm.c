@@ -215,7 +215,8 @@ void comm_allgather_bytes(const void *in, void *out, int64_t bytes) { allgather_
 static int *int_counts(const int64_t *v, int n, const char *what) {
     int *o = os_alloc(sizeof(int) * (size_t)n, "all-to-all counts");
     for (int i = 0; i < n; i++) {
-        if (v[i] < 0 || v[i] > INT_MAX) os_die("all-to-all: %s %lld for rank %d is outside [0, INT_MAX]", what, (long long)v[i], i);
+        if (v[i] < 0 || v[i] > INT_MAX)
+            os_die("all-to-all: %s %lld for rank %d is outside [0, INT_MAX]", what, (long long)v[i], i);
         o[i] = (int)v[i];
     }
     return o;

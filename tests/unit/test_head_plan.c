@@ -26,7 +26,8 @@ static void check_plan(int S, const int64_t *counts, const int64_t *room, const 
     for (int r = 0; r < S; r++) {
         load[r] = 0;
         for (int c = 0; c < OS_HEAD_NCLS; c++)
-            left[r * OS_HEAD_NCLS + c] = counts[r * OS_HEAD_NCLS + c], load[r] += (double)counts[r * OS_HEAD_NCLS + c] * cost[c];
+            left[r * OS_HEAD_NCLS + c] = counts[r * OS_HEAD_NCLS + c];
+            load[r] += (double)counts[r * OS_HEAD_NCLS + c] * cost[c];
         mean += load[r] / S, before_max = load[r] > before_max ? load[r] : before_max;
         for (int c = 0; c < OS_HEAD_NCLS; c++) every &= counts[r * OS_HEAD_NCLS + c] > 0;
     }
@@ -53,7 +54,8 @@ static void check_plan(int S, const int64_t *counts, const int64_t *room, const 
     for (int r = 0; r < S && room; r++) {
         int64_t in = 0;
         for (int c = 0; c < OS_HEAD_NCLS; c++) in += got[r * OS_HEAD_NCLS + c];
-        CHECK(in <= room[r], "trial %d: rank %d receives %lld rows, room for %lld", trial, r, (long long)in, (long long)room[r]);
+        CHECK(in <= room[r], "trial %d: rank %d receives %lld rows, room for %lld", trial, r, (long long)in,
+              (long long)room[r]);
     }
     for (int i = 0; i < S * OS_HEAD_NCLS; i++)
         CHECK(counts[i] > 0 || got[i] == 0 || got[i] >= OS_HEAD_NEW_CLASS_ROWS, "trial %d: rank %d gets %lld rows of "
@@ -63,11 +65,12 @@ static void check_plan(int S, const int64_t *counts, const int64_t *room, const 
         CHECK(!(sends[r] && recvs[r]), "trial %d: rank %d both sends and receives", trial, r);
         // two ranks: one pair, rounded to the nearest row; more: the pairs' roundings add up before the last pass
         double bound = S == 2 ? dear / 2 : 2 * dear;
-        CHECK(!every || room || load[r] - mean <= bound * (1 + 1e-9), "trial %d (%d ranks): rank %d's work %g is %g above the mean %g, "
-              "over %g", trial, S, r, load[r], load[r] - mean, mean, bound);
+        CHECK(!every || room || load[r] - mean <= bound * (1 + 1e-9), "trial %d (%d ranks): rank %d's work %g is %g "
+              "above the mean %g, over %g", trial, S, r, load[r], load[r] - mean, mean, bound);
         after_max = load[r] > after_max ? load[r] : after_max;
     }
-    for (int c = 0; c < OS_HEAD_NCLS; c++) CHECK(moved_in[c] == moved_out[c], "trial %d: class %d not conserved", trial, c);
+    for (int c = 0; c < OS_HEAD_NCLS; c++)
+        CHECK(moved_in[c] == moved_out[c], "trial %d: class %d not conserved", trial, c);
     CHECK(after_max <= before_max * (1 + 1e-12), "trial %d: the slowest rank's work grew, %g -> %g", trial,
           before_max, after_max);
 }
@@ -108,7 +111,8 @@ int main(void) {
         int64_t counts[16 * OS_HEAD_NCLS];
         double cost[OS_HEAD_NCLS];
         int64_t most = 1 + (int64_t)(next_u64() % 600);
-        for (int i = 0; i < S * OS_HEAD_NCLS; i++) counts[i] = (int64_t)(next_u64() % (uint64_t)(most + 1)) * (next_u64() % 4 != 0);
+        for (int i = 0; i < S * OS_HEAD_NCLS; i++)   // a quarter of them 0
+            counts[i] = (int64_t)(next_u64() % (uint64_t)(most + 1)) * (next_u64() % 4 != 0);
         for (int c = 0; c < OS_HEAD_NCLS; c++) cost[c] = 1 + (double)(next_u64() % 1000000) / 1000.0;
         int64_t room[16];   // every other trial: a limit on the rows each rank may receive, some 0
         for (int r = 0; r < S; r++) room[r] = (int64_t)(next_u64() % (uint64_t)(2 * most + 1)) * (next_u64() % 3 != 0);
