@@ -25,9 +25,10 @@ static void check_plan(int S, const int64_t *counts, const int64_t *room, const 
     for (int c = 0; c < OS_HEAD_NCLS; c++) dear = cost[c] > dear ? cost[c] : dear;
     for (int r = 0; r < S; r++) {
         load[r] = 0;
-        for (int c = 0; c < OS_HEAD_NCLS; c++)
+        for (int c = 0; c < OS_HEAD_NCLS; c++) {
             left[r * OS_HEAD_NCLS + c] = counts[r * OS_HEAD_NCLS + c];
             load[r] += (double)counts[r * OS_HEAD_NCLS + c] * cost[c];
+        }
         mean += load[r] / S, before_max = load[r] > before_max ? load[r] : before_max;
         for (int c = 0; c < OS_HEAD_NCLS; c++) every &= counts[r * OS_HEAD_NCLS + c] > 0;
     }
