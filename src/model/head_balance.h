@@ -16,7 +16,6 @@ enum { OS_HEAD_CLS_TA, OS_HEAD_CLS_T, OS_HEAD_CLS_A, OS_HEAD_NCLS };
 typedef struct {
     void *ctx;
     int rank, size;
-    int enabled;   // 0: rows stay where they are (OMNISHARD_HEAD_BALANCE=0); must be alike on every rank
     // every rank's `bytes` bytes from in into out[size * bytes]
     void (*allgather)(void *ctx, const void *in, void *out, int64_t bytes);
     // to each rank p sbytes[p] bytes from send + soff[p]; from each rank p rbytes[p] bytes into recv + roff[p]

@@ -26,11 +26,11 @@ static void row_costs(const head_run *h, double cost[NCLS]) {
     }
 }
 
-// The plan from every rank's class counts, the switch (which must be alike), whether its rows can move (fixed: not)
-// and its micro-batch's rows (Nall); 0 moves when the switch is off or some rank's rows cannot move. A rank
+// The plan from every rank's class counts, whether its rows can move (fixed: not) and its micro-batch's rows (Nall);
+// 0 moves when some rank's rows cannot move. A rank
 // computes at most Nall rows in all: its logits chunk and stash are sized for them (activations.c), so rows
 // beyond would be computed in chunks smaller than its own (an empty micro-batch, 2 rows, would take them 2 at a time).
-enum { M_ON = NCLS, M_FIXED, M_NALL, M_N };
+enum { M_FIXED = NCLS, M_NALL, M_N };
 static int plan(const head_run *h, const os_head_peers *P, const int64_t ncls[NCLS], int fixed, int64_t Nall,
                 os_head_move *mv) {
     int S = P->size, any_fixed = 0;
@@ -38,20 +38,16 @@ static int plan(const head_run *h, const os_head_peers *P, const int64_t ncls[NC
     int64_t *counts = os_alloc(sizeof(int64_t) * (size_t)(S * NCLS), "head balance counts");
     int64_t *room = os_alloc(sizeof(int64_t) * (size_t)S, "head balance room");
     for (int c = 0; c < NCLS; c++) mine[c] = fixed ? 0 : ncls[c];
-    mine[M_ON] = P->enabled, mine[M_FIXED] = fixed, mine[M_NALL] = Nall;
+    mine[M_FIXED] = fixed, mine[M_NALL] = Nall;
     P->allgather(P->ctx, mine, all, (int64_t)sizeof mine);
     for (int r = 0; r < S; r++) {
-        if (all[r * M_N + M_ON] != P->enabled)
-            os_die("OMNISHARD_HEAD_BALANCE differs between ranks: %d on rank %d, %lld on rank %d; set it alike on "
-                   "every rank (1, the default: the head's rows move between ranks; 0: they stay)",
-                   P->enabled, P->rank, (long long)all[r * M_N + M_ON], r);
         room[r] = all[r * M_N + M_NALL];
         for (int c = 0; c < NCLS; c++) counts[r * NCLS + c] = all[r * M_N + c], room[r] -= all[r * M_N + c];
         any_fixed |= all[r * M_N + M_FIXED] != 0;
     }
     double cost[NCLS];
     row_costs(h, cost);
-    int nm = P->enabled && !any_fixed ? os_head_plan(counts, room, cost, S, mv) : 0;
+    int nm = !any_fixed ? os_head_plan(counts, room, cost, S, mv) : 0;
     os_free(all), os_free(counts), os_free(room);
     return nm;
 }

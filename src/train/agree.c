@@ -97,14 +97,16 @@ int os_agree_options(const os_sft_args *a) {
     int n = os_sft_args_count(), m = 0;
     enum { V = 2048 };
     char *buf = os_alloc((size_t)n * V, "start-up agreement"), *names = os_alloc((size_t)n * 64, "start-up agreement");
-    const char **nm = os_alloc(sizeof(char *) * (size_t)n, "start-up agreement");
-    const char **val = os_alloc(sizeof(char *) * (size_t)n, "start-up agreement");
+    const char **nm = os_alloc(sizeof(char *) * (size_t)(n + 1), "start-up agreement");
+    const char **val = os_alloc(sizeof(char *) * (size_t)(n + 1), "start-up agreement");
     for (int i = 0; i < n; i++) {
         const char *name;
         if (!os_sft_args_value(a, i, &name, buf + (size_t)m * V, V)) continue;
         snprintf(names + (size_t)m * 64, 64, "--%s", name);
         nm[m] = names + (size_t)m * 64, val[m] = buf + (size_t)m * V, m++;
     }
+    // the environment settings that change the run's collectives
+    nm[m] = "OMNISHARD_HEAD_BALANCE", val[m] = a->head_balance ? "1" : "0", m++;
     int rc = os_agree_values(nm, val, m);
     os_free(buf), os_free(names), os_free(nm), os_free(val);
     return rc;

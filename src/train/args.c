@@ -258,6 +258,11 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);
     unsigned targets;
     if (os_lora_parse_targets(a->target_modules, &targets) < 0) return -1;
+    const char *hb = getenv("OMNISHARD_HEAD_BALANCE");   // docs/operations.md; agreed on with the options
+    a->head_balance = !hb || !*hb || !strcmp(hb, "1");
+    if (!a->head_balance && strcmp(hb, "0"))
+        return os_errf("OMNISHARD_HEAD_BALANCE: expected 1 (the head's rows move between ranks to even out its work, "
+                       "the default) or 0 (they stay), got '%s'", hb);
     return 0;
 }
 

@@ -132,7 +132,7 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     if (os_speech_init(&s->speech, m, a->speech_encoder, a->cache_speech_features) < 0) return -1;
     s->pad_id = 151643 < m->V ? 151643 : 0;
     os_trainer *t = &s->trainer;
-    t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing;
+    t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = a->head_balance;
     os_acts_init(&t->acts, m);
     t->speech = s->speech.on ? &s->speech : NULL;
     t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;

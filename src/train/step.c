@@ -7,7 +7,6 @@
 #include "train/model_runtime.h"
 #include "train/speech.h"
 #include "zero/comm.h"
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,17 +57,7 @@ static void grad_close(void *ctx, int b) {
 }
 static float *grad_at(void *ctx, int pid, const char *caller) { return zr_grad_at(((grad_ctx *)ctx)->t->rt, pid, caller); }
 
-// OMNISHARD_HEAD_BALANCE (docs/operations.md): 1 (unset: the default) the head's rows move between ranks to even out
-// its work (model/head_balance.h), 0 they stay; the ranks check in the head that they agree
-static int head_balance_env(void) {
-    static int value = -1;   // read once
-    if (value >= 0) return value;
-    const char *e = getenv("OMNISHARD_HEAD_BALANCE");
-    if (!e || !*e || !strcmp(e, "1")) return value = 1;
-    if (!strcmp(e, "0")) return value = 0;
-    os_die("OMNISHARD_HEAD_BALANCE: expected 1 (the head's rows move between ranks to even out its work, the "
-           "default) or 0 (they stay), got '%s'", e);
-}
+// the head's transport between ranks (model/head_balance.h)
 static void peers_allgather(void *ctx, const void *in, void *out, int64_t bytes) {
     (void)ctx;
     comm_allgather_bytes(in, out, bytes);
@@ -98,9 +87,9 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     os_model_opts o = {.grads = fo ? NULL : &g, .dscale = dscale, .below = !fo && trains_below_head(t),
                        .recompute = t->grad_ckpt && !fo, .lora_dropout = fo ? 0.0f : m->oc.lora.dropout,
                        .lora_key = t->lora_key, .logits = t->dump_logits};
-    os_head_peers peers = {.rank = comm_rank(), .size = comm_size(), .enabled = head_balance_env(),
-                           .allgather = peers_allgather, .alltoallv = peers_alltoallv};
-    if (peers.size > 1) o.peers = &peers;
+    os_head_peers peers = {.rank = comm_rank(), .size = comm_size(), .allgather = peers_allgather,
+                           .alltoallv = peers_alltoallv};
+    if (peers.size > 1 && t->head_balance) o.peers = &peers;   // OMNISHARD_HEAD_BALANCE, agreed at start-up
 
     if (t->speech) os_speech_fwd(t->speech, t->rt);   // encoder + projector, on every rank (fixed schedule)
     os_loss_sums ls;

@@ -20,6 +20,7 @@ typedef struct {
     zr_runtime *rt;
     struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
     int grad_ckpt;        // recompute each layer in the backward
+    int head_balance;     // with several ranks, the head's rows move between them (model/head_balance.h)
     os_param_term *terms;
     int nterms;
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
