@@ -40,8 +40,8 @@ int64_t os_head_stash_rows(const os_model *m, int64_t N) {
 // layer shift, layer g its own A columns: model/omni.c sizes V so, so every column is read by some loss). A row
 // without a text target never needs the 152000 text columns, one without an audio target neither the audio columns
 // nor the adapter (in SLAM-Omni: most answer positions are past the text's eot, audio only). Rows are grouped by
-// class (text and audio, text only, audio only: head_balance.h), then computed in chunks.
-
+// class (text and audio, text only, audio only: OS_HEAD_CLS_* in head_balance.h, CLS_* in head_run.h), then
+// computed in chunks.
 
 // the cross-entropy of loss term k over rows [r0, r0 + n), lg their `ncols` logits (row stride ld), each owner's
 // rows with its scale into its sums
