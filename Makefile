@@ -1,5 +1,6 @@
 # omnishard build. `make` builds build/omnishard and the C unit tests; `make test` runs `make layering` and every test;
-# `make asan` builds the unit tests with ASan+UBSan into build-asan/ and runs them.
+# `make asan` builds the unit tests with ASan+UBSan into build-asan/ and runs them. `make fuzz` builds the fuzz
+# targets with clang's libFuzzer into build-fuzz/fuzz/ (tests/fuzz/README.md).
 # BUILD=dir puts every output under another folder (parallel builds of different people do not collide).
 BUILD  ?= build
 CC     := mpicc
@@ -11,17 +12,21 @@ SAN    ?=
 CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno $(OPT) $(SAN) -g -Isrc -MMD -MP
 LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm -ldl
 LDFLAGS := -fopenmp $(SAN)
+FUZZ_CC ?= clang-14
 
 LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# each fuzz target tests/fuzz/fuzz_NAME.c: replayed over tests/fuzz/corpus/NAME/ as the unit test test_fuzz_NAME
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/tests/test_fuzz_%)
 PY       ?= .venv/bin/python
 # end-to-end tests also run against the sanitizer build (the step, the runtime, checkpoints, error paths)
 ASAN_PYTESTS ?= tests/test_train_oracle.py tests/test_errors.py tests/test_export_transformers.py tests/test_zero_runtime.py \
                 tests/test_freeze.py tests/test_lora.py tests/test_outputs.py tests/test_head_balance.py
 
-all: $(BUILD)/omnishard $(TEST_BIN)
+all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY)
 
 $(BUILD)/obj/%.o: %.c Makefile   # a flag changed here rebuilds every object
 	@mkdir -p $(dir $@)
@@ -39,6 +44,24 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/tests/test_fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
+                           $(BUILD)/obj/tests/fuzz/scratch.o $(BUILD)/libomnishard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/scratch.o $(BUILD)/libomnishard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+.PRECIOUS: $(BUILD)/obj/tests/fuzz/%.o
+
+fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+
+# libFuzzer needs clang (Debian: clang-14 libclang-rt-14-dev libomp-14-dev); mpicc runs it through OMPI_CC
+fuzz:
+	OMPI_CC=$(FUZZ_CC) $(MAKE) BUILD=build-fuzz OPT="-O1 -g -march=native -fno-omit-frame-pointer -Wno-pass-failed" \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" fuzz-targets
+
 # every #include "..." of src/ against the folder order in tools/check_layering.py, and no cycle between modules
 layering:
 	python3 tools/check_layering.py
@@ -46,13 +69,16 @@ layering:
 test: all layering
 	$(PY) -m pytest -q tests
 
+# gcc's -fsanitize=undefined leaves out float-cast-overflow (a double beyond the integer type: undefined in C)
+ASAN_SAN := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" SAN="$(ASAN_SAN)" all
 	@set -e; for t in build-asan/tests/test_*; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=0 $$t; done; echo "asan: all unit tests passed"
 	OMNISHARD_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest -q $(ASAN_PYTESTS)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz
 
-.PHONY: all test asan clean layering
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d)
+.PHONY: all test asan clean layering fuzz fuzz-targets
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
+         $(wildcard $(BUILD)/obj/tests/fuzz/*.d)

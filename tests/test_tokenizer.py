@@ -267,6 +267,7 @@ def test_error_malformed_json(tmp_path):
     (lambda tj: tj["model"].update(type="WordPiece"), ["model.type", "WordPiece"]),
     (lambda tj: tj["model"]["merges"].append(["zzzq", "qqqz"]), ["model.merges[", "not in model.vocab"]),
     (lambda tj: tj["model"]["vocab"].update({"x1": "seven"}), ["model.vocab[\"x1\"]", "expected an integer id"]),
+    (lambda tj: tj["model"]["vocab"].update({"zz_dup": 5}), ["model.vocab: id 5 is given to both", "and \"zz_dup\""]),
     (lambda tj: tj["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="(unclosed"),
      ["pattern.Regex", "PCRE2 cannot compile"]),
     (lambda tj: tj["added_tokens"][0].update(lstrip=True), ["added_tokens[0].lstrip", "not supported"]),

@@ -3,6 +3,7 @@
 #include "cli/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/json_kind.h"
 #include "core/timer.h"
 #include "tokenizer/tokenizer.h"
 #include <cjson/cJSON.h>
@@ -47,8 +48,8 @@ static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
     int64_t m = cJSON_GetArraySize(j), k = 0;
     *ids = os_alloc((size_t)(m ? m : 1) * sizeof(int32_t), "ids");
     for (const cJSON *e = j->child; e; e = e->next, k++) {
-        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!cJSON_IsNumber(e) || v != (double)(int64_t)v || v < -2147483648.0 || v > 2147483647.0) {
+        int64_t v;
+        if (!os_json_int(e, INT32_MIN, INT32_MAX, &v)) {
             cJSON_Delete(j);
             os_free(*ids);
             *ids = NULL;

@@ -4,6 +4,7 @@
 #include "audio/audio.h"
 #include "dataset/dataset.h"
 #include "dataset/pretok.h"
+#include "io/json_kind.h"
 #include "tokenizer/utf8.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -35,9 +36,8 @@ static int read_speech(const cJSON *o, const char *path, int64_t line, char **wa
     if (!w && !st) return 0;
     if (!w || !cJSON_IsString(w) || !w->valuestring[0])
         return os_errf("%s:%lld: field 'speech_wav': expected a WAV path string (with 'speech_start')", path, (long long)line);
-    if (!st || !cJSON_IsNumber(st) || st->valuedouble < 0 || st->valuedouble != (double)(int64_t)st->valuedouble)
+    if (!os_json_int(st, 0, INT64_MAX, start))
         return os_errf("%s:%lld: field 'speech_start': expected a position >= 0 (with 'speech_wav')", path, (long long)line);
-    *start = (int64_t)st->valuedouble;
     const char *name = w->valuestring, *slash = strrchr(path, '/');
     size_t n = strlen(name) + strlen(path) + 2;
     char *res = os_alloc(n, "speech_wav path");
@@ -73,12 +73,13 @@ static int read_rows(const cJSON *arr, const char *path, int64_t line, const cha
         }
         int64_t k = 0;
         for (const cJSON *x = row->child; x; x = x->next, k++) {
-            if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble) {
+            int64_t v;
+            if (!os_json_int(x, INT32_MIN, INT32_MAX, &v)) {
                 os_free(buf);
                 return os_errf("%s:%lld: field '%s': row %lld item %lld: expected an integer", path, (long long)line,
                                field, (long long)r, (long long)k);
             }
-            buf[r * len + k] = (int32_t)x->valuedouble;
+            buf[r * len + k] = (int32_t)v;
         }
     }
     *L = len;

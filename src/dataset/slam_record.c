@@ -3,6 +3,7 @@
 #include "core/err.h"
 #include "io/json_kind.h"
 #include "tokenizer/utf8.h"
+#include <math.h>
 #include <string.h>
 
 static const char *const TASKS[] = {"s2s", "asr", "tts"};
@@ -103,12 +104,12 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
         return os_errf("%s:%lld: field '%s': expected an array of integers, got %s", path, (long long)line, used, os_json_kind(t));
     int64_t k = 0, lim = A - 64;
     for (const cJSON *x = t->child; x; x = x->next, k++) {
-        double v = cJSON_IsNumber(x) ? x->valuedouble : -1.0;
-        if (!cJSON_IsNumber(x) || v != (double)(int64_t)v)
+        int64_t v;
+        if (!os_json_int(x, INT64_MIN, INT64_MAX, &v) && !(cJSON_IsNumber(x) && x->valuedouble == floor(x->valuedouble)))
             return os_errf("%s:%lld: field '%s': item %lld: expected an integer, got %s", path, (long long)line, used, (long long)k, os_json_kind(x));
-        if (v < 0 || v >= (double)lim)
-            return os_errf("%s:%lld: field '%s': item %lld: token %.0f outside [0, %lld) (audio vocabulary %lld minus 64 specials)",
-                           path, (long long)line, used, (long long)k, v, (long long)lim, (long long)A);
+        if (!os_json_int(x, 0, lim - 1, &v))
+            return os_errf("%s:%lld: field '%s': item %lld: token %.16g outside [0, %lld) (audio vocabulary %lld minus 64 specials)",
+                           path, (long long)line, used, (long long)k, x->valuedouble, (long long)lim, (long long)A);
     }
     r->tokens = t, r->ntokens = k;
     if (k == 0 && !r->empty && r->task != OS_TASK_ASR) r->empty = "empty 'target_token' (no answer audio)";

@@ -3,6 +3,7 @@
 #include "io/safetensors.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,6 @@
 #endif
 
 #define MAX_HEADER 100000000LL   // 100 MB, as the reference implementation
-#define MAX_EXACT 9007199254740992.0   // 2^53: larger JSON numbers are not exact doubles
 
 static const char *const dt_names[OS_DT_COUNT] = {"F32", "F16", "BF16", "F64", "I32", "I64", "I8", "U8", "BOOL"};
 static const int dt_sizes[OS_DT_COUNT] = {4, 2, 2, 8, 4, 8, 1, 1, 1};
@@ -77,15 +77,6 @@ void os_st_close(os_st_file *f) {
 
 // ---- header validation ----
 
-// v as an exact integer (JSON number, integral, |v| <= 2^53); else -1
-static int json_int(const cJSON *v, int64_t *out) {
-    if (!cJSON_IsNumber(v)) return -1;
-    double d = v->valuedouble;
-    if (!(d >= -MAX_EXACT && d <= MAX_EXACT) || d != (double)(int64_t)d) return -1;
-    *out = (int64_t)d;
-    return 0;
-}
-
 // the JSON text of v for messages (truncated), into buf
 static const char *json_shown(const cJSON *v, char *buf, size_t n) {
     char *s = v ? cJSON_PrintUnformatted(v) : NULL;
@@ -131,7 +122,7 @@ static int parse_tensor(const char *path, const cJSON *e, os_st_tensor *t, int64
     int k = 0;
     for (const cJSON *d = sh->child; d; d = d->next, k++) {
         int64_t v;
-        if (json_int(d, &v) != 0 || v < 0)
+        if (!os_json_int(d, 0, INT64_MAX, &v))
             return os_errf("%s: tensor '%s': shape[%d]: expected a non-negative integer, got %s", path, nm, k,
                            json_shown(d, got, sizeof got));
         t->shape[k] = v;
@@ -142,8 +133,8 @@ static int parse_tensor(const char *path, const cJSON *e, os_st_tensor *t, int64
     if (__builtin_mul_overflow(t->numel, (int64_t)dt_sizes[t->dtype], &nbytes))
         return os_errf("%s: tensor '%s': shape: the byte count overflows 64 bits", path, nm);
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || json_int(off->child, begin) != 0 ||
-        json_int(off->child->next, end) != 0 || *begin < 0 || *end < 0)
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !os_json_int(off->child, 0, INT64_MAX, begin) ||
+        !os_json_int(off->child->next, 0, INT64_MAX, end))
         return os_errf("%s: tensor '%s': data_offsets: expected [begin, end] with non-negative integers, got %s", path,
                        nm, json_shown(off, got, sizeof got));
     if (*begin > *end)

@@ -2,6 +2,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "io/atomic.h"
+#include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,9 +59,7 @@ void os_omni_config_codes(os_omni_config *oc, int layershift, int latency) {
 static int json_int(const cJSON *o, const char *path, const char *key, int64_t lo, int64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < (double)lo)
-        return os_errf("%s: field '%s': expected an integer >= %lld", path, key, (long long)lo);
-    *out = (int64_t)v->valuedouble;
+    if (!os_json_int(v, lo, INT64_MAX, out)) return os_errf("%s: field '%s': expected an integer >= %lld", path, key, (long long)lo);
     return 1;
 }
 

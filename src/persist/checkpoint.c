@@ -4,6 +4,7 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "io/atomic.h"
+#include "io/json_kind.h"
 #include "io/safetensors.h"
 #include "zero/comm.h"
 #include "zero/shards.h"
@@ -217,7 +218,8 @@ static os_st_file *rank_file(void *ctx, int r) {
     const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->man, "files"), r);
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"), *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
                 *cs = cJSON_GetObjectItemCaseSensitive(f, "fnv1a64");
-    if (!cJSON_IsString(nm) || !cJSON_IsNumber(by) || !cJSON_IsString(cs)) {
+    int64_t want_bytes;
+    if (!cJSON_IsString(nm) || !os_json_int(by, 0, INT64_MAX, &want_bytes) || !cJSON_IsString(cs)) {
         os_errf("%s/manifest.json: files[%d]: expected name, bytes and fnv1a64", c->dir, r);
         return NULL;
     }
@@ -227,9 +229,9 @@ static os_st_file *rank_file(void *ctx, int r) {
     uint64_t sum;
     if (file_checksum(path, &bytes, &sum) < 0) return NULL;
     snprintf(want, sizeof want, "%016llx", (unsigned long long)sum);
-    if (bytes != (int64_t)by->valuedouble || strcmp(want, cs->valuestring)) {
+    if (bytes != want_bytes || strcmp(want, cs->valuestring)) {
         os_errf("%s: size %lld / checksum %s do not match the manifest's %lld / %s (corrupt or incomplete checkpoint)",
-                path, (long long)bytes, want, (long long)by->valuedouble, cs->valuestring);
+                path, (long long)bytes, want, (long long)want_bytes, cs->valuestring);
         return NULL;
     }
     return c->files[r] = os_st_open(path);
@@ -241,11 +243,11 @@ static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *s
     if (!(c->man = read_manifest(c->dir))) return -1;
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->man, "step"), *ws = cJSON_GetObjectItemCaseSensitive(c->man, "world_size");
     const cJSON *bk = cJSON_GetObjectItemCaseSensitive(c->man, "buckets"), *fs = cJSON_GetObjectItemCaseSensitive(c->man, "files");
-    if (!cJSON_IsNumber(st) || !cJSON_IsNumber(ws) || ws->valuedouble < 1 || !cJSON_IsArray(bk) || !cJSON_IsArray(fs) ||
-        cJSON_GetArraySize(fs) != (int)ws->valuedouble)
+    int64_t world;
+    if (!os_json_int(st, 0, INT64_MAX, step) || !os_json_int(ws, 1, INT32_MAX, &world) || !cJSON_IsArray(bk) ||
+        !cJSON_IsArray(fs) || cJSON_GetArraySize(fs) != world)
         return os_errf("%s: expected step, world_size, buckets and one file per rank", path);
-    *step = (int64_t)st->valuedouble;
-    c->world = (int)ws->valuedouble;
+    c->world = (int)world;
     *optim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->man, "optimizer_state"));
     if (cJSON_GetArraySize(bk) != nb)
         return os_errf("%s: %d buckets, the model has %d (a checkpoint of another model?)", path, cJSON_GetArraySize(bk), nb);
@@ -255,12 +257,14 @@ static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *s
         const cJSON *e = cJSON_GetArrayItem(bk, b);
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *ne = cJSON_GetObjectItemCaseSensitive(e, "numel"),
                     *sl = cJSON_GetObjectItemCaseSensitive(e, "slice");
-        if (!cJSON_IsString(nm) || !cJSON_IsNumber(ne) || !cJSON_IsNumber(sl) || sl->valuedouble < 1)
-            return os_errf("%s: buckets[%d]: expected name, numel, slice", path, b);
-        if (strcmp(nm->valuestring, reg->b[b].name) || (int64_t)ne->valuedouble != reg->b[b].numel)
+        int64_t numel;
+        if (!cJSON_IsString(nm) || !os_json_int(ne, 0, INT64_MAX, &numel) ||
+            !os_json_int(sl, 1, INT64_MAX / world, &c->slice[b]) || c->slice[b] * world < numel)
+            return os_errf("%s: buckets[%d]: expected name, numel, and a slice >= 1 whose world_size slices cover numel",
+                           path, b);
+        if (strcmp(nm->valuestring, reg->b[b].name) || numel != reg->b[b].numel)
             return os_errf("%s: bucket %d is '%s' with %lld values, the model has '%s' with %lld", path, b, nm->valuestring,
-                           (long long)ne->valuedouble, reg->b[b].name, (long long)reg->b[b].numel);
-        c->slice[b] = (int64_t)sl->valuedouble;
+                           (long long)numel, reg->b[b].name, (long long)reg->b[b].numel);
     }
     return 0;
 }
@@ -281,9 +285,9 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
 
 // ---- the run record ----
 static int64_t int_field(const cJSON *o, const char *k, int *ok) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0) *ok = 0;
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+    int64_t v = 0;
+    if (!os_json_int(cJSON_GetObjectItemCaseSensitive(o, k), 0, INT64_MAX, &v)) *ok = 0;
+    return v;
 }
 
 int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
@@ -299,7 +303,8 @@ int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
     run->samples = int_field(d, "samples", &ok);
     run->optimizer_state = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "optimizer_state"));
     if (ok) snprintf(run->dataset, sizeof run->dataset, "%s", ds->valuestring);
-    cJSON_ArrayForEach(e, r) {
+    const cJSON *keys = cJSON_IsObject(r) ? r : NULL;   // an array's items have no names
+    cJSON_ArrayForEach(e, keys) {
         if (!cJSON_IsString(e) || run->n == OS_RUN_KEYS) ok = 0;
         else {
             snprintf(run->key[run->n], sizeof run->key[0], "%s", e->string);

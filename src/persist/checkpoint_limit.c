@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "io/atomic.h"
+#include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -62,8 +63,9 @@ static void read_eval_losses(const char *dir, ckpt *c, int n) {
         if (!strstr(line, "\"eval_loss\"")) continue;
         cJSON *o = cJSON_Parse(line);
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"), *el = cJSON_GetObjectItemCaseSensitive(o, "eval_loss");
-        for (int i = 0; cJSON_IsNumber(st) && cJSON_IsNumber(el) && i < n; i++)
-            if (c[i].step == (int64_t)st->valuedouble) c[i].eval_loss = el->valuedouble;
+        int64_t step;
+        for (int i = 0; os_json_int(st, 0, INT64_MAX, &step) && cJSON_IsNumber(el) && i < n; i++)
+            if (c[i].step == step) c[i].eval_loss = el->valuedouble;
         cJSON_Delete(o);
     }
     os_free(text);

@@ -163,10 +163,10 @@ static int load_model(loader *L, const cJSON *model, const cJSON *added, const i
     const char **name_of = os_alloc((size_t)t->n_ids * sizeof(char *), "tokenizer id names");
     for (const cJSON *e = vocab->child; e; e = e->next) {
         id = (int32_t)e->valuedouble;
-        if (name_of[id]) {
+        if (name_of[id]) {   // the message first: it quotes name_of[id]
+            os_errf("%s: model.vocab: id %d is given to both \"%s\" and \"%s\"", L->path, id, name_of[id], e->string);
             os_free(name_of);
-            return os_errf("%s: model.vocab: id %d is given to both \"%s\" and \"%s\"", L->path, id, name_of[id],
-                           e->string);
+            return -1;
         }
         size_t n = strlen(e->string);
         name_of[id] = keep_text(L, e->string, n);
