@@ -1,7 +1,8 @@
 """Writes the seed inputs of the fuzz targets (tests/fuzz/README.md) into tests/fuzz/corpus/<target>/seed_*, with the
 libraries that define the formats: safetensors (torch), soundfile (libsndfile), transformers' config classes, and
 HF tokenizers for the fixture model's tokenizer.json (tests/oracle/slam_samples_ref.train_tokenizer). Run from the
-repository root with the venv's Python; the files are committed, so the replay tests need none of this."""
+repository root with the venv's Python; the files are committed, so the replay tests need none of this. (A float
+WAV carries a PEAK chunk with the time of writing: that seed differs on every run.)"""
 import io, json, os, pathlib, struct, sys
 
 import numpy as np
@@ -68,6 +69,11 @@ def text_seeds():
     for i, lit in enumerate(['"plain"', '  "tab\\t nl\\n quote\\" back\\\\ slash\\/"  ', '"\\u00e9\\ud83d\\ude00\\u0000"',
                              '"caf\u00e9 \u4f60"', '"\\ud800"', '"bad\\x"']):
         put("json_string", f"lit{i}", lit)
+    put("sft_args", "line", "\n".join(
+        ["--model", "m/", "--dataset", "d.jsonl", "--output_dir", "o", "--deepspeed", "zero3", "--num_train_epochs", "2.5",
+         "--learning_rate=1e-4", "--lr_scheduler_type", "cosine", "--max_length", "3072", "--torch_dtype", "bfloat16",
+         "--param_loss", "l2:0.01:group_decode_adapter", "--loss_weights", "1,1,1,1", "--train_type", "lora",
+         "--target_modules", "q_proj,v_proj", "--save_total_limit", "2", "--split_dataset_ratio", "0.1"]))
     put("tokenizer_json", "fixture", (HERE / "model" / "tokenizer.json").read_bytes())
 
 
