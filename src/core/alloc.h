@@ -21,6 +21,9 @@ void *os_alloc_uninit(size_t bytes, const char *what);
 // mostly left unwritten (bf16's fp32 gathered bucket: only its fp32 tensors are written). Outside the pool's bound.
 void *os_alloc_lazy(size_t bytes, const char *what);
 void os_free(void *p);                             // NULL is fine
+// The pool's huge-page setting (OMNISHARD_HUGEPAGES, docs/operations.md): 1 its new mappings ask for transparent
+// huge pages (unset or 1), 0 they do not (0); -1 + message for any other value.
+int os_alloc_huge_pages(void);
 int64_t os_alloc_live_bytes(void);                 // bytes currently allocated through os_alloc
 int64_t os_alloc_peak_bytes(void);
 int64_t os_peak_rss_bytes(void);                   // VmHWM of this process

@@ -1,5 +1,6 @@
 // The sft options table: parsing, ranges and allowed values, --help, and the values the ranks agree on at start.
 #include "train/args.h"
+#include "core/alloc.h"
 #include "core/err.h"
 #include <errno.h>
 #include <limits.h>
@@ -263,7 +264,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     if (!a->head_balance && strcmp(hb, "0"))
         return os_errf("OMNISHARD_HEAD_BALANCE: expected 1 (the head's rows move between ranks to even out its work, "
                        "the default) or 0 (they stay), got '%s'", hb);
-    return 0;
+    return os_alloc_huge_pages() < 0 ? -1 : 0;
 }
 
 int os_sft_args_count(void) { return NOPTS; }

@@ -9,10 +9,14 @@
 //  - os_alloc_lazy's blocks are new zero pages that neither come from nor go back to the pool;
 //  - a released and regathered bucket holds its own values, not what was written into the reused buffer before;
 //    a second micro-batch's gradient scope starts from zeros; zr_param after the release still stops with the
-//    scope message (checked in a child process).
+//    scope message (checked in a child process);
+//  - a fresh large block's mapping asks for transparent huge pages (VmFlags "hg" in /proc/self/smaps) exactly when
+//    OMNISHARD_HUGEPAGES is 1 or unset (tests/test_hugepages.py also runs this binary with 0), where THP is not off.
 #include "check.h"
 #include "core/alloc.h"
 #include "zero/runtime.h"
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -228,7 +232,41 @@ static void test_runtime(void) {
     zr_free(&rt);
 }
 
+// the VmFlags of the mapping that holds p: 1 with "hg" (MADV_HUGEPAGE), 0 without, -1 when not found
+static int huge_flag(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int inside = 0, flag = -1;
+    uintptr_t at = (uintptr_t)p;
+    while (flag < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) inside = at >= lo && at < hi;
+        else if (inside && !strncmp(line, "VmFlags:", 8)) flag = strstr(line, " hg") != NULL;
+    }
+    fclose(f);
+    return flag;
+}
+
+static void test_huge_pages(void) {
+    char mode[64] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f && !fgets(mode, sizeof mode, f)) mode[0] = 0;
+    if (f) fclose(f);
+    int want = os_alloc_huge_pages();
+    size_t n = (size_t)24 << 20;   // larger than any free range left by the tests before: fresh pages
+    char *p = os_alloc(n, "test huge");
+    int flag = huge_flag(p + n / 2);
+    if (!mode[0] || strstr(mode, "[never]"))
+        printf("test_alloc_pool: transparent huge pages are off here; the advice is not checked\n");
+    else
+        CHECK(flag == want, "a fresh 24 MiB block's mapping: huge-page advice %d, OMNISHARD_HUGEPAGES asks for %d", flag,
+              want);
+    os_free(p);
+}
+
 int main(void) {
+    test_huge_pages();
     test_reuse();
     test_bound_and_steady_state();
     test_runtime();
