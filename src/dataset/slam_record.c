@@ -105,7 +105,7 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
     int64_t k = 0, lim = A - 64;
     for (const cJSON *x = t->child; x; x = x->next, k++) {
         int64_t v;
-        if (!os_json_int(x, INT64_MIN, INT64_MAX, &v) && !(cJSON_IsNumber(x) && x->valuedouble == floor(x->valuedouble)))
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble))   // integral, whatever its size
             return os_errf("%s:%lld: field '%s': item %lld: expected an integer, got %s", path, (long long)line, used, (long long)k, os_json_kind(x));
         if (!os_json_int(x, 0, lim - 1, &v))
             return os_errf("%s:%lld: field '%s': item %lld: token %.16g outside [0, %lld) (audio vocabulary %lld minus 64 specials)",

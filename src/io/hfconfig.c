@@ -4,6 +4,7 @@
 #include "io/atomic.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,12 +46,12 @@ static int get_pos_int(const char *path, const cJSON *o, const char *name, int d
         *out = def;
         return 0;
     }
-    double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
-    if (!cJSON_IsNumber(v) || d != floor(d) || d < 1 || d > 2147483647.0) {
+    int64_t x;
+    if (!os_json_int(v, 1, INT32_MAX, &x)) {
         char got[64];
         return os_errf("%s: field '%s': expected a positive integer, got %s", path, name, shown(v, got, sizeof got));
     }
-    *out = (int)d;
+    *out = (int)x;
     return 0;
 }
 

@@ -47,12 +47,12 @@ static int want_bool(const loader *L, const cJSON *obj, const char *name, const 
 }
 
 static int get_id(const loader *L, const cJSON *j, const char *field, int32_t *id) {
-    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble >= MAX_IDS ||
-        j->valuedouble != (double)(int64_t)j->valuedouble)
+    int64_t v;
+    if (!os_json_int(j, 0, MAX_IDS - 1, &v))
         return cJSON_IsNumber(j) ? os_errf("%s: %s: expected an id in 0..%d, got %g", L->path, field, MAX_IDS - 1,
                                            j->valuedouble)
                                  : bad(L, field, "an integer id", j);
-    *id = (int32_t)j->valuedouble;
+    *id = (int32_t)v;
     return 0;
 }
 

@@ -2,12 +2,13 @@
 // JSON array, opened as `sft --dataset` does for the model tests/fuzz/model (its tokenizer.json and
 // slam_omni.json: G = 3, T = 512, A = 80), then the first 64 samples built and collated in pairs. The file sits
 // beside a copy of tests/fuzz/model/q.wav (0.1 s, 16 kHz), which records may name as "q.wav".
+#include "core/alloc.h"
 #include "core/err.h"
 #include "dataset/dataset.h"
 #include "fuzz.h"
+#include "io/atomic.h"
 #include "model/omni.h"
 #include <stdio.h>
-#include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static os_data_sizes z;
@@ -21,11 +22,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (os_omni_config_load(path, &oc) < 0) os_die_err();
         z = (os_data_sizes){oc.G, oc.text_vocab, oc.audio_vocab, 0, oc.latency, oc.layershift, 0};
         snprintf(path, sizeof path, "%s/q.wav", model);
-        FILE *f = fopen(path, "rb");
-        static uint8_t wav[1 << 16];
-        size_t n = f ? fread(wav, 1, sizeof wav, f) : 0;
-        if (!f || !n || fclose(f)) fprintf(stderr, "fuzz: cannot read %s\n", path), exit(2);
-        fuzz_file(wav, n, "q.wav");
+        size_t n;
+        char *wav = os_read_file(path, &n);
+        if (!wav) os_die_err();
+        fuzz_file((const uint8_t *)wav, n, "q.wav");
+        os_free(wav);
     }
     int trunc = size ? data[0] % 3 : 0;   // the truncation strategy and a short max_length from the first byte
     int64_t max_length = size && data[0] >= 128 ? 24 : 4096;

@@ -2,24 +2,25 @@
 // on the command line (a folder: each file in it, in name order), or, with no arguments, on every file of
 // tests/fuzz/corpus/<name>/ for the binary test_fuzz_<name> (run from the repository root, as the tests are).
 // Prints one line per folder; exits 0 when every input returned (a crash stops it, as under libFuzzer).
+#include "core/alloc.h"
+#include "core/err.h"
 #include "fuzz.h"
+#include "io/atomic.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+// the input in a block of exactly its size, as libFuzzer hands it over (a read past its end is then caught)
 static int run_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fprintf(stderr, "replay: cannot open %s\n", path), -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    size_t got = n > 0 ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (n < 0 || got != (size_t)n) return free(buf), fprintf(stderr, "replay: cannot read %s\n", path), -1;
-    LLVMFuzzerTestOneInput(buf, got);
+    size_t n;
+    char *text = os_read_file(path, &n);
+    if (!text) return fprintf(stderr, "replay: %s\n", os_errmsg()), -1;
+    uint8_t *buf = malloc(n ? n : 1);
+    memcpy(buf, text, n);
+    os_free(text);
+    LLVMFuzzerTestOneInput(buf, n);
     free(buf);
     return 0;
 }
