@@ -36,9 +36,8 @@ $(BUILD)/libomnishard.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# whole-archive: main.c refers to the sub-commands weakly, which alone would not pull them from the archive
 $(BUILD)/omnishard: $(BUILD)/obj/src/cli/main.o $(BUILD)/libomnishard.a
-	$(CC) $(LDFLAGS) $< -Wl,--whole-archive $(BUILD)/libomnishard.a -Wl,--no-whole-archive -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
 	@mkdir -p $(dir $@)

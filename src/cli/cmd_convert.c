@@ -2,6 +2,7 @@
 // dependencies) with the arguments given. The tool is found next to the build folder that holds this binary
 // (<source tree>/build*/omnishard -> <source tree>/tools/), or under $OMNISHARD_HOME/tools; the interpreter is
 // $OMNISHARD_PYTHON, else <source tree>/.venv/bin/python (made by tools/setup.sh), else python3 on the PATH.
+#include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include <errno.h>

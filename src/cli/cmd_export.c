@@ -1,5 +1,6 @@
 // omnishard export --checkpoint DIR --output_dir OUT: a transformers-loadable directory from a sharded
 // checkpoint (any world size; run it on 1 rank, or under mpirun to keep each rank's memory to a slice).
+#include "cli/commands.h"
 #include "core/err.h"
 #include "io/hfconfig.h"
 #include "model/omni.h"

@@ -1,4 +1,5 @@
 // omnishard infer: generate the text and audio tokens of an answer with a trained SLAM-Omni model (docs/inference.md).
+#include "cli/commands.h"
 #include "cli/cli_options.h"
 #include "cli/infer_run.h"
 #include "core/alloc.h"

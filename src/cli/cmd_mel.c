@@ -1,4 +1,5 @@
 // omnishard mel: Whisper log-mel spectrogram of an audio file, written as safetensors or raw float32.
+#include "cli/commands.h"
 #include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -40,7 +41,6 @@ static int write_f32(const char *path, const char *name, const float *x, int64_t
     return 0;
 }
 
-int cmd_mel_encoder(int argc, char **argv);   // cmd_mel_encoder.c
 
 int cmd_mel(int argc, char **argv) {
     for (int i = 1; i < argc; i++)

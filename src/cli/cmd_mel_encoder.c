@@ -1,6 +1,7 @@
 // omnishard mel --encoder DIR: the frozen Whisper encoder's output for one input, for tests and benchmarks.
 //   (--wav FILE: padded/trimmed to 2 * max_source_positions * 160 samples, then log-mel; or --mel-in FILE with a
 //   tensor "mel" [n_mels, T_mel]) -> OUT.safetensors with "mel" [n_mels, T_mel] and "encoder_output" [T, d].
+#include "cli/commands.h"
 #include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_mel_encoder(int argc, char **argv);
 
 static const char *USAGE =
     "usage: omnishard mel --encoder DIR (--wav FILE | --mel-in MEL.safetensors) --out OUT.safetensors [--bench N]\n"

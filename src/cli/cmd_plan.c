@@ -1,5 +1,6 @@
 // omnishard plan: per-rank memory for a model, world size, ZeRO stage, sequence length and batch, with and
 // without activation recomputation, and whether it fits a device of --device_memory bytes.
+#include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "io/hfconfig.h"

@@ -1,4 +1,5 @@
 // omnishard plot: the loss curves of a logging.jsonl (total, text, each audio layer, evaluation) as an SVG file.
+#include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include <cjson/cJSON.h>

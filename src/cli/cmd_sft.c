@@ -1,4 +1,5 @@
 // omnishard sft: parse the ms-swift style flags, start MPI, agree on them across ranks, run the training loop.
+#include "cli/commands.h"
 #include "core/err.h"
 #include "train/agree.h"
 #include "train/args.h"

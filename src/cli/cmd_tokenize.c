@@ -1,4 +1,5 @@
 // omnishard tokenize: the Qwen2 tokenizer on the command line, one text per line (see usage below).
+#include "cli/commands.h"
 #include "cli/cli_options.h"
 #include "cli/json_text.h"
 #include "core/alloc.h"

@@ -1,15 +1,12 @@
 // omnishard: entry point and sub-command dispatch. Each sub-command lives in its own cmd_*.c file.
+#include "cli/commands.h"
 #include "core/cpu.h"
 #include "core/err.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-// Declared weak so that the dispatch table does not depend on which command files exist yet.
-#define CMD(name) int cmd_##name(int argc, char **argv) __attribute__((weak));
-CMD(sft) CMD(export) CMD(plan) CMD(tokenize) CMD(plot) CMD(infer) CMD(mel) CMD(convert)
-#undef CMD
-
+// The commands: a plain table (a new command: its cmd_NAME.c, its line in cli/commands.h and here)
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -28,7 +25,7 @@ static const struct {
 static void usage(FILE *f) {
     fprintf(f, "usage: omnishard <command> [options]   (omnishard <command> --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (cmds[i].fn) fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+        fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
 }
 
 // what a command wrote to standard output (tokenize, infer, help) and could not be written is an error, not a loss
@@ -45,7 +42,7 @@ int main(int argc, char **argv) {
         return check_stdout(argc < 2 ? 2 : 0);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return check_stdout(cmds[i].fn(argc - 1, argv + 1));
+        if (!strcmp(argv[1], cmds[i].name)) return check_stdout(cmds[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "omnishard: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
