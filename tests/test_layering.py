@@ -1,5 +1,6 @@
 """make layering (tools/check_layering.py): the tree keeps its folder order and has no include cycle between
-modules; a wrong include, a planted cycle and a stale exception each fail with file:line."""
+modules, by includes or calls; a wrong include, a planted include or call cycle and a stale exception each fail with
+file:line."""
 import importlib.util
 import os
 import shutil
@@ -84,6 +85,31 @@ def test_planted_cycle_fails(tmp_path):
     assert "core/cyc_a -> core/cyc_b (src/core/cyc_a.h:2)" in out, out
     assert "core/cyc_b -> core/cyc_a (src/core/cyc_b.c:2)" in out, out
 
+
+def test_planted_call_cycle_fails(tmp_path):
+    # two files whose functions call each other through one shared header (no include between them) are a cycle
+    root = copy_tree(tmp_path)
+    core = root / "src" / "core"
+    (core / "cyc.h").write_text("#pragma once\nint cyc_a(int n);\nint cyc_b(int n);\n")
+    (core / "cyc_a.c").write_text('#include "core/cyc.h"\n// cyc_b( in a comment is no call\nint cyc_a(int n) {\n'
+                                  '    return n ? cyc_b(n - 1) : 0;\n}\n')
+    (core / "cyc_b.c").write_text('#include "core/cyc.h"\nint cyc_b(int n) {\n    return n ? cyc_a(n - 1) : 1;\n}\n')
+    rc, out = run(str(root))
+    assert rc == 1, out
+    assert "call cycle between modules core/cyc_a <-> core/cyc_b" in out, out
+    assert "core/cyc_a -> core/cyc_b (src/core/cyc_a.c:4 (calls cyc_b))" in out, out
+    assert "core/cyc_b -> core/cyc_a (src/core/cyc_b.c:3 (calls cyc_a))" in out, out
+    (core / "cyc_b.c").write_text('#include "core/cyc.h"\nint cyc_b(int n) {\n    return n;\n}\n')   # one way
+    rc, out = run(str(root))
+    assert rc == 0, out
+
+
+def test_stale_cycle_exception_fails(monkeypatch):
+    monkeypatch.setattr(layering, "CYCLE_EXCEPTIONS",
+                        {**layering.CYCLE_EXCEPTIONS, frozenset({"core/err", "core/alloc"}): "t"})
+    problems = layering.check(ROOT)
+    assert problems == ["tools/check_layering.py: cycle exception for core/alloc <-> core/err no longer needed: "
+                        "delete it from CYCLE_EXCEPTIONS"], problems
 
 
 def test_model_and_runtime_stay_apart(tmp_path):

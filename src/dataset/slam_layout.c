@@ -1,5 +1,5 @@
-// The sample layout of slam_dataset.h (pure: ids in, rows out).
-#include "dataset/slam_dataset.h"
+// The sample layout of slam_layout.h (pure: ids in, rows out).
+#include "dataset/slam_layout.h"
 #include <string.h>
 
 // answer audio positions: latency + ceil((N + 1) / G) (tokens + eoa, filled to a multiple of G); 0 without

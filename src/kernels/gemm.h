@@ -1,4 +1,4 @@
-// The product seam shared by the fp32 (linear.c) and bf16 (gemm_bf16.c) paths of k_gemm: one row-major product
+// The product seam (gemm.c) shared by the fp32 (linear.c) and bf16 (gemm_bf16.c) paths of k_gemm: one row-major product
 // described once, cut over the OpenMP threads by k_gemm_run, each block computed by a single-threaded kernel.
 #pragma once
 #include <oneapi/dnnl/dnnl.h>
@@ -16,12 +16,12 @@ typedef struct {
 
 typedef void k_gemm_kernel(const k_gemm_op *g);   // the whole of g on the calling thread
 
-// Products of at least 4 MFLOP cut along the longer of M and N into one block per OpenMP thread (linear.c); every
+// Products of at least 4 MFLOP cut along the longer of M and N into one block per OpenMP thread (gemm.c); every
 // element of c is summed in the same order however the product is cut. M, N, K > 0.
 void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern);
 // the part of g in rows (M > N) or else columns [lo, lo + n) of c, the way k_gemm_run cuts it: a product of its own
 k_gemm_op k_gemm_part(const k_gemm_op *g, int64_t lo, int64_t n);
-// OpenBLAS set to one thread (once; linear.c says why): before any product
+// OpenBLAS set to one thread (once; gemm.c says why): before any product
 void k_gemm_blas_single_thread(void);
 // OpenBLAS sgemm of a float op (esz 4), single-threaded
 void k_gemm_sgemm(const k_gemm_op *g);
