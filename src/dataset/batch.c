@@ -1,5 +1,6 @@
 #include "dataset/batch.h"
 #include "core/alloc.h"
+#include "core/err.h"
 #include <string.h>
 
 void os_batch_alloc(os_batch *b, int64_t B, int64_t R, int64_t L) {
@@ -14,4 +15,49 @@ void os_batch_alloc(os_batch *b, int64_t B, int64_t R, int64_t L) {
 void os_batch_free(os_batch *b) {
     os_free(b->ids), os_free(b->labels), os_free(b->keymask), os_free(b->speech);
     memset(b, 0, sizeof *b);
+}
+
+void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id) {
+    int64_t lead = 0, tail = 0, R = n ? s[0].R : 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (s[i].lead > lead) lead = s[i].lead;
+        if (s[i].L - s[i].lead > tail) tail = s[i].L - s[i].lead;
+    }
+    int64_t L = lead + tail;
+    os_batch_alloc(b, n, R, L);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t shift = lead - s[i].lead;   // left padding of this sample
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t p = 0; p < L; p++) {
+                int64_t q = p - shift, o = (i * R + r) * L + p;
+                int in = q >= 0 && q < s[i].L;
+                b->ids[o] = in ? s[i].ids[r * s[i].L + q] : pad_id;
+                b->labels[o] = in ? s[i].labels[r * s[i].L + q] : -100;
+            }
+        for (int64_t p = 0; p < L; p++) {
+            int64_t q = p - shift;
+            int in = q >= 0 && q < s[i].L;
+            b->keymask[i * L + p] = (uint8_t)in;
+            b->speech[i * L + p] = (uint8_t)(in && s[i].speech ? s[i].speech[q] : 0);
+        }
+    }
+}
+
+int os_batch_check(const os_batch *b, const os_batch_vocab *v) {
+    int64_t G = v->G, R = G > 0 ? G + 1 : 1, T = v->T, A = v->A;
+    if (b->R != R) return os_errf("batch has %lld rows per sample, the model needs %lld (G+1)", (long long)b->R, (long long)R);
+    for (int64_t bi = 0; bi < b->B; bi++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t p = 0; p < b->L; p++) {
+                int64_t i = (bi * R + r) * b->L + p;
+                int32_t id = b->ids[i], lb = b->labels[i];
+                if (id < 0 || id >= v->V)
+                    return os_errf("sample %lld row %lld position %lld: input id %d outside the vocabulary [0, %lld)",
+                                   (long long)bi, (long long)r, (long long)p, id, (long long)v->V);
+                int64_t lim = (G > 0 && r < G) ? A : T;
+                if (lb != -100 && (lb < 0 || lb >= lim))
+                    return os_errf("sample %lld row %lld position %lld: label %d outside [0, %lld) (or -100)",
+                                   (long long)bi, (long long)r, (long long)p, lb, (long long)lim);
+            }
+    return 0;
 }

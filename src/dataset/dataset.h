@@ -1,18 +1,8 @@
-// Training samples and collation. A sample is R = G+1 rows of L ids and labels (audio rows first, text last).
-// Collation (slam-omni.md): the part before the answer (prompt + speech, `lead` positions) is left-padded and the
-// answer right-padded to the longest of the batch, pad id in every row, labels -100, key mask 0 on padding.
+// Datasets of training samples (os_sample, collated into micro-batches by dataset/batch.h): pretokenized files and
+// SLAM-Omni records, the format told by the first record; holding out an evaluation split.
 #pragma once
 #include "dataset/batch.h"
 #include <stdint.h>
-
-typedef struct {
-    int64_t R, L;
-    int32_t *ids, *labels;   // [R, L]
-    uint8_t *speech;         // [L] or NULL: positions filled by the speech projector
-    int64_t lead;            // positions before the answer (left-padded); 0 = right-pad everything
-    int64_t wav_index;       // which speech input (-1 none); used by the speech front end
-    int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
-} os_sample;
 
 typedef struct os_dataset os_dataset;
 struct os_dataset {
@@ -57,6 +47,3 @@ int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **tr
 // Collective: samples skipped over all ranks (at open, plus the distinct lazily found ones). allreduce_max: the
 // ranks' element-wise maximum of buf[n] in place (comm_allreduce_max_i64 of zero/comm.h; dataset/ calls no MPI).
 int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *buf, int64_t n));
-
-// collate samples s[0..n) into b (allocated here); pad_id fills padding
-void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id);

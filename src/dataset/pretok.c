@@ -230,29 +230,3 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
     }
     return &p->base;
 }
-
-void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id) {
-    int64_t lead = 0, tail = 0, R = n ? s[0].R : 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (s[i].lead > lead) lead = s[i].lead;
-        if (s[i].L - s[i].lead > tail) tail = s[i].L - s[i].lead;
-    }
-    int64_t L = lead + tail;
-    os_batch_alloc(b, n, R, L);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t shift = lead - s[i].lead;   // left padding of this sample
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t p = 0; p < L; p++) {
-                int64_t q = p - shift, o = (i * R + r) * L + p;
-                int in = q >= 0 && q < s[i].L;
-                b->ids[o] = in ? s[i].ids[r * s[i].L + q] : pad_id;
-                b->labels[o] = in ? s[i].labels[r * s[i].L + q] : -100;
-            }
-        for (int64_t p = 0; p < L; p++) {
-            int64_t q = p - shift;
-            int in = q >= 0 && q < s[i].L;
-            b->keymask[i * L + p] = (uint8_t)in;
-            b->speech[i * L + p] = (uint8_t)(in && s[i].speech ? s[i].speech[q] : 0);
-        }
-    }
-}

@@ -2,7 +2,6 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "train/agree.h"
-#include "train/step.h"
 #include "zero/comm.h"
 
 void os_loader_open(os_loader *l, os_dataset *ds, const os_model *m, os_speech *speech, int32_t pad_id,
@@ -51,7 +50,9 @@ static int read_samples(os_loader *l, int64_t first, int64_t n) {
 
 // the batch against the model, then its speech inputs (WAV -> log-mel, or the cached encoder output)
 static int prepare(os_loader *l, const os_micro *mb, int64_t first) {
-    if (os_batch_check(l->m, &mb->b) < 0) {
+    const os_model *m = l->m;
+    os_batch_vocab v = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, m->V};
+    if (os_batch_check(&mb->b, &v) < 0) {
         if (l->step > 0) return os_err_ctx("%s (step %lld)", l->ds->path, (long long)l->step);
         return os_err_ctx("%s (evaluation)", l->ds->path);
     }

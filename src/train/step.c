@@ -10,25 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int os_batch_check(const os_model *m, const os_batch *b) {
-    int64_t G = m->oc.G, R = G > 0 ? G + 1 : 1, T = m->oc.text_vocab, A = m->oc.audio_vocab;
-    if (b->R != R) return os_errf("batch has %lld rows per sample, the model needs %lld (G+1)", (long long)b->R, (long long)R);
-    for (int64_t bi = 0; bi < b->B; bi++)
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t p = 0; p < b->L; p++) {
-                int64_t i = (bi * R + r) * b->L + p;
-                int32_t id = b->ids[i], lb = b->labels[i];
-                if (id < 0 || id >= m->V)
-                    return os_errf("sample %lld row %lld position %lld: input id %d outside the vocabulary [0, %lld)",
-                                   (long long)bi, (long long)r, (long long)p, id, (long long)m->V);
-                int64_t lim = (G > 0 && r < G) ? A : T;
-                if (lb != -100 && (lb < 0 || lb >= lim))
-                    return os_errf("sample %lld row %lld position %lld: label %d outside [0, %lld) (or -100)",
-                                   (long long)bi, (long long)r, (long long)p, lb, (long long)lim);
-            }
-    return 0;
-}
-
 uint64_t os_lora_dropout_key(uint64_t seed, int64_t step, int64_t g) {
     return os_rng_u64(os_rng_u64(seed ^ 0x10AD0D0FULL, (uint64_t)step), (uint64_t)g);
 }

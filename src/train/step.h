@@ -12,8 +12,6 @@
 // get the same masks on any number of ranks.
 uint64_t os_lora_dropout_key(uint64_t seed, int64_t step, int64_t g);
 
-// Validates the batch against the model (ids/labels in range); -1 + message when not.
-int os_batch_check(const os_model *m, const os_batch *b);
 // Forward + backward of one micro-batch; adds grads * dscale (and the param terms' grads * term_scale).
 // With t->forward_only: the forward and the losses (st) only; gradients untouched, dscale unused.
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st);
