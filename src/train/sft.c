@@ -2,7 +2,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
-#include "optim/schedule.h"
+#include "lr/schedule.h"
 #include "persist/checkpoint_limit.h"
 #include "persist/dump.h"
 #include "persist/export.h"

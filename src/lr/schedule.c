@@ -1,4 +1,4 @@
-#include "optim/schedule.h"
+#include "lr/schedule.h"
 #include <math.h>
 #include <string.h>
 
