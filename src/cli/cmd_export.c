@@ -2,6 +2,7 @@
 // checkpoint (any world size; run it on 1 rank, or under mpirun to keep each rank's memory to a slice).
 #include "cli/commands.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include "io/hfconfig.h"
 #include "model/omni.h"
 #include "persist/checkpoint.h"
@@ -9,6 +10,7 @@
 #include "zero/comm.h"
 #include "train/model_runtime.h"
 #include "zero/runtime.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,31 +39,34 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
     return rc;
 }
 
+typedef struct {
+    const char *checkpoint, *output_dir;
+    int merge_lora;
+} export_args;
+
+#define F(n) .name = #n, .off = offsetof(export_args, n)
+static const os_opt OPTS[] = {
+    {F(checkpoint), .type = OS_OPT_STR, .help = "OUTPUT_DIR/checkpoint-STEP of omnishard sft (required)"},
+    {F(output_dir), .type = OS_OPT_STR, .help = "the directory to write (required)"},
+    {F(merge_lora), .type = OS_OPT_BOOL, .help = "LoRA checkpoints: true (default) merges the adapters into the weights; "
+                                                 "false writes the base weights and OUT/lora_adapter/ for "
+                                                 "PeftModel.from_pretrained (docs/training.md)"},
+};
+#undef F
+
 int cmd_export(int argc, char **argv) {
-    const char *ckpt = NULL, *out = NULL;
-    int merge = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT [--merge_lora true|false]\n"
-                   "  --merge_lora  LoRA checkpoints: true (default) merges the adapters into the weights; false writes the\n"
-                   "                base weights and OUT/lora_adapter/ for PeftModel.from_pretrained (docs/training.md)\n");
-            return 0;
-        }
-        if (i + 1 < argc && !strcmp(argv[i], "--checkpoint")) ckpt = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--output_dir")) out = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--merge_lora") && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false")))
-            merge = !strcmp(argv[++i], "true");
-        else {
-            fprintf(stderr, "omnishard export: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!ckpt || !out) {
-        fprintf(stderr, "omnishard export: --checkpoint and --output_dir are required\n");
-        return 2;
-    }
+    export_args a = {.merge_lora = 1};
+    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
+                          .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT "
+                                   "[--merge_lora true|false]\n"
+                                   "       mpirun -np N omnishard export ... (each rank holds a slice)\n"};
+    int rc = os_opts_parse(&c, argc, argv);
+    if (rc == 1) return os_opts_usage(&c, stdout), 0;
+    if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
+    if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
     comm_init(&argc, &argv);
-    int rc = export_checkpoint(ckpt, out, merge);
+    rc = export_checkpoint(a.checkpoint, a.output_dir, a.merge_lora);
     if (comm_any_failed(rc < 0)) {
         if (rc < 0) os_info("omnishard export: %s", os_errmsg());
         comm_finalize();

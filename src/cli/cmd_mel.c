@@ -1,12 +1,13 @@
 // omnishard mel: Whisper log-mel spectrogram of an audio file, written as safetensors or raw float32.
 #include "cli/commands.h"
-#include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include "core/timer.h"
 #include "audio/audio.h"
 #include "audio/logmel.h"
 #include "io/safetensors.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,23 @@ static const char *USAGE =
     "raw little-endian float32, row-major. The shape is printed on stdout (\"ROWS COLS\", or \"N\" for audio).\n"
     "By default the audio is padded or trimmed to 30 s first (as Whisper/SLAM-LLM do): [n_mels, 3000].\n"
     "--no-pad: the spectrogram of the whole file, [n_mels, n_samples / 160]. --bench N: time N log-mel runs.\n";
+
+typedef struct {
+    const char *wav, *out, *dump;
+    int n_mels, filters, no_pad, bench;
+} mel_args;
+
+#define F(n) .off = offsetof(mel_args, n)
+static const os_opt OPTS[] = {
+    {.name = "wav", F(wav), .type = OS_OPT_STR, .help = "the audio file (WAV, FLAC, ...: what libsndfile reads)"},
+    {.name = "out", F(out), .type = OS_OPT_STR, .help = "the spectrogram (or --filters' filter bank) to write"},
+    {.name = "dump-audio", F(dump), .type = OS_OPT_STR, .help = "write the 16 kHz mono samples here"},
+    {.name = "n_mels", F(n_mels), .type = OS_OPT_INT, .range = "[1,1024]", .help = "mel bands (default 80)"},
+    {.name = "bench", F(bench), .type = OS_OPT_INT, .range = "[0,inf)", .help = "time N log-mel runs (default 0)"},
+    {.name = "filters", F(filters), .type = OS_OPT_FLAG, .help = "write the mel filter bank instead"},
+    {.name = "no-pad", F(no_pad), .type = OS_OPT_FLAG, .help = "the whole file instead of 30 s"},
+};
+#undef F
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -45,15 +63,14 @@ static int write_f32(const char *path, const char *name, const float *x, int64_t
 int cmd_mel(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--encoder")) return cmd_mel_encoder(argc, argv);
-    const char *wav = NULL, *out = NULL, *dump = NULL;
-    int n_mels = 80, filters = 0, no_pad = 0, bench = 0;
-    const os_opt opts[] = {{"--wav", OS_OPT_STR, &wav},        {"--out", OS_OPT_STR, &out},
-                           {"--dump-audio", OS_OPT_STR, &dump}, {"--n_mels", OS_OPT_INT, &n_mels},
-                           {"--bench", OS_OPT_INT, &bench},     {"--filters", OS_OPT_FLAG, &filters},
-                           {"--no-pad", OS_OPT_FLAG, &no_pad}};
-    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
-    if (parsed >= 0) return parsed;
-    if (n_mels < 1 || n_mels > 1024) os_die("mel: --n_mels: expected 1..1024, got %d", n_mels);
+    mel_args a = {.n_mels = 80};
+    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_cmd c = {.command = "mel", .usage = USAGE, .groups = &g, .ngroups = 1};
+    int parsed = os_opts_parse(&c, argc, argv);
+    if (parsed == 1) return os_opts_usage(&c, stdout), 0;
+    if (parsed < 0) return fprintf(stderr, "omnishard mel: %s\n", os_errmsg()), 2;
+    const char *wav = a.wav, *out = a.out, *dump = a.dump;
+    int n_mels = a.n_mels, filters = a.filters, no_pad = a.no_pad, bench = a.bench;
     if (filters) {
         if (!out) os_die("mel: --filters needs --out FILE");
         float *f = os_alloc((size_t)n_mels * OS_MEL_N_BINS * sizeof(float), "mel filters");
@@ -64,7 +81,8 @@ int cmd_mel(int argc, char **argv) {
         return 0;
     }
     if (!wav || (!out && !dump)) {
-        fprintf(stderr, "omnishard mel: --wav and --out (or --dump-audio) are required\n%s", USAGE);
+        fprintf(stderr, "omnishard mel: --wav and --out (or --dump-audio) are required\n");
+        os_opts_usage(&c, stderr);
         return 2;
     }
     float *x = NULL;

@@ -2,9 +2,9 @@
 //   (--wav FILE: padded/trimmed to 2 * max_source_positions * 160 samples, then log-mel; or --mel-in FILE with a
 //   tensor "mel" [n_mels, T_mel]) -> OUT.safetensors with "mel" [n_mels, T_mel] and "encoder_output" [T, d].
 #include "cli/commands.h"
-#include "cli/cli_options.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include "core/timer.h"
 #include "audio/audio.h"
 #include "audio/logmel.h"
@@ -13,6 +13,7 @@
 #include "model/whisper.h"
 #include "train/model_runtime.h"
 #include "zero/runtime.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,21 @@ static const char *USAGE =
     "--wav: padded or trimmed to 2 * max_source_positions * 160 samples (30 s for Whisper), then the log-mel.\n"
     "--mel-in: a tensor \"mel\" [n_mels, T_mel] used as is. OUT gets \"mel\" and \"encoder_output\" [T, d].\n"
     "--bench N: time N runs of log-mel + encoder and print the throughput in seconds of audio per second.\n";
+
+typedef struct {
+    const char *dir, *wav, *mel_in, *out;
+    int bench;
+} encoder_args;
+
+#define F(n) .off = offsetof(encoder_args, n)
+static const os_opt OPTS[] = {
+    {.name = "encoder", F(dir), .type = OS_OPT_STR, .help = "the Hugging Face Whisper directory"},
+    {.name = "wav", F(wav), .type = OS_OPT_STR, .help = "the audio file"},
+    {.name = "mel-in", F(mel_in), .type = OS_OPT_STR, .help = "a safetensors file with \"mel\" [n_mels, T_mel]"},
+    {.name = "out", F(out), .type = OS_OPT_STR, .help = "OUT.safetensors to write"},
+    {.name = "bench", F(bench), .type = OS_OPT_INT, .range = "[0,inf)", .help = "time N runs (default 0)"},
+};
+#undef F
 
 typedef struct {
     os_registry reg;
@@ -94,17 +110,16 @@ static int write_out(const char *path, const float *mel, int64_t n_mels, int64_t
 }
 
 int cmd_mel_encoder(int argc, char **argv) {
-    const char *dir = NULL, *wav = NULL, *mel_in = NULL, *out = NULL;
-    int bench = 0;
-    const os_opt opts[] = {{"--encoder", OS_OPT_STR, &dir}, {"--wav", OS_OPT_STR, &wav},
-                           {"--mel-in", OS_OPT_STR, &mel_in}, {"--out", OS_OPT_STR, &out},
-                           {"--bench", OS_OPT_INT, &bench}};
-    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
-    if (parsed >= 0) return parsed;
-    if (!dir || !out || !wav == !mel_in) {
-        fprintf(stderr, "omnishard mel --encoder: needs DIR, --out and one of --wav / --mel-in\n%s", USAGE);
-        return 2;
-    }
+    encoder_args a = {0};
+    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_cmd c = {.command = "mel --encoder", .usage = USAGE, .groups = &g, .ngroups = 1};
+    int parsed = os_opts_parse(&c, argc, argv);
+    if (parsed == 1) return os_opts_usage(&c, stdout), 0;
+    if (parsed == 0 && (!a.dir || !a.out || !a.wav == !a.mel_in))
+        parsed = os_errf("needs DIR, --out and one of --wav / --mel-in");
+    if (parsed < 0) return fprintf(stderr, "omnishard mel --encoder: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
+    const char *dir = a.dir, *wav = a.wav, *mel_in = a.mel_in, *out = a.out;
+    int bench = a.bench;
     encoder e;
     if (encoder_open(&e, dir) < 0) os_die_err();
     const os_whisper *w = &e.w;

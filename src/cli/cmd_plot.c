@@ -2,8 +2,10 @@
 #include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +13,7 @@
 
 static const char USAGE[] =
     "usage: omnishard plot LOGGING_JSONL [-o OUT.svg] [--log]\n"
-    "  draws loss, text_loss, audio_loss_0.. and eval_loss (and eval_text_loss, ..) against the step\n"
-    "  -o FILE   output (default: loss.svg next to the log)\n"
-    "  --log     logarithmic loss axis\n";
+    "  draws loss, text_loss, audio_loss_0.. and eval_loss (and eval_text_loss, ..) against the step\n";
 
 #define MAXS 24
 typedef struct {
@@ -146,28 +146,29 @@ static void write_svg(FILE *o, series *s, int ns, int logy, const char *title) {
 #undef PY
 }
 
+typedef struct {
+    const char *output;
+    int log;
+} plot_args;
+
+static const os_opt OPTS[] = {
+    {.name = "output", .alias = "-o", .type = OS_OPT_STR, .off = offsetof(plot_args, output),
+     .help = "the SVG file to write (default: loss.svg next to the log)"},
+    {.name = "log", .type = OS_OPT_FLAG, .off = offsetof(plot_args, log), .help = "logarithmic loss axis"},
+};
+
 int cmd_plot(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
-    int logy = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--log")) {
-            logy = 1;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "omnishard plot: unexpected argument '%s'\n%s", argv[i], USAGE);
-            return 2;
-        } else {
-            in = argv[i];
-        }
-    }
-    if (!in) {
-        fputs(USAGE, stderr);
-        return 2;
-    }
+    plot_args a = {0};
+    const char *in = NULL;
+    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_cmd c = {.command = "plot", .usage = USAGE, .groups = &g, .ngroups = 1, .positional = "LOGGING_JSONL",
+                          .pos = &in};
+    int rc = os_opts_parse(&c, argc, argv);
+    if (rc == 1) return os_opts_usage(&c, stdout), 0;
+    if (rc == 0 && !in) rc = os_errf("give the logging.jsonl to draw");
+    if (rc < 0) return fprintf(stderr, "omnishard plot: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
+    const char *out = a.output;
+    int logy = a.log;
     char def[4200];
     if (!out) {
         const char *slash = strrchr(in, '/');
@@ -176,7 +177,7 @@ int cmd_plot(int argc, char **argv) {
     }
     series s[MAXS];
     int ns = 0;
-    int rc = read_log(in, s, &ns);
+    rc = read_log(in, s, &ns);
     FILE *o = rc == 0 ? fopen(out, "w") : NULL;
     if (rc == 0 && !o) rc = os_errf("%s: cannot write: %m", out);
     if (rc == 0) {

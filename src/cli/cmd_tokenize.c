@@ -1,13 +1,14 @@
 // omnishard tokenize: the Qwen2 tokenizer on the command line, one text per line (see usage below).
 #include "cli/commands.h"
-#include "cli/cli_options.h"
 #include "cli/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include "io/json_kind.h"
 #include "core/timer.h"
 #include "tokenizer/tokenizer.h"
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,23 @@ static const char USAGE[] =
     "Reads lines from stdin and writes one line per input line to stdout.\n"
     "  encode (default): each line, without its trailing \"\\n\" (a \"\\r\" before it is kept), is encoded\n"
     "                    to a JSON array of token ids, e.g. [9707,1879]\n"
-    "  --decode          each line is a JSON array of ids; prints the decoded text (special tokens kept)\n"
-    "  --skip_special_tokens  with --decode: leave out the added tokens marked special (Hugging Face's option)\n"
-    "  --tokenizer FILE  a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE)\n"
-    "  --json            texts are JSON strings, both ways (so that a text can hold newlines)\n"
-    "  --stats           print lines, tokens, bytes and the seconds spent in the tokenizer on stderr\n"
     "Errors (invalid UTF-8, a bad id, a malformed line) stop with a message naming the line, exit code 1.\n";
+
+typedef struct {
+    const char *tokenizer;
+    int decode, json, stats, skip_special_tokens;
+} tokenize_args;
+
+#define F(n) .name = #n, .off = offsetof(tokenize_args, n)
+static const os_opt OPTS[] = {
+    {F(tokenizer), .type = OS_OPT_STR, .help = "a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE; required)"},
+    {F(decode), .type = OS_OPT_FLAG, .help = "each line is a JSON array of ids; prints the decoded text (special tokens kept)"},
+    {F(skip_special_tokens), .type = OS_OPT_FLAG,
+     .help = "with --decode: leave out the added tokens marked special (Hugging Face's option)"},
+    {F(json), .type = OS_OPT_FLAG, .help = "texts are JSON strings, both ways (so that a text can hold newlines)"},
+    {F(stats), .type = OS_OPT_FLAG, .help = "print lines, tokens, bytes and the seconds spent in the tokenizer on stderr"},
+};
+#undef F
 
 static void put_ids(const int32_t *ids, int64_t n) {
     char buf[16];
@@ -63,17 +75,15 @@ static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL;
-    int decode = 0, json = 0, stats = 0, skip = 0;
-    const os_opt opts[] = {{"--tokenizer", OS_OPT_STR, &path}, {"--decode", OS_OPT_FLAG, &decode},
-                           {"--json", OS_OPT_FLAG, &json},     {"--stats", OS_OPT_FLAG, &stats},
-                           {"--skip_special_tokens", OS_OPT_FLAG, &skip}};
-    int parsed = os_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), USAGE);
-    if (parsed >= 0) return parsed;
-    if (!path) {
-        fprintf(stderr, "omnishard tokenize: --tokenizer FILE is required\n%s", USAGE);
-        return 2;
-    }
+    tokenize_args a = {0};
+    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_cmd c = {.command = "tokenize", .usage = USAGE, .groups = &g, .ngroups = 1};
+    int rc = os_opts_parse(&c, argc, argv);
+    if (rc == 1) return os_opts_usage(&c, stdout), 0;
+    if (rc == 0 && !a.tokenizer) rc = os_errf("--tokenizer FILE is required");
+    if (rc < 0) return fprintf(stderr, "omnishard tokenize: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
+    const char *path = a.tokenizer;
+    int decode = a.decode, json = a.json, stats = a.stats, skip = a.skip_special_tokens;
     double t0 = os_now();
     os_tokenizer *tok = os_tok_load(path);
     if (!tok) os_die_err();

@@ -4,10 +4,12 @@
 #include "infer/infer.h"
 #include "train/args.h"
 
+// the options (cmd_infer.c's table); a penalty of 0, index or zero_stage of -1: not given
 typedef struct {
-    const char *model, *question, *wav, *dataset, *index, *speech_encoder, *system, *task, *max_new, *do_sample,
-        *temperature, *top_k, *top_p, *penalty, *text_penalty, *audio_penalty, *seed, *zero, *deepspeed, *kv_cache;
-    int text_only, show_prompt, multi_round;
+    const char *model, *question, *wav, *dataset, *speech_encoder, *system, *task;
+    int64_t index, max_new_tokens, top_k, seed;
+    double temperature, top_p, penalty, text_penalty, audio_penalty;
+    int do_sample, kv_cache, zero_stage, text_only, show_prompt, multi_round;
 } infer_args;
 
 // every rank stops when any failed: 1 after printing the reason (the failing rank's message, else a note)
