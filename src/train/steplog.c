@@ -42,6 +42,7 @@ int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t tot
     memset(l, 0, sizeof *l);
     l->fd = -1;
     l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
+    l->done = keep_through > 0 ? keep_through : 0;
     if (!root) return 0;
     snprintf(l->path, sizeof l->path, "%s/logging.jsonl", output_dir);
     if (keep_through >= 0 && keep_steps(l->path, keep_through) < 0) return -1;
@@ -114,6 +115,8 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     double loss = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
     l->tokens_total += v[1], l->targets_total += targets;
     if (!l->root || !write) return;
+    // this run's steps so far set the pace (a resumed run's clock starts at its first step, not at step 1)
+    double el = os_now() - l->t_start, eta = el / (double)(step - l->done) * (double)(l->total - step);
     FILE *f = line_begin(l);
     if (!f) return;
     fprintf(f, "{\"step\": %lld", (long long)step);
@@ -160,12 +163,15 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     os_pool_stats ps = os_alloc_pool_stats();
     num(f, "mem/pool_held_gb", (double)ps.held / 1e9);
     num(f, "mem/pool_mapped_gb", (double)ps.mapped / 1e9);
+    num(f, "time/elapsed_s", el);
+    num(f, "time/remaining_s", eta);
     fprintf(f, "}\n");
     line_end(l, f);
-    double el = os_now() - l->t_start, eta = el / (double)step * (double)(l->total - step);
-    fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %.0fs%s",
+    char eta_text[64];
+    os_format_duration(eta, eta_text, sizeof eta_text);
+    fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %s%s",
             l->tty ? "\r" : "", (long long)step, (long long)l->total, loss, lr, gnorm,
-            l->tokens_total / (el > 0 ? el : 1e-9), eta, l->tty ? "   " : "\n");
+            l->tokens_total / (el > 0 ? el : 1e-9), eta_text, l->tty ? "   " : "\n");
     fflush(stderr);
 }
 

@@ -15,7 +15,7 @@ typedef struct {
     char *line;        // the line being formatted (open_memstream)
     size_t line_len;
     int root, tty;
-    int64_t total;
+    int64_t total, done;   // the last step; the steps done before this run (a resumed run's checkpoint step)
     double t_start, tokens_total;
     const int64_t *sample_ids;   // when set (OMNISHARD_LOG_SAMPLES=1): the step's samples, logged as "sample_ids"
     int64_t n_sample_ids;
