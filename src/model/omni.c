@@ -4,6 +4,7 @@
 #include "io/atomic.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,40 @@ static int param1(os_registry *r, const char *name, int64_t a, os_init_kind k, f
     return os_reg_param(r, name, 1, &a, k, arg);
 }
 
+// The tensors of a decoder layer, in declaration order (their parameter ids follow it), written once: the field of
+// os_layer_ids (OS_LAYER_TENSORS, model/omni.h) that gets its id, its name under model.layers.N., its shape in the
+// model's sizes (cols NONE: a vector [rows]) and the LoRA target it is (-1: none; docs/training.md "LoRA").
+typedef enum { NONE, HID, QDIM, KVDIM, MLP } layer_dim;   // 0, C, H*D, KH*D, F
+typedef struct {
+    size_t field;
+    const char *suffix;
+    layer_dim rows, cols;
+    int lora;
+} layer_tensor;
+static const layer_tensor LAYER_TENSORS[] = {
+    {offsetof(os_layer_ids, ln1), "input_layernorm.weight", HID, NONE, -1},
+    {offsetof(os_layer_ids, q_w), "self_attn.q_proj.weight", QDIM, HID, OS_LORA_Q},
+    {offsetof(os_layer_ids, q_b), "self_attn.q_proj.bias", QDIM, NONE, -1},
+    {offsetof(os_layer_ids, k_w), "self_attn.k_proj.weight", KVDIM, HID, OS_LORA_K},
+    {offsetof(os_layer_ids, k_b), "self_attn.k_proj.bias", KVDIM, NONE, -1},
+    {offsetof(os_layer_ids, v_w), "self_attn.v_proj.weight", KVDIM, HID, OS_LORA_V},
+    {offsetof(os_layer_ids, v_b), "self_attn.v_proj.bias", KVDIM, NONE, -1},
+    {offsetof(os_layer_ids, o_w), "self_attn.o_proj.weight", HID, QDIM, OS_LORA_O},
+    {offsetof(os_layer_ids, ln2), "post_attention_layernorm.weight", HID, NONE, -1},
+    {offsetof(os_layer_ids, gate), "mlp.gate_proj.weight", MLP, HID, OS_LORA_GATE},
+    {offsetof(os_layer_ids, up), "mlp.up_proj.weight", MLP, HID, OS_LORA_UP},
+    {offsetof(os_layer_ids, down), "mlp.down_proj.weight", HID, MLP, OS_LORA_DOWN},
+};
+#define NLAYER_TENSORS (sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0])
+#define COUNT_ONE(arg, field) +1
+_Static_assert(NLAYER_TENSORS == 0 OS_LAYER_TENSORS(COUNT_ONE, _), "one LAYER_TENSORS row per OS_LAYER_TENSORS field");
+#undef COUNT_ONE
+
+static int64_t layer_size(const os_model *m, layer_dim d) {
+    const int64_t size[] = {0, m->C, m->H * m->D, m->KH * m->D, m->F};
+    return size[d];
+}
+
 int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
@@ -191,26 +226,18 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
     r->p[m->embed].resizable = 1;
     m->layer = os_alloc(sizeof *m->layer * (size_t)m->nlayers, "layer ids");
     m->b_layer = os_alloc(sizeof(int) * (size_t)m->nlayers, "layer buckets");
-    int64_t qd = m->H * m->D, kvd = m->KH * m->D;
     for (int64_t l = 0; l < m->nlayers; l++) {
         os_layer_ids *L = &m->layer[l];
         snprintf(nm, sizeof nm, "layers.%lld", (long long)l);
         m->b_layer[l] = os_reg_bucket(r, nm, 1);
-#define P(field, suffix, ...) \
-    snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix), L->field = __VA_ARGS__
-        P(ln1, "input_layernorm.weight", param1(r, nm, m->C, OS_INIT_REQUIRED, 0));
-        P(q_w, "self_attn.q_proj.weight", param2(r, nm, qd, m->C, OS_INIT_REQUIRED, 0));
-        P(q_b, "self_attn.q_proj.bias", param1(r, nm, qd, OS_INIT_REQUIRED, 0));
-        P(k_w, "self_attn.k_proj.weight", param2(r, nm, kvd, m->C, OS_INIT_REQUIRED, 0));
-        P(k_b, "self_attn.k_proj.bias", param1(r, nm, kvd, OS_INIT_REQUIRED, 0));
-        P(v_w, "self_attn.v_proj.weight", param2(r, nm, kvd, m->C, OS_INIT_REQUIRED, 0));
-        P(v_b, "self_attn.v_proj.bias", param1(r, nm, kvd, OS_INIT_REQUIRED, 0));
-        P(o_w, "self_attn.o_proj.weight", param2(r, nm, m->C, qd, OS_INIT_REQUIRED, 0));
-        P(ln2, "post_attention_layernorm.weight", param1(r, nm, m->C, OS_INIT_REQUIRED, 0));
-        P(gate, "mlp.gate_proj.weight", param2(r, nm, m->F, m->C, OS_INIT_REQUIRED, 0));
-        P(up, "mlp.up_proj.weight", param2(r, nm, m->F, m->C, OS_INIT_REQUIRED, 0));
-        P(down, "mlp.down_proj.weight", param2(r, nm, m->C, m->F, OS_INIT_REQUIRED, 0));
-#undef P
+        for (size_t i = 0; i < NLAYER_TENSORS; i++) {
+            const layer_tensor *t = &LAYER_TENSORS[i];
+            int64_t rows = layer_size(m, t->rows), cols = layer_size(m, t->cols);
+            snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, t->suffix);
+            int id = cols ? param2(r, nm, rows, cols, OS_INIT_REQUIRED, 0) : param1(r, nm, rows, OS_INIT_REQUIRED, 0);
+            *(int *)((char *)L + t->field) = id;
+            r->p[id].gemm = cols > 0;   // the matrices are product operands (os_param.gemm, below)
+        }
     }
     m->b_norm = os_reg_bucket(r, "norm", 1);
     m->final_norm = param1(r, "model.norm.weight", m->C, OS_INIT_REQUIRED, 0);
@@ -276,10 +303,8 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
     int gemm[] = {m->lm_head, m->adapter_w, m->proj_w1, m->proj_w2, m->proj_cw};
     for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++)
         if (gemm[i] >= 0) r->p[gemm[i]].gemm = 1;
-    for (int64_t l = 0; l < m->nlayers; l++) {
+    for (int64_t l = 0; l < m->nlayers; l++) {   // the layers' own matrices were marked when declared
         const os_layer_ids *L = &m->layer[l];
-        int mat[] = {L->q_w, L->k_w, L->v_w, L->o_w, L->gate, L->up, L->down};
-        for (size_t i = 0; i < sizeof mat / sizeof mat[0]; i++) r->p[mat[i]].gemm = 1;
         for (int t = 0; t < OS_LORA_N; t++)
             if (L->lora_a[t] >= 0) r->p[L->lora_a[t]].gemm = r->p[L->lora_b[t]].gemm = 1;
     }
@@ -287,12 +312,14 @@ int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config
 }
 
 int os_lora_base(const os_model *m, int64_t l, int t, int64_t *O, int64_t *I) {
-    const os_layer_ids *L = &m->layer[l];
-    int64_t C = m->C, q = m->H * m->D, kv = m->KH * m->D, F = m->F;
-    const int id[OS_LORA_N] = {L->q_w, L->k_w, L->v_w, L->o_w, L->gate, L->up, L->down};
-    const int64_t o[OS_LORA_N] = {q, kv, kv, C, F, F, C}, i[OS_LORA_N] = {C, C, C, q, C, C, F};
-    *O = o[t], *I = i[t];
-    return id[t];
+    for (size_t i = 0; i < NLAYER_TENSORS; i++) {
+        const layer_tensor *e = &LAYER_TENSORS[i];
+        if (e->lora != t) continue;
+        *O = layer_size(m, e->rows), *I = layer_size(m, e->cols);
+        return *(const int *)((const char *)&m->layer[l] + e->field);
+    }
+    OS_ASSERT(!"a LoRA target that no layer tensor has");
+    return -1;
 }
 
 int os_model_own_buckets(const os_model *m) { return m->enc.nlayers > 0 ? m->enc.b_front : m->reg.nb; }

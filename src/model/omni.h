@@ -43,7 +43,8 @@ typedef struct {
     os_lora_config lora;   // LoRA adapters on the decoder's linear layers (rank 0: none)
 } os_omni_config;
 
-// The tensors of a decoder layer, in declaration order, named once for their ids (here), their weights and
+// The tensors of a decoder layer, in declaration order (their names and shapes: LAYER_TENSORS in omni.c), named once
+// for their ids (here), their weights and
 // gradients (model/layer.h) and the code that resolves the ones from the others (model/forward.c): X(arg, field)
 // for each.
 #define OS_LAYER_TENSORS(X, arg) \
