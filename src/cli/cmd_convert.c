@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,8 +17,8 @@
 
 // the source tree: $OMNISHARD_HOME, else the folder above the one holding this executable
 static int source_tree(char *dir, size_t n) {
-    const char *home = getenv("OMNISHARD_HOME");
-    if (home && *home) return snprintf(dir, n, "%s", home) < (int)n ? 0 : -1;
+    const char *home = os_knobs()->home;
+    if (home) return snprintf(dir, n, "%s", home) < (int)n ? 0 : -1;
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) return -1;
@@ -37,8 +38,8 @@ int cmd_convert(int argc, char **argv) {
     if (access(tool, R_OK) != 0)
         os_die("convert: %s: not found (the converter is part of the source tree; set OMNISHARD_HOME to it)", tool);
     snprintf(venv, sizeof venv, "%s/.venv/bin/python", root);
-    const char *py = getenv("OMNISHARD_PYTHON");
-    if (!py || !*py) py = access(venv, X_OK) == 0 ? venv : "python3";
+    const char *py = os_knobs()->python;
+    if (!py) py = access(venv, X_OK) == 0 ? venv : "python3";
     char **args = os_alloc(((size_t)argc + 2) * sizeof *args, "convert arguments");
     args[0] = (char *)py;
     args[1] = tool;

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "core/cpu.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,11 @@ static int check_stdout(int rc) {
 }
 
 int main(int argc, char **argv) {
-    os_cpu_setup(argc, argv);
+    os_cpu_setup(argc, argv);   // may start the program again (OpenBLAS's core type): the check below runs once
+    if (os_knobs_check() < 0) {   // the OMNISHARD_* variables, read once, checked before any command starts
+        fprintf(stderr, "omnishard: %s\n", os_errmsg());
+        return 2;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return check_stdout(argc < 2 ? 2 : 0);

@@ -1,5 +1,6 @@
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -154,25 +155,12 @@ static char *take_best_fit(size_t len) {
 // Transparent huge pages for the pool's new mappings (MADV_HUGEPAGE; used where the system's THP setting,
 // /sys/kernel/mm/transparent_hugepage/enabled, is "madvise" or "always"): a buffer is faulted in 2 MiB at a time
 // instead of 4 KiB, and the walks over the buckets miss the TLB far less (docs/zero.md "Huge pages").
-// OMNISHARD_HUGEPAGES=0 leaves the pool to the system's default; 1 or unset asks for them. Read once; a bad value
-// is an option error of `sft` (os_alloc_huge_pages) and otherwise stops the process at the first large block.
-static int g_huge = -1;   // 1 ask, 0 leave, -2 a bad value
-static void read_huge(void) {
-    const char *e = getenv("OMNISHARD_HUGEPAGES");
-    g_huge = !e || !*e || !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : -2;
-}
-static pthread_once_t g_huge_once = PTHREAD_ONCE_INIT;
-
-int os_alloc_huge_pages(void) {
-    pthread_once(&g_huge_once, read_huge);
-    if (g_huge == -2)
-        return os_errf("OMNISHARD_HUGEPAGES: expected 1 (the pool asks for huge pages, the default) or 0 (the "
-                       "system's setting), got '%s'", getenv("OMNISHARD_HUGEPAGES"));
-    return g_huge;
-}
+// OMNISHARD_HUGEPAGES=0 (core/knobs.h) leaves the pool to the system's default; 1 or unset asks for them. A bad
+// value stops every command at start (main); a program without main stops at its first large block.
+int os_alloc_huge_pages(void) { return os_knobs_check() < 0 ? -1 : os_knobs()->hugepages; }
 
 static void want_huge(char *p, size_t len) {   // advice only: where THP is off the kernel ignores or refuses it
-    if (g_huge > 0) (void)madvise(p, len, MADV_HUGEPAGE);
+    if (os_knobs()->hugepages) (void)madvise(p, len, MADV_HUGEPAGE);
 }
 
 // A request no free range fits: a new mapping of len bytes whose pages are, as far as the free ranges reach, moved

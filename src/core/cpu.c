@@ -1,4 +1,5 @@
 #include "core/cpu.h"
+#include "core/knobs.h"
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ int os_cpu_has_bf16(void) {
 
 void os_cpu_setup(int argc, char **argv) {
     (void)argc;
-    if (getenv("OPENBLAS_CORETYPE") || getenv("OMNISHARD_NO_BLAS_FIX")) return;
+    if (getenv("OPENBLAS_CORETYPE") || os_knobs()->no_blas_fix) return;
     if (!os_cpu_has_avx512()) return;
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
     // The library is already loaded with its first choice; only a fresh image picks up the variable.

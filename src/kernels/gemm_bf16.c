@@ -17,6 +17,7 @@
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include <dlfcn.h>
@@ -229,8 +230,8 @@ static int onednn_amx(void) {
 // leaves onednn 0 or dgemm NULL, and k_gemm_bf16_setup refuses it). The matmul must choose a bf16 kernel for a probe
 // product (its name is logged); its reference code would be far slower than the fallback.
 static void setup(void) {
-    const char *env = getenv("OMNISHARD_BF16_GEMM");
-    int forced = env && *env;
+    const char *env = os_knobs()->bf16_gemm;
+    int forced = env != NULL;
     onednn = forced ? names_onednn(env) : os_cpu_has_bf16();
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
     if (!onednn) return;
@@ -258,10 +259,8 @@ static void setup(void) {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 int k_gemm_bf16_setup(const char **path) {
-    const char *env = getenv("OMNISHARD_BF16_GEMM");
-    if (env && *env && !names_onednn(env) && strcmp(env, "sgemm"))
-        return os_errf("OMNISHARD_BF16_GEMM: expected onednn, onednn_gemm, onednn_matmul or sgemm (or unset: chosen "
-                       "from the CPU), got '%s'", env);
+    if (os_knobs_check() < 0) return -1;   // OMNISHARD_BF16_GEMM's value
+    const char *env = os_knobs()->bf16_gemm;
     pthread_once(&once, setup);
     if (names_onednn(env) && !onednn)
         return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN has no bf16 matmul on this CPU (use sgemm)", env);

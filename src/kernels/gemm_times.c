@@ -3,6 +3,7 @@
 // step against the fp32 one, docs/performance.md). Products called inside a parallel region are not counted (none
 // are today: k_gemm cuts a product over the threads itself). Off (the default), a product pays one load and branch.
 #include "kernels/gemm.h"
+#include "core/knobs.h"
 #include "core/timer.h"
 #include <omp.h>
 #include <pthread.h>
@@ -46,10 +47,7 @@ static void report(void) {
 }
 
 static void setup(void) {
-    const char *e = getenv("OMNISHARD_GEMM_TIMES");
-    on = e && !strcmp(e, "1");
-    if (e && *e && strcmp(e, "0") && !on)
-        fprintf(stderr, "omnishard: OMNISHARD_GEMM_TIMES: expected 1 or 0, got '%s'; not timing the products\n", e);
+    on = os_knobs()->gemm_times;   // another value than 1 or 0 is named by os_knobs_check
     if (on) atexit(report);
 }
 

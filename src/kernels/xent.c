@@ -2,19 +2,14 @@
 #include "kernels/kernels.h"
 #include "kernels/vexp.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include <math.h>
 #include <stdlib.h>
 
 int64_t k_xent_chunk_rows(int64_t V, int64_t N) {
     int64_t rows = ((int64_t)1 << 25) / (V > 0 ? V : 1);
     if (rows < 64) rows = 64;
-    const char *e = getenv("OMNISHARD_LOGITS_ROWS");
-    if (e && *e) {
-        char *end;
-        long long r = strtoll(e, &end, 10);
-        if (*end || r < 1) os_die("OMNISHARD_LOGITS_ROWS: expected a positive number of rows, got '%s'", e);
-        rows = r;
-    }
+    if (os_knobs()->logits_rows > 0) rows = os_knobs()->logits_rows;   // the test hook OMNISHARD_LOGITS_ROWS
     return rows < N ? rows : N;
 }
 

@@ -13,6 +13,7 @@
 #include "tokenizer/growbuf.h"
 #include "tokenizer/gc_table.h"
 #include "tokenizer/tok_internal.h"
+#include "core/knobs.h"
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -128,8 +129,7 @@ static size_t parse_property(const char *p, uint32_t *mask, int *negate, char *s
 // references. OMNISHARD_TOK_RANGES=1 forces explicit ranges (tests).
 static int stand_ins_ok(const char *p) {
     char v[64];
-    const char *force = getenv("OMNISHARD_TOK_RANGES");
-    if ((force && !strcmp(force, "1")) || pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0 ||
+    if (os_knobs()->tok_ranges || pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0 ||
         strcmp(v, os_gc_base_version))
         return 0;
     for (; *p; p++) {

@@ -1,6 +1,7 @@
 #include "train/sft.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "core/timer.h"
 #include "lr/schedule.h"
 #include "persist/checkpoint_limit.h"
@@ -17,20 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-// fault injection for tests: OMNISHARD_FAULT=RANK:STEP:KIND, KIND error (a user error), crash (SIGSEGV),
-// exit (the process vanishes without a word), stall (the process waits forever, signals aside); STEP = the last
-// step + 1: after the run's work, before MPI_Finalize
-static void maybe_fault(int rank, int64_t step) {
-    const char *f = getenv("OMNISHARD_FAULT");
-    int r;
-    long long s;
-    char kind[16] = "error";
-    if (!f || sscanf(f, "%d:%lld:%15s", &r, &s, kind) < 2 || r != rank || s != step) return;
-    if (!strcmp(kind, "crash")) raise(SIGSEGV);
-    if (!strcmp(kind, "exit")) _exit(3);
-    while (!strcmp(kind, "stall")) pause();
-    os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", f, s);
-}
 
 #define TRAIN_HINT "try a smaller --learning_rate or --max_grad_norm"
 
@@ -180,7 +167,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     os_stop_step(step, r->total);
     double t0 = os_now(), cpu0 = os_cpu_now();
     comm_set_step(step);
-    maybe_fault(r->rank, step);
+    os_test_fault(r->rank, step);   // the test hook OMNISHARD_FAULT (core/knobs.h)
     micro_report sl;
     micro_batches(r, step, &sl);
     zr_reduce_grads(&r->s.rt);
@@ -225,7 +212,7 @@ int os_sft_run(const os_sft_args *a) {
         os_stop_boundary(r.total);
         exit_code = save_final(&r);
     }
-    if (!exit_code) maybe_fault(r.rank, r.total + 1);
+    if (!exit_code) os_test_fault(r.rank, r.total + 1);   // step total + 1: after the work, before MPI_Finalize
     if (exit_code) os_stop_if_failed(os_steplog_close(&r.log));
     os_sft_close(&r);
     return exit_code;

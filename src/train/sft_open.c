@@ -1,6 +1,7 @@
 #include "train/sft_open.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "dataset/pretok.h"
 #include "io/dirlock.h"
 #include "kernels/kernels.h"
@@ -130,6 +131,9 @@ static void count_steps(os_sft_state *r) {
                 "%lld parameters (%lld trained)",
                 (long long)r->nsamp, r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
                 (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
+    char knobs[1024];
+    os_knobs_describe(knobs, sizeof knobs);
+    if (r->rank == 0 && strcmp(knobs, "(none)")) os_info("omnishard sft: environment settings: %s", knobs);
     if (r->rank == 0 && os_sft_bf16(a))
         os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
                 "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
@@ -166,7 +170,7 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     if (r->rank == 0) os_checkpoint_cleanup(a->output_dir);
     if (a->resume_from_checkpoint) load_checkpoint(r);
     os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
-    r->log_samples = getenv("OMNISHARD_LOG_SAMPLES") && !strcmp(getenv("OMNISHARD_LOG_SAMPLES"), "1");
+    r->log_samples = os_knobs()->log_samples;
     r->saved = r->start - 1;
     r->bucket_norms = os_alloc(sizeof(double) * (size_t)r->m->reg.nb, "bucket grad norms");
 }

@@ -1,0 +1,37 @@
+// The OMNISHARD_* environment variables (docs/operations.md "Environment variables"): read here and nowhere else,
+// once, and checked; the rest of the program takes the values from os_knobs(). main() calls os_knobs_check() first,
+// so a bad value stops any command before it starts; a library used without main (the unit tests) reads them on
+// first use. OMNISHARD_HEAD_BALANCE, which changes a run's collectives, is in the start-up agreement.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *bf16_gemm;   // OMNISHARD_BF16_GEMM: onednn, onednn_gemm, onednn_matmul, sgemm; NULL: from the CPU
+    int gemm_times;          // OMNISHARD_GEMM_TIMES=1: the products' times at exit
+    int head_balance;        // OMNISHARD_HEAD_BALANCE: 1 (default) the head's rows move between ranks, 0 not
+    int hugepages;           // OMNISHARD_HUGEPAGES: 1 (default) the pool asks for transparent huge pages, 0 not
+    int log_samples;         // OMNISHARD_LOG_SAMPLES=1: each step's sample ids in logging.jsonl
+    int no_blas_fix;         // OMNISHARD_NO_BLAS_FIX set: OpenBLAS chooses its own core type
+    const char *home;        // OMNISHARD_HOME: the source tree omnishard convert uses, or NULL
+    const char *python;      // OMNISHARD_PYTHON: the interpreter of omnishard convert, or NULL
+    // Test hooks (for tests only; never needed by a run):
+    int64_t logits_rows;     // OMNISHARD_LOGITS_ROWS: rows per logits chunk instead of 2^25 / V; 0: not set
+    int tok_ranges;          // OMNISHARD_TOK_RANGES=1: the tokenizer's Unicode classes as explicit ranges
+    struct {                 // OMNISHARD_FAULT=RANK:STEP[:KIND]: os_test_fault injects KIND at that rank and step
+        int rank;            // -1: none
+        int64_t step;
+        char kind[8];        // error | crash | exit | stall
+    } fault;
+} os_knobs_t;
+
+// the values (read and checked on the first call; a bad one leaves its default, os_knobs_check says why)
+const os_knobs_t *os_knobs(void);
+// 0, or -1 with every bad value named ("OMNISHARD_X: expected ..., got '...'"); a note on stderr for a value
+// that is named and ignored (OMNISHARD_GEMM_TIMES)
+int os_knobs_check(void);
+// "OMNISHARD_X=v OMNISHARD_Y=w" of the variables set, "(none)" when none: for the run's settings
+void os_knobs_describe(char *buf, size_t n);
+// Test hook OMNISHARD_FAULT: at rank `rank`, step `step`: error (a user error: the message and exit 1), crash
+// (SIGSEGV), exit (the process vanishes without a word), stall (waits forever, signals aside); else nothing.
+void os_test_fault(int rank, int64_t step);
