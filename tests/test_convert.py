@@ -285,3 +285,31 @@ def test_sft_trains_on_converted_records(tmp_path):
     assert len(st) == 6, p.stderr
     assert all(np.isfinite(l["loss"]) for l in st)
     assert (out / "final_model" / "model.safetensors").exists()
+
+
+def test_a_converted_folder_is_a_dataset(tmp_path):
+    """--dataset DIR of omnishard convert reads DIR's records file (issue 27): the same samples as the file itself;
+    an unfinished conversion and another folder are refused, saying what a dataset folder is"""
+    write_shard(tmp_path / "data.parquet", array_rows(4, seed=2, vocab=16, rates=(16000,)))
+    convert(tmp_path / "data.parquet", "--output_dir", tmp_path / "conv", "--jsonl", "recs.jsonl", "--no_progress")
+    mdir = tmp_path / "m"
+    os.makedirs(mdir)
+    ref.train_tokenizer(str(mdir / "tokenizer.json"), vocab_size=300)
+    (mdir / "slam_omni.json").write_text(json.dumps({"code_layer": 3, "padded_text_vocabsize": 512,
+                                                     "padded_audio_vocabsize": 80}))
+    tool = ROOT / os.environ.get("OMNISHARD_BUILD", "build") / "tests" / "test_samples_tool"
+
+    def samples(data):
+        return subprocess.run([str(tool), str(data), str(mdir), "4096", "right"], capture_output=True, text=True,
+                              timeout=60)
+    want = samples(tmp_path / "conv" / "recs.jsonl")
+    assert want.returncode == 0 and want.stdout.count("\n") == 5, want.stderr
+    got = samples(tmp_path / "conv")
+    assert got.returncode == 0 and got.stdout == want.stdout, got.stderr
+    r = convert(tmp_path / "data.parquet", "--output_dir", tmp_path / "cut", "--batch_rows", 1, "--no_progress",
+                env={"OMNISHARD_CONVERT_KILL_AFTER_ROWS": "2"}, check=False)
+    assert r.returncode == -9, r.stderr
+    p = samples(tmp_path / "cut")
+    assert p.returncode == 1 and "omnishard convert has not finished writing" in p.stderr, p.stderr
+    p = samples(mdir)
+    assert p.returncode == 1 and "a folder that omnishard convert wrote" in p.stderr, p.stderr

@@ -218,6 +218,9 @@ BAD = {
     "not_object": ('[1, 2]', ["data.jsonl:2: expected a JSON object"]),
     "asr_no_transcript": ('{"task_type": "asr", "source_wav": "w.wav", "target_text": "x"}',
                           ["data.jsonl:2: field 'source_text': required by task_type asr"]),
+    "ms_swift_messages": ('{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "x"}]}',
+                          ["data.jsonl:2: a record in ms-swift's / the OpenAI chat 'messages' format",
+                           "omnishard reads SLAM-Omni records (source_wav or source_text, target_text, target_token"]),
     "history_not_s2s": ('{"task_type": "tts", "history": "USER: a", "target_text": "x", "target_token": [1]}',
                         ["data.jsonl:2: field 'history': only task_type s2s takes history, got task_type tts"]),
 }

@@ -5,10 +5,12 @@
 #include "dataset/jsonrec.h"
 #include "dataset/sampler.h"
 #include "dataset/slam_dataset.h"
+#include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // 1 when the first record of path is pretokenized ("input_ids"), 0 when not, -1 + message on error
 static int is_pretok(const char *path) {
@@ -33,8 +35,43 @@ static int is_pretok(const char *path) {
     return 1;
 }
 
+// A folder as the dataset: the records file omnishard convert wrote there (its convert_state.json names it and says
+// whether the conversion finished). *path becomes that file (kept for the process: the dataset refers to it); 0, or
+// -1 + message for another folder or an unfinished conversion.
+static int convert_folder(const char **path) {
+    struct stat st;
+    if (stat(*path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    static char files[8][4200];   // the datasets of one process: training, evaluation, inference
+    static int used;
+    char state[4200];
+    snprintf(state, sizeof state, "%s/convert_state.json", *path);
+    size_t n;
+    char *text = os_read_file(state, &n);
+    if (!text)
+        return os_errf("%s: a folder; the dataset is a .jsonl file (pretokenized or SLAM-Omni records), or a folder that "
+                       "omnishard convert wrote (it holds convert_state.json)", *path);
+    cJSON *o = cJSON_Parse(text);
+    os_free(text);
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options"), *done = cJSON_GetObjectItemCaseSensitive(o, "done");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(opts, "jsonl");
+    int rc = 0;
+    if (!cJSON_IsString(name) || !cJSON_IsBool(done) || strchr(name->valuestring, '/'))
+        rc = os_errf("%s: expected omnishard convert's state (options.jsonl, done)", state);
+    else if (!cJSON_IsTrue(done))
+        rc = os_errf("%s: omnishard convert has not finished writing %s/%s (convert_state.json: done false); run the same "
+                     "convert again to complete it", *path, *path, name->valuestring);
+    else {
+        char *f = files[used < 7 ? used++ : 7];
+        snprintf(f, sizeof files[0], "%s/%s", *path, name->valuestring);
+        *path = f;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
 os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char *model_dir, int64_t max_length,
                             const char *truncation) {
+    if (convert_folder(&path) < 0) return NULL;
     int pre = is_pretok(path);
     if (pre < 0) return NULL;
     int64_t R = z->G > 0 ? z->G + 1 : 1;

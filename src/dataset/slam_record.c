@@ -43,10 +43,24 @@ static int blank(const char *s, int64_t n) {
     return 1;
 }
 
+// a chat record ({"messages": [{"role", "content"}, ...]}, ms-swift's and OpenAI's) without any SLAM-Omni field
+static int chat_format(const cJSON *o) {
+    static const char *const SLAM[] = {"source_wav", "question_audio", "source_text", "question", "target_text", "answer"};
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "messages"))) return 0;
+    for (size_t i = 0; i < sizeof SLAM / sizeof SLAM[0]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(o, SLAM[i])) return 0;
+    return 1;
+}
+
 int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, os_slam_record *r) {
     memset(r, 0, sizeof *r);
     if (!cJSON_IsObject(o)) return os_errf("%s:%lld: expected a JSON object (one record), got %s", path, (long long)line, os_json_kind(o));
     const char *task = NULL, *target_text, *used;
+    if (chat_format(o))
+        return os_errf("%s:%lld: a record in ms-swift's / the OpenAI chat 'messages' format (role/content turns); "
+                       "omnishard reads SLAM-Omni records (source_wav or source_text, target_text, target_token; "
+                       "docs/dataset.md) and pretokenized lines {\"input_ids\", \"labels\"}: write the data in one of "
+                       "those (omnishard convert turns the SLAM-Omni Parquet shards into records)", path, (long long)line);
     if (str_field(o, path, line, "task_type", NULL, &task) < 0) return -1;
     r->task = OS_TASK_S2S;
     if (task) {
