@@ -42,3 +42,16 @@ def test_dashes_and_bare_booleans(tmp_path):
     p = run(["export", "--checkpoint", tmp_path / "nope", "--output-dir", tmp_path / "o", "--merge_lora"],
             check=False, timeout=60)
     assert p.returncode > 0 and "nope" in p.stderr and "unknown" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("cmd", [["sft", "--model", "Qwen/Qwen2.5-7B", "--dataset", "d.jsonl", "--output_dir", "{t}/o"],
+                                 ["infer", "--model", "Qwen/Qwen2.5-7B", "--question", "hi"],
+                                 ["plan", "--model", "Qwen/Qwen2.5-7B"],
+                                 ["sft", "--model", "{t}", "--speech_encoder", "openai/whisper-small", "--dataset",
+                                  "d.jsonl", "--output_dir", "{t}/o"]], ids=["sft", "infer", "plan", "encoder"])
+def test_a_hub_id_says_nothing_is_downloaded(tmp_path, cmd):
+    p = run([c.format(t=tmp_path) for c in cmd], check=False, timeout=60)
+    hub = "openai/whisper-small" if "openai/whisper-small" in cmd else "Qwen/Qwen2.5-7B"
+    assert p.returncode > 0 and "reads like a Hugging Face Hub id, and omnishard downloads nothing" in p.stderr, p.stderr
+    assert f"huggingface-cli download {hub} --local-dir models/{hub.split('/')[1]}" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()

@@ -52,6 +52,7 @@ static int load_config(const char *model, const char *config, os_qwen2_config *c
         return os_qwen2_config_load(path, c);
     }
     if (os_plan_preset(model, c) == 0) return 0;
+    if (os_hub_id_check("--model", model) < 0) return -1;
     return os_errf("--model '%s': not a model directory nor a preset (qwen2.5-0.5b, -1.5b, -3b, -7b)", model);
 }
 

@@ -1,6 +1,7 @@
 // omnishard sft: parse the ms-swift style flags, start MPI, agree on them across ranks, run the training loop.
 #include "cli/commands.h"
 #include "core/err.h"
+#include "io/hfconfig.h"
 #include "train/agree.h"
 #include "train/args.h"
 #include "train/sft.h"
@@ -11,6 +12,8 @@ int cmd_sft(int argc, char **argv) {
     // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops;
     // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
+    if (rc == 0 && (os_hub_id_check("--model", a.model) < 0 || os_hub_id_check("--speech_encoder", a.speech_encoder) < 0))
+        rc = -1;
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);

@@ -6,9 +6,11 @@
 #include "core/err.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static cJSON *load_json(const char *path) {
     char *text = os_read_file(path, NULL);
@@ -270,4 +272,16 @@ int os_whisper_config_load(const char *path, os_whisper_config *c) {
                      c->encoder_attention_heads);
     cJSON_Delete(o);
     return rc;
+}
+
+int os_hub_id_check(const char *option, const char *dir) {
+    struct stat st;
+    if (!dir || stat(dir, &st) == 0) return 0;
+    const char *slash = strchr(dir, '/');
+    if (!slash || slash == dir || !slash[1] || strchr(slash + 1, '/') || dir[0] == '.' || dir[0] == '~') return 0;
+    for (const char *c = dir; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("._-/", *c)) return 0;
+    return os_errf("%s '%s': no such directory; it reads like a Hugging Face Hub id, and omnishard downloads nothing "
+                   "(it reads local directories only). Download it first, e.g. `huggingface-cli download %s "
+                   "--local-dir models/%s`, then pass %s models/%s", option, dir, dir, slash + 1, option, slash + 1);
 }

@@ -24,3 +24,7 @@ typedef struct {
 } os_whisper_config;
 // Reads a HF WhisperConfig config.json (activation_function must be "gelu").
 int os_whisper_config_load(const char *path, os_whisper_config *c);
+
+// A model directory option (--model, --speech_encoder): 0 when dir exists (or is not a Hub id); -1 + message when it
+// does not and reads like a Hugging Face Hub id ("Qwen/Qwen2.5-7B"): nothing is ever downloaded; how to get it.
+int os_hub_id_check(const char *option, const char *dir);
