@@ -165,3 +165,24 @@ def test_log_cut_by_a_crash_holds_each_step_once(tiny, tmp_path):
     train(tiny, out, 1, 1, ["--max_steps", 6, "--save_steps", 3, "--resume_from_checkpoint", out / "checkpoint-3"])
     lines = [json.loads(l) for l in open(out / "logging.jsonl")]
     assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("how", ["true", "run_dir"])
+def test_resume_true_or_a_run_directory_takes_its_latest_complete_checkpoint(tiny, tmp_path, how):
+    """Hugging Face's --resume_from_checkpoint true (issue 27): the latest complete checkpoint of --output_dir (here
+    checkpoint-4: the run vanished in step 5, and checkpoint-9 has no manifest: incomplete); a run directory as
+    the value means the same; false means no resume"""
+    out = tmp_path / "o"
+    p = run(["sft", "--model", tiny / "model", "--dataset", tiny / "data.jsonl", "--output_dir", out, *COMMON,
+             "--max_steps", 6, "--save_steps", 2], check=False, env={"OMNISHARD_FAULT": "0:5:exit"})
+    assert p.returncode != 0 and (out / "checkpoint-4" / "manifest.json").exists()
+    os.makedirs(out / "checkpoint-9")
+    value = "true" if how == "true" else out
+    p = train(tiny, out, 1, 1, ["--max_steps", 6, "--save_steps", 2, "--resume_from_checkpoint", value])
+    assert f"resumed from {out}/checkpoint-4 at step 4" in p.stderr, p.stderr
+    assert [x["step"] for x in steps_logged(out)] == [1, 2, 3, 4, 5, 6]
+    empty = tmp_path / "empty"
+    p = train(tiny, empty, 1, 1, ["--max_steps", 1, "--resume_from_checkpoint", "true"], check=False)
+    assert p.returncode == 2 and f"--resume_from_checkpoint true: {empty} holds no complete checkpoint" in p.stderr, p.stderr
+    p = train(tiny, empty, 1, 1, ["--max_steps", 1, "--resume_from_checkpoint", "false"])
+    assert "resumed" not in p.stderr and [x["step"] for x in steps_logged(empty)] == [1]

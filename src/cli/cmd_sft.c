@@ -2,18 +2,29 @@
 #include "cli/commands.h"
 #include "core/err.h"
 #include "io/hfconfig.h"
+#include "persist/checkpoint_limit.h"
 #include "train/agree.h"
 #include "train/args.h"
 #include "train/sft.h"
 #include "zero/comm.h"
+
+// what the options name, looked at before the run: a Hub id instead of a directory (nothing is downloaded);
+// --resume_from_checkpoint true (or a run directory): its latest complete checkpoint; false: no resume
+static int settle(os_sft_args *a) {
+    if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
+    static char resume[4300];
+    int found = os_checkpoint_resolve(a->resume_from_checkpoint, a->output_dir, resume, sizeof resume);
+    if (found == 2) a->resume_from_checkpoint = NULL;
+    if (found == 1) a->resume_from_checkpoint = resume;   // named by the "resumed from" line
+    return found < 0 ? -1 : 0;
+}
 
 int cmd_sft(int argc, char **argv) {
     os_sft_args a;
     // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops;
     // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
-    if (rc == 0 && (os_hub_id_check("--model", a.model) < 0 || os_hub_id_check("--speech_encoder", a.speech_encoder) < 0))
-        rc = -1;
+    if (rc == 0) rc = settle(&a);
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -95,4 +96,21 @@ int os_checkpoint_limit(const char *output_dir, int64_t limit) {
     }
     os_free(c);
     return removed;
+}
+
+int os_checkpoint_resolve(const char *arg, const char *output_dir, char *out, size_t n) {
+    if (!arg || !strcmp(arg, "false") || !strcmp(arg, "False") || !strcmp(arg, "0")) return 2;
+    int flag = !strcmp(arg, "true") || !strcmp(arg, "True") || !strcmp(arg, "1");
+    const char *dir = flag ? output_dir : arg;
+    char man[4400];
+    snprintf(man, sizeof man, "%s/manifest.json", dir);
+    struct stat st;
+    if (!flag && (access(man, F_OK) == 0 || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) return 0;   // a checkpoint
+    int count;
+    ckpt *c = list_checkpoints(dir, &count);
+    int rc = count > 0 ? 1 : os_errf("--resume_from_checkpoint %s: %s holds no complete checkpoint (a checkpoint-STEP "
+                                     "folder with its manifest.json)", arg, dir);
+    if (rc == 1) snprintf(out, n, "%s/checkpoint-%lld", dir, (long long)c[count - 1].step);
+    os_free(c);
+    return rc;
 }
