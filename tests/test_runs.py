@@ -1,5 +1,7 @@
-"""Run directories and their logs (issue 27): the ETA of a resumed run counts only its own steps."""
-import json, re
+"""Run directories and their logs (issue 27): a used --output_dir is refused (naming what it holds) unless the run
+resumes its checkpoint or --overwrite_output_dir true removes the earlier run first; --add_version writes into new
+vN-... folders; args.json holds the resolved settings; the ETA of a resumed run counts only its own steps."""
+import json, os, re
 import pytest
 
 from oracle import slam_omni_ref as ref
@@ -37,3 +39,76 @@ def test_eta_after_resume_counts_this_runs_steps(tiny, tmp_path):
     etas = re.findall(r"step (\d+)/6 .* ETA (\S+(?: \S+)*)$", p.stderr, re.M)
     assert [s for s, _ in etas] == ["3", "4", "5", "6"] and etas[-1][1] == "0s", p.stderr
     assert all(re.fullmatch(r"(\d+d )?(\d+h )?(\d+m )?\d+s", e) for _, e in etas), etas
+
+
+def test_a_used_output_dir_is_refused_naming_what_it_holds(tiny, tmp_path):
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 4, "--save_steps", 2)
+    before = (out / "logging.jsonl").read_text()
+    p = sft(tiny, out, "--max_steps", 1, check=False)
+    assert p.returncode != 0, p.stderr
+    assert "the output directory holds an earlier run: args.json, checkpoint-2, checkpoint-4, final_model, " \
+           "logging.jsonl;" in p.stderr and "--overwrite_output_dir true" in p.stderr, p.stderr
+    assert f"--resume_from_checkpoint {out}/checkpoint-4" in p.stderr, p.stderr
+    assert (out / "logging.jsonl").read_text() == before      # untouched (was: truncated to the new run's lines)
+    # a resumed run writes only into its checkpoint's directory (or an empty one), never into another run's
+    other = tmp_path / "other"
+    sft(tiny, other, "--max_steps", 1)
+    p = sft(tiny, other, "--max_steps", 4, "--resume_from_checkpoint", out / "checkpoint-2", check=False)
+    assert p.returncode != 0 and "earlier run: args.json, checkpoint-1, final_model, logging.jsonl;" in p.stderr, p.stderr
+    p = sft(tiny, out, "--max_steps", 4, "--resume_from_checkpoint", out / "checkpoint-2",
+            "--overwrite_output_dir", "true", check=False)
+    assert p.returncode != 0 and "would remove the checkpoint this run resumes" in p.stderr, p.stderr
+    assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-2", "checkpoint-4", "final_model",
+                                       "logging.jsonl"]
+
+
+def test_overwrite_removes_the_earlier_run_and_keeps_other_files(tiny, tmp_path):
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 4, "--save_steps", 2)
+    (out / "notes.txt").write_text("mine")
+    p = sft(tiny, out, "--max_steps", 1, "--overwrite_output_dir", "true")
+    assert "removed the earlier run's args.json, checkpoint-2, checkpoint-4, final_model, logging.jsonl" in p.stderr
+    assert "kept notes.txt" in p.stderr, p.stderr
+    assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-1", "final_model", "logging.jsonl",
+                                       "notes.txt"]
+    assert [l["step"] for l in lines(out)] == [1]
+
+
+def test_add_version_writes_each_run_into_a_new_folder_with_args_json(tiny, tmp_path):
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 1, "--add_version", "true", "--learning_rate", "3e-4")
+    run(["sft", "--model", tiny / "model", "--dataset", tiny / "data.jsonl", "--output_dir", out, "--max_length", 64,
+         "--max_steps", 2, "--add_version", "true", "--deepspeed", "zero3"], np_=2)
+    runs = sorted(os.listdir(out), key=lambda v: int(v[1:].split("-")[0]))
+    assert len(runs) == 2 and all(re.fullmatch(r"v%d-\d{8}-\d{6}" % (i + 1), v) for i, v in enumerate(runs)), runs
+    for v, steps in zip(runs, (1, 2)):
+        assert [l["step"] for l in lines(out / v)] == list(range(1, steps + 1))
+        a = json.load(open(out / v / "args.json"))
+        assert a["output_dir"] == str(out / v) and a["max_steps"] == steps and a["add_version"] is True
+        assert a["resolved"]["total_steps"] == steps and a["resolved"]["world_size"] == (1 if steps == 1 else 2)
+    a1 = json.load(open(out / runs[0] / "args.json"))
+    # every option, typed; the ones the model decides as resolved (code_layer was not given: the model's G = 3)
+    assert a1["learning_rate"] == 3e-4 and a1["seed"] == 42 and a1["gradient_checkpointing"] is True
+    assert a1["code_layer"] == 3 and a1["loss_weights"] == [0.25] * 4 and a1["val_dataset"] is None
+    assert a1["resolved"]["train_samples"] == 6 and a1["resolved"]["resumed_from"] is None
+    assert a1["model"] == str(tiny / "model") and a1["deepspeed"] == "zero0"
+
+
+def test_spoken_question_without_speech_encoder_is_found_at_open(tmp_path):
+    """A mixed dataset whose only spoken question is its last record: named FILE:LINE before the first step (was:
+    'sample N' when first drawn, at step 21 of 49 in the issue)"""
+    import wave
+    from oracle import slam_samples_ref as sref
+    sref.make_model_dir(str(tmp_path / "model"), T=512, A=80, G=3, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
+    with wave.open(str(tmp_path / "q.wav"), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(b"\0\0" * 1600)
+    recs = sref.make_records(6, A=80, seed=4)
+    recs[-1]["source_wav"] = "q.wav"
+    sref.write_jsonl(tmp_path / "d.jsonl", recs)
+    p = run(["sft", "--model", tmp_path / "model", "--dataset", tmp_path / "d.jsonl", "--output_dir", tmp_path / "o",
+             "--max_steps", 5, "--max_length", 512], check=False)
+    assert p.returncode != 0, p.stderr
+    assert f"{tmp_path}/d.jsonl:6: field 'source_wav': the record has a spoken question ('q.wav') but the model has " \
+           "no speech encoder (--speech_encoder DIR" in p.stderr, p.stderr
+    assert not (tmp_path / "o" / "logging.jsonl").exists()      # before any step

@@ -10,7 +10,7 @@ mkdir -p demo
 .venv/bin/python tools/make_tiny_model.py demo/model demo/data.jsonl --samples 48
 head -c 300 demo/data.jsonl; echo " ..."
 mpirun --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 "$BIN" sft \
-    --model demo/model --dataset demo/data.jsonl --output_dir demo/out \
+    --model demo/model --dataset demo/data.jsonl --output_dir demo/out --overwrite_output_dir true \
     --deepspeed zero3 --num_train_epochs 4 --learning_rate 3e-3 --warmup_steps 2 --lr_scheduler_type cosine \
     --per_device_train_batch_size 2 --max_length 256 --split_dataset_ratio 0.1 --eval_steps 5 --save_steps 10
 "$BIN" plot demo/out/logging.jsonl -o demo/out/loss.svg

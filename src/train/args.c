@@ -33,6 +33,11 @@ static const opt opts[] = {
     S(model, "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
     S(dataset, "training data: .jsonl (pretokenized or SLAM-Omni records) (required)"),
     S(output_dir, "where logging.jsonl, checkpoints and the final model go (required)"),
+    B(overwrite_output_dir, "a --output_dir that holds an earlier run: remove its files (logging.jsonl, args.json, "
+                            "checkpoint-N, final_model, images) first; without it such a directory is refused, unless "
+                            "the run resumes a checkpoint of it (default false)"),
+    B(add_version, "write into a new OUTPUT_DIR/vN-YYYYMMDD-HHMMSS run folder, as ms-swift (default false, ms-swift's "
+                   "true: omnishard writes where --output_dir says)"),
     C(model_type, "slam_omni|qwen2", "slam_omni (a Qwen2 LLM with G audio layers) or qwen2 (plain causal LM)"),
     N(code_layer, T_INT, "[1," STR(OS_MAX_G) "]", "audio code layers G of slam_omni (default 3, or slam_omni.json)"),
     N(num_latency_tokens, T_INT, "[0,inf)", "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),

@@ -7,6 +7,7 @@
 #include "persist/checkpoint_limit.h"
 #include "persist/dump.h"
 #include "persist/export.h"
+#include "train/args_json.h"
 #include "train/evaluate.h"
 #include "train/sft_open.h"
 #include "train/stop.h"
@@ -206,6 +207,7 @@ static int save_final(os_sft_state *r) {
 int os_sft_run(const os_sft_args *a) {
     os_sft_state r;
     os_sft_open(&r, a);
+    os_stop_if_failed(r.rank == 0 ? os_args_json_write(&r) : 0);   // the run's settings, as resolved
     int exit_code = 0;
     for (int64_t step = r.start; step <= r.total && !exit_code; step++) exit_code = train_step(&r, step);
     if (!exit_code) {

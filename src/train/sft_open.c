@@ -4,6 +4,7 @@
 #include "core/knobs.h"
 #include "dataset/pretok.h"
 #include "io/dirlock.h"
+#include "train/rundir.h"
 #include "kernels/kernels.h"
 #include "train/agree.h"
 #include "train/evaluate.h"
@@ -74,6 +75,8 @@ static void open_session(os_sft_state *r) {
     agree_on_config(a);
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
     os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
+    // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
+    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->output_dir, a->resume_from_checkpoint, a->overwrite_output_dir) : 0);
     os_stop_install();
     if (a->resume_from_checkpoint) {
         run_args(a, &r->run);
@@ -162,7 +165,10 @@ static void load_checkpoint(os_sft_state *r) {
 
 void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     memset(r, 0, sizeof *r);
-    r->a = a, r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
+    r->args = *a, r->a = &r->args, r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
+    os_rundir_version(a->output_dir, a->add_version, r->run_dir, sizeof r->run_dir);
+    r->args.output_dir = r->run_dir;
+    a = r->a;
     open_session(r);
     open_data(r);
     data_position(r);

@@ -10,7 +10,9 @@
 #include "train/steplog.h"
 
 typedef struct {
-    const os_sft_args *a;
+    const os_sft_args *a;         // &args
+    os_sft_args args;             // the options, output_dir the run directory (--add_version: a new vN-... in it)
+    char run_dir[4200];
     int rank, N;
     os_session s;
     os_model *m;                  // &s.model

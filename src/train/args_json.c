@@ -1,0 +1,59 @@
+// args.json (train/args_json.h).
+#include "train/args_json.h"
+#include "core/err.h"
+#include "io/atomic.h"
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+// an option's canonical text (os_sft_args_value) as a JSON value
+static cJSON *value(const char *text) {
+    char *end;
+    double x = strtod(text, &end);
+    if (!strcmp(text, "(not given)") || !strcmp(text, "(none)") || !strcmp(text, "(default)")) return cJSON_CreateNull();
+    if (!strcmp(text, "true") || !strcmp(text, "false")) return cJSON_CreateBool(!strcmp(text, "true"));
+    if (*text && !*end) return cJSON_CreateNumber(x);
+    return cJSON_CreateString(text);
+}
+
+static void set(cJSON *o, const char *key, cJSON *v) {
+    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+    cJSON_AddItemToObject(o, key, v);
+}
+
+int os_args_json_write(const os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    const os_omni_config *oc = &r->m->oc;
+    cJSON *o = cJSON_CreateObject(), *res = cJSON_CreateObject();
+    for (int i = 0; i < os_sft_args_count(); i++) {
+        const char *name;
+        char text[4400];
+        os_sft_args_value(a, i, &name, text, sizeof text);
+        set(o, name, value(text));
+    }
+    float w[OS_MAX_G + 1];
+    for (int t = 0; t <= oc->G; t++) w[t] = oc->loss_w[t];
+    set(o, "loss_weights", cJSON_CreateFloatArray(w, oc->G + 1));
+    set(o, "code_layer", cJSON_CreateNumber(oc->G));
+    set(o, "num_latency_tokens", cJSON_CreateNumber(oc->latency));
+    set(o, "do_layershift", cJSON_CreateBool(oc->layershift));
+    cJSON_AddNumberToObject(res, "world_size", r->N);
+    cJSON_AddNumberToObject(res, "global_batch_size", (double)r->GB);
+    cJSON_AddNumberToObject(res, "total_steps", (double)r->total);
+    cJSON_AddNumberToObject(res, "warmup_steps", (double)r->warmup);
+    cJSON_AddNumberToObject(res, "train_samples", (double)r->nsamp);
+    cJSON_AddNumberToObject(res, "eval_samples", r->ev ? (double)r->ev->n : 0.0);
+    if (a->resume_from_checkpoint) cJSON_AddStringToObject(res, "resumed_from", a->resume_from_checkpoint);
+    else cJSON_AddNullToObject(res, "resumed_from");
+    cJSON_AddNumberToObject(res, "resumed_at_step", (double)r->done);
+    cJSON_AddItemToObject(o, "resolved", res);
+    char *text = cJSON_Print(o), path[4300];
+    cJSON_Delete(o);
+    if (!text) return os_errf("args.json: out of memory");
+    snprintf(path, sizeof path, "%s/args.json", a->output_dir);
+    size_t n = strlen(text);
+    text[n++] = '\n';   // cJSON_Print's text ends at "}"; its NUL becomes the newline
+    int rc = os_write_file_atomic(path, text, n);
+    free(text);
+    return rc;
+}
