@@ -257,6 +257,9 @@ static int read_all(slam_ds *d) {
         os_slam_record r;
         int rc = os_slam_record_read(o, path, line, d->c.A, &r);
         char *wav = NULL;
+        if (rc == 0 && !r.empty && r.wav && d->c.no_speech)   // found now, not when the sample is first drawn
+            rc = os_errf("%s:%lld: field 'source_wav': the record has a spoken question ('%s') but the model has no "
+                         "speech encoder (--speech_encoder DIR, docs/speech.md)", path, (long long)line, r.wav);
         if (rc == 0 && !r.empty && r.wav && !(wav = resolve_wav(path, r.wav, line))) rc = -1;
         if (rc == 0 && r.empty) {
             d->base.skipped++;

@@ -50,7 +50,8 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
 }
 
 int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval) {
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, a->mask_equal_length_audio};
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
+                       a->mask_equal_length_audio, T_s < 1};
     *train = os_dataset_open(a->dataset, &z, a->model, a->max_length, a->truncation_strategy);
     *eval = a->val_dataset && *train ? os_dataset_open(a->val_dataset, &z, a->model, a->max_length, a->truncation_strategy) : NULL;
     int rc = *train && (*eval || !a->val_dataset) ? 0 : -1;
