@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
@@ -165,7 +166,7 @@ int cmd_plan(int argc, char **argv) {
            "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (double)Ptr / 1e9, (long long)m.C, (long long)m.nlayers,
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
     const char *path = "sgemm";
-    if (bf16 && k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    if (bf16 && k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn ? 2 : 4) : 0;
     double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0, stash = bf16 ? (double)os_plan_bf16_stash(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",

@@ -3,6 +3,8 @@
 #include "core/cpu.h"
 #include "core/err.h"
 #include "core/knobs.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +44,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "omnishard: %s\n", os_errmsg());
         return 2;
     }
+    const os_knobs_t *kn = os_knobs();   // the kernels' settings (the rest read os_knobs where they are used)
+    if (kn->gemm_times) k_gemm_times_enable();
+    k_xent_set_chunk_rows(kn->logits_rows);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return check_stdout(argc < 2 ? 2 : 0);

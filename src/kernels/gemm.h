@@ -31,8 +31,9 @@ void k_gemm_bf16(const k_gemm_op *g);
 // f32 c; md[] receives a, b, c's memory descriptors, impl_name (when not NULL) the kernel's name. NULL, or what failed.
 const char *k_onednn_matmul(dnnl_engine_t eng, const k_gemm_op *g, dnnl_data_type_t in, dnnl_primitive_t *p,
                             dnnl_memory_desc_t md[3], char impl_name[64]);
-// OMNISHARD_GEMM_TIMES=1 (gemm_times.c): start returns a time stamp (0 when off or inside a parallel region); end
+// k_gemm_times_enable() (OMNISHARD_GEMM_TIMES=1, called once at start; gemm_times.c): start returns a time stamp (0 when off or inside a parallel region); end
 // adds the product g since then to its shape's row of the table printed at exit. kind: 0 fp32, 1 bf16, 2-4 bf16 with
 // a, b or both rounded by the caller (k_gemm_rounded's pre + 1).
+void k_gemm_times_enable(void);
 double k_gemm_times_start(void);
 void k_gemm_times_end(double t0, const k_gemm_op *g, int kind);

@@ -17,7 +17,6 @@
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
-#include "core/knobs.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include <dlfcn.h>
@@ -229,8 +228,10 @@ static int onednn_amx(void) {
 // The path and oneDNN's kernel, from the CPU's features (or OMNISHARD_BF16_GEMM; a forced kernel that cannot run
 // leaves onednn 0 or dgemm NULL, and k_gemm_bf16_setup refuses it). The matmul must choose a bf16 kernel for a probe
 // product (its name is logged); its reference code would be far slower than the fallback.
+static const char *g_forced;   // k_gemm_bf16_setup's, for setup (pthread_once takes no argument)
+
 static void setup(void) {
-    const char *env = os_knobs()->bf16_gemm;
+    const char *env = g_forced;
     int forced = env != NULL;
     onednn = forced ? names_onednn(env) : os_cpu_has_bf16();
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
@@ -258,9 +259,12 @@ static void setup(void) {
 }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-int k_gemm_bf16_setup(const char **path) {
-    if (os_knobs_check() < 0) return -1;   // OMNISHARD_BF16_GEMM's value
-    const char *env = os_knobs()->bf16_gemm;
+int k_gemm_bf16_setup(const char *forced, const char **path) {
+    const char *env = forced;
+    if (env && !names_onednn(env) && strcmp(env, "sgemm"))
+        return os_errf("OMNISHARD_BF16_GEMM: expected onednn, onednn_gemm, onednn_matmul or sgemm (or unset: chosen "
+                       "from the CPU), got '%s'", env);
+    g_forced = env;
     pthread_once(&once, setup);
     if (names_onednn(env) && !onednn)
         return os_errf("OMNISHARD_BF16_GEMM=%s: oneDNN has no bf16 matmul on this CPU (use sgemm)", env);

@@ -18,8 +18,10 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 // bf16 mixed precision (gemm_bf16.c): with on = 1 every k_gemm (so every k_linear_*) rounds op(a) and op(b) to bf16
 // and accumulates in fp32. Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has bf16
-// instructions, else "sgemm": rounded values in fp32 sgemm), -1 with a message on a bad OMNISHARD_BF16_GEMM.
-int k_gemm_bf16_setup(const char **path);
+// instructions, else "sgemm": rounded values in fp32 sgemm), or the one forced (OMNISHARD_BF16_GEMM's value: onednn,
+// onednn_gemm, onednn_matmul or sgemm; NULL: none); -1 with a message on another value or one the CPU cannot run.
+// The first call decides.
+int k_gemm_bf16_setup(const char *forced, const char **path);
 void k_gemm_set_bf16(int on);
 int k_gemm_bf16_on(void);
 // bf16: round w [rows, cols] (row stride ld) once, for every k_gemm reading exactly that operand (same pointer,
@@ -122,9 +124,10 @@ void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, 
 double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
                       int64_t *ncorrect);
 // rows per chunk of N rows over a vocabulary of V columns (about 128 MB of logits; at least 64, at most N): the
-// head's chunk, and the activation plan's size of it. OMNISHARD_LOGITS_ROWS=R sets R instead (tests: several
-// chunks with a small vocabulary; another value is an error)
+// head's chunk, and the activation plan's size of it; R rows instead after k_xent_set_chunk_rows(R > 0) (the test
+// hook OMNISHARD_LOGITS_ROWS: several chunks with a small vocabulary), called once at start
 int64_t k_xent_chunk_rows(int64_t V, int64_t N);
+void k_xent_set_chunk_rows(int64_t rows);
 
 // ---- AdamW with PyTorch's semantics (torch.optim.AdamW, foreach=False), on a flat range of n elements ----
 // g is multiplied by gscale first (gradient clipping) and zeroed as it is read. step is the 1-based step count.

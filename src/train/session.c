@@ -1,5 +1,6 @@
 #include "train/session.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "model/freeze.h"
 #include "model/load.h"
 #include "model/load_audit.h"
@@ -74,7 +75,7 @@ int os_sft_bf16(const os_sft_args *a) {
 int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     memset(s, 0, sizeof *s);
     if (os_sft_bf16(a)) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
-        if (k_gemm_bf16_setup(NULL) < 0) return -1;
+        if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, NULL) < 0) return -1;
         k_gemm_set_bf16(1);
     }
     s->model_dir = a->model;

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include <math.h>
@@ -69,7 +70,7 @@ static int case_ok(const char *name, int ta, int tb, int64_t M, int64_t N, int64
 
 int main(void) {
     const char *path = NULL;
-    if (k_gemm_bf16_setup(&path) < 0) return fprintf(stderr, "FAIL setup: %s\n", os_errmsg()), 1;
+    if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "FAIL setup: %s\n", os_errmsg()), 1;
     printf("bf16 GEMM path: %s (%s)\n", path, k_gemm_bf16_impl());
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
