@@ -231,3 +231,14 @@ def test_no_target_in_any_step_is_an_error(tiny, tmp_path):
     assert p.returncode != 0 and "no step had a target token" in p.stderr, p.stderr
     assert not (tmp_path / "o" / "final_model").exists()
     assert [l["loss"] for l in logs(tmp_path / "o")] == [None, None]
+
+
+def test_a_directory_where_a_file_is_expected_is_named_as_such(tmp_path):
+    """Every reader of a file refuses a directory with its name (fopen opens one and its size reads as 2^63-1)."""
+    d = tmp_path / "folder"
+    d.mkdir()
+    p = run(["plot", d], check=False, timeout=60)
+    assert p.returncode != 0 and f"{d}: is a directory, expected a logging.jsonl" in p.stderr, p.stderr
+    q = subprocess.run([str(BUILD / "tests" / "test_samples_tool"), d, d, "4096", "right"],
+                       capture_output=True, text=True, timeout=60)
+    assert q.returncode == 1 and f"{d}: is a directory, expected the dataset" in q.stderr, q.stdout + q.stderr

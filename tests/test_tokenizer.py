@@ -5,7 +5,7 @@ vocabulary that the `dashscope` wheel ships (tests/oracle/qwen_vocab.py), and a 
 with HF's BpeTrainer. When the wheel cannot be fetched, the Qwen2.5 cases run on the trained BPE instead (said in
 the output). Every line of a varied corpus must give identical ids; decode(encode(x)) must equal NFC(x).
 """
-import functools, json, random, subprocess, unicodedata, warnings
+import functools, json, random, shutil, subprocess, unicodedata, warnings
 
 import pytest
 from conftest import BIN
@@ -253,6 +253,19 @@ def err(args, stdin=b""):
 def test_error_missing_file(tmp_path):
     msg = err(["--tokenizer", str(tmp_path / "nope.json")], b"hi\n")
     assert "nope.json: cannot open" in msg
+
+
+def test_a_model_directory_means_its_tokenizer_json(trained_json, tmp_path):
+    """--tokenizer MODEL_DIR reads MODEL_DIR/tokenizer.json (was: a 2^63-byte allocation from a directory's size)."""
+    (tmp_path / "model").mkdir()
+    shutil.copy(trained_json, tmp_path / "model" / "tokenizer.json")
+    texts = CORPUS[:3]
+    assert os_encode(tmp_path / "model", texts) == [hf_load(trained_json).encode(t).ids for t in texts]
+
+
+def test_error_a_directory_without_tokenizer_json(tmp_path):
+    msg = err(["--tokenizer", str(tmp_path)], b"hi\n")
+    assert f"{tmp_path}/tokenizer.json: cannot open" in msg and "out of memory" not in msg, msg
 
 
 def test_error_malformed_json(tmp_path):

@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/opts.h"
+#include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
@@ -53,8 +54,8 @@ static int is_curve(const char *k) {
 }
 
 static int read_log(const char *path, series *s, int *ns) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return os_errf("%s: cannot open: %m", path);
+    FILE *f = os_fopen_read(path, "a logging.jsonl");
+    if (!f) return -1;
     char *line = NULL;
     size_t cap = 0;
     int64_t ln = 0;

@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: omnishard tokenize --tokenizer FILE [--decode [--skip_special_tokens]] [--json] [--stats]\n"
+    "usage: omnishard tokenize --tokenizer FILE|MODEL_DIR [--decode [--skip_special_tokens]] [--json] [--stats]\n"
     "\n"
     "Reads lines from stdin and writes one line per input line to stdout.\n"
     "  encode (default): each line, without its trailing \"\\n\" (a \"\\r\" before it is kept), is encoded\n"
@@ -28,7 +28,7 @@ typedef struct {
 
 #define F(n) .name = #n, .off = offsetof(tokenize_args, n)
 static const os_opt OPTS[] = {
-    {F(tokenizer), .type = OS_OPT_STR, .help = "a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE; required)"},
+    {F(tokenizer), .type = OS_OPT_STR, .help = "a Hugging Face tokenizer.json of the Qwen2 family (byte-level BPE), or a model directory holding one (required)"},
     {F(decode), .type = OS_OPT_FLAG, .help = "each line is a JSON array of ids; prints the decoded text (special tokens kept)"},
     {F(skip_special_tokens), .type = OS_OPT_FLAG,
      .help = "with --decode: leave out the added tokens marked special (Hugging Face's option)"},
@@ -80,7 +80,7 @@ int cmd_tokenize(int argc, char **argv) {
     const os_opt_cmd c = {.command = "tokenize", .usage = USAGE, .groups = &g, .ngroups = 1};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
-    if (rc == 0 && !a.tokenizer) rc = os_errf("--tokenizer FILE is required");
+    if (rc == 0 && !a.tokenizer) rc = os_errf("--tokenizer FILE is required (a tokenizer.json or a model directory)");
     if (rc < 0) return fprintf(stderr, "omnishard tokenize: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
     const char *path = a.tokenizer;
     int decode = a.decode, json = a.json, stats = a.stats, skip = a.skip_special_tokens;

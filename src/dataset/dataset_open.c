@@ -1,6 +1,7 @@
 // The dataset format dispatcher, train/validation split views, and the global count of skipped samples.
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/atomic.h"
 #include "dataset/dataset.h"
 #include "dataset/jsonrec.h"
 #include "dataset/sampler.h"
@@ -14,8 +15,8 @@
 
 // 1 when the first record of path is pretokenized ("input_ids"), 0 when not, -1 + message on error
 static int is_pretok(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return os_errf("%s: cannot open the dataset: %m", path);
+    FILE *f = os_fopen_read(path, "the dataset (a JSON Lines or JSON file)");
+    if (!f) return -1;
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);

@@ -4,6 +4,7 @@
 #include "audio/audio.h"
 #include "dataset/dataset.h"
 #include "dataset/pretok.h"
+#include "io/atomic.h"
 #include "io/json_kind.h"
 #include "tokenizer/utf8.h"
 #include <cjson/cJSON.h>
@@ -146,11 +147,8 @@ static void pt_free(os_dataset *d) {
 }
 
 os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, const char *trunc) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        os_errf("%s: cannot open the dataset: %m", path);
-        return NULL;
-    }
+    FILE *f = os_fopen_read(path, "the dataset");
+    if (!f) return NULL;
     pretok_ds *p = os_alloc(sizeof *p, "dataset");
     p->base.path = path, p->base.get = pt_get, p->base.free = pt_free, p->R = R;
     p->base.wav_path = pt_wav_path;

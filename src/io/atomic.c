@@ -91,6 +91,27 @@ int os_mkdir_p(const char *path) {
     return rc;
 }
 
+// 0 when fd may be read as a file; -1 + message naming path (a directory, or fstat failing)
+static int check_file(int fd, const char *path, const char *what, struct stat *st) {
+    if (fstat(fd, st) != 0) return os_errf("%s: cannot read: %s", path, strerror(errno));
+    if (S_ISDIR(st->st_mode)) return os_errf("%s: is a directory, expected %s", path, what);
+    return 0;
+}
+
+FILE *os_fopen_read(const char *path, const char *what) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        os_errf("%s: cannot open %s: %s", path, what, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (check_file(fileno(f), path, what, &st)) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
 char *os_read_file(const char *path, size_t *n) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -98,8 +119,7 @@ char *os_read_file(const char *path, size_t *n) {
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-        os_errf("%s: cannot read: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+    if (check_file(fd, path, "a file", &st)) {
         close(fd);
         return NULL;
     }

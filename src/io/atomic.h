@@ -1,13 +1,18 @@
 // Files that are never half-written: temp file + fsync + rename + directory fsync; directory helpers.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 
 // Write n bytes to path via path.tmp.<pid>; 0 or -1 + message naming path and errno text.
 int os_write_file_atomic(const char *path, const void *data, size_t n);
 // mkdir -p (mode 0777 & umask); existing directories are fine; -1 if a component is not a directory.
 int os_mkdir_p(const char *path);
-// Whole file, NUL-terminated (os_free it); *n (may be NULL) = size without the NUL. NULL + message on error.
+// Whole file, NUL-terminated (os_free it); *n (may be NULL) = size without the NUL. NULL + message on error
+// (a directory is refused: "PATH: is a directory, expected a file").
 char *os_read_file(const char *path, size_t *n);
+// fopen(path, "rb") for every reader that streams a file: a directory (which fopen opens, and whose size reads as
+// 2^63-1) or a missing/unreadable path gives NULL + a message naming path and what was expected ("the dataset").
+FILE *os_fopen_read(const char *path, const char *what);
 // Make tmpdir appear as finaldir: an existing finaldir is renamed to finaldir.old.<pid>, tmpdir renamed in,
 // the parent fsynced, then the old one removed recursively.
 int os_rename_dir_atomic(const char *tmpdir, const char *finaldir);

@@ -2,6 +2,7 @@
 // Everything this tokenizer does not implement is rejected with a message naming the field.
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/atomic.h"
 #include "io/json_kind.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/utf8.h"
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // ByteLevel's own split regex (GPT-2), used when the pre-tokenizer is ByteLevel with use_regex true
 static const char BYTELEVEL_REGEX[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -367,31 +369,19 @@ static int load_pipeline(loader *L, const cJSON *root) {
     return 0;
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        os_errf("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = os_alloc((size_t)size + 1, "tokenizer.json text");
-        *n = fread(buf, 1, (size_t)size, f);
-        if (*n != (size_t)size) {
-            os_free(buf);
-            buf = NULL;
+os_tokenizer *os_tok_load(const char *file_or_dir) {
+    char dirfile[4200];   // a model directory means its tokenizer.json
+    struct stat st;
+    const char *path = file_or_dir;
+    if (stat(file_or_dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (snprintf(dirfile, sizeof dirfile, "%s/tokenizer.json", file_or_dir) >= (int)sizeof dirfile) {
+            os_errf("%s: path too long", file_or_dir);
+            return NULL;
         }
+        path = dirfile;
     }
-    if (!buf) os_errf("%s: cannot read: %s", path, errno ? strerror(errno) : "short read");
-    fclose(f);
-    return buf;
-}
-
-os_tokenizer *os_tok_load(const char *path) {
     size_t n = 0;
-    char *json = read_file(path, &n);
+    char *json = os_read_file(path, &n);
     if (!json) return NULL;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, n, &end, 0);

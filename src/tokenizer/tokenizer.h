@@ -8,8 +8,9 @@
 
 typedef struct os_tokenizer os_tokenizer;
 
-// Load a tokenizer.json. NULL on error, with an os_errf message naming the file and the field.
-os_tokenizer *os_tok_load(const char *tokenizer_json_path);
+// Load a tokenizer.json (a directory means DIR/tokenizer.json, as in a model directory). NULL on error, with an
+// os_errf message naming the file and the field.
+os_tokenizer *os_tok_load(const char *file_or_dir);
 void os_tok_free(os_tokenizer *tok);   // NULL is fine
 
 // Encode utf8[0..n) (it may contain NULs). On success *ids is an os_alloc'd array of *nids ids (free it with
