@@ -103,3 +103,38 @@ def test_unknown_flag_and_bad_values(good, tmp_path):
     assert "unknown option '--learning_rat'" in err
     err = sft_fails(good / "model", good / "data.jsonl", tmp_path / "o", extra=["--deepspeed", "zero4"], np_=2)
     assert "--deepspeed" in err
+
+
+# issue 24: numbers are decimal (no hex, inf, nan, blanks), within what their consumer can represent; a loss that
+# trains nothing is an error. Each refused at parse time, before anything is read or written.
+@pytest.mark.parametrize("extra,needle", [
+    (["--learning_rate", "0x10"], "--learning_rate: expected a decimal number, got '0x10'"),
+    (["--learning_rate", "1e39"], "--learning_rate: expected a value in [0,3.4e38], got '1e39'"),
+    (["--adam_beta1", "nan"], "--adam_beta1: expected a decimal number, got 'nan'"),
+    (["--warmup_ratio", " 0.1"], "--warmup_ratio: expected a decimal number, got ' 0.1'"),
+    (["--max_steps", "0x10"], "--max_steps: expected a decimal integer, got '0x10'"),
+    (["--ddp_timeout", "1e19"], "--ddp_timeout: expected a value in [0,31536000], got '1e19'"),
+    (["--ddp_timeout", "31536001"], "--ddp_timeout: expected a value in [0,31536000], got '31536001'"),
+    (["--num_train_epochs", "1e300"], "--num_train_epochs: expected a value in (0,1e9], got '1e300'"),
+    (["--gradient_accumulation_steps", "4611686018427387904"],
+     "--gradient_accumulation_steps: expected a value in [1,2147483647], got '4611686018427387904'"),
+    (["--lora_alpha", "1e39"], "--lora_alpha: expected a value in (0,3.4e38], got '1e39'"),
+    (["--loss_weights", "0,0,0,0"], "--loss_weights: every weight is 0 in '0,0,0,0'"),
+    (["--loss_weights", "1,0x1,1,1"], "--loss_weights: expected comma-separated decimal numbers in [0,3.4e38]"),
+    (["--loss_weights", "1,1e39,1,1"], "--loss_weights: expected comma-separated decimal numbers in [0,3.4e38]"),
+    (["--param_loss", "l2:-1e30:lm_head"], "--param_loss 'l2:-1e30:lm_head': the l2 weight must be a decimal number in [0,3.4e38]"),
+    (["--param_loss", "l2:nan:lm_head"], "--param_loss 'l2:nan:lm_head': the l2 weight must be a decimal number"),
+    (["--param_loss", "l2:inf:lm_head"], "--param_loss 'l2:inf:lm_head': the l2 weight must be a decimal number"),
+    (["--param_loss", "l2:1e39:lm_head"], "--param_loss 'l2:1e39:lm_head': the l2 weight must be a decimal number"),
+])
+def test_numbers_are_decimal_and_within_their_consumers_range(good, tmp_path, extra, needle):
+    err = sft_fails(good / "model", good / "data.jsonl", tmp_path / "o", extra=extra)
+    assert needle in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_ddp_timeout_of_a_year_is_accepted(good, tmp_path):
+    # the longest deadline still starts (and the guard of MPI_Init/MPI_Finalize neither fires nor spins)
+    p = run(["sft", "--model", good / "model", "--dataset", good / "data.jsonl", "--output_dir", tmp_path / "o",
+             "--max_steps", 1, "--ddp_timeout", "31536000"], np_=2, check=False, timeout=120)
+    assert p.returncode == 0, p.stderr

@@ -9,14 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *os_float_str(float x, char *buf, size_t n) {
-    for (int digits = 6; digits <= 9; digits++) {   // the shortest text that reads back as the same float
-        snprintf(buf, n, "%.*g", digits, (double)x);
-        if (strtof(buf, NULL) == x) break;
-    }
-    return buf;
-}
-
 const char *const os_lora_module[OS_LORA_N] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
 int os_lora_parse_targets(const char *s, unsigned *targets) {

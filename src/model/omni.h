@@ -6,6 +6,7 @@
 // See docs/spec/slam-omni.md. Parameters are declared in m->reg (params.h); where they live and their data is the
 // sharding runtime's (zero/registry.h, zero/runtime.h; train/model_runtime.h joins the two).
 #pragma once
+#include "core/numtext.h"   // os_float_str
 #include "io/hfconfig.h"
 #include <stddef.h>
 #include "model/projector.h"
@@ -23,8 +24,6 @@ typedef struct {
     float alpha, dropout;
     unsigned targets;     // bit t set: module t has LoRA
 } os_lora_config;
-// x as the shortest decimal text that reads back as the same float (0.05f -> "0.05"), in buf
-const char *os_float_str(float x, char *buf, size_t n);
 // "all-linear" or comma-separated module names -> target bits; -1 + message on an unknown name
 int os_lora_parse_targets(const char *s, unsigned *targets);
 

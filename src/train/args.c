@@ -2,7 +2,9 @@
 #include "train/args.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include <errno.h>
+#include "core/numtext.h"
+#include "model/omni.h"
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -40,24 +42,24 @@ static const opt opts[] = {
                    "true: omnishard writes where --output_dir says)"),
     C(model_type, "slam_omni|qwen2", "slam_omni (a Qwen2 LLM with G audio layers) or qwen2 (plain causal LM)"),
     N(code_layer, T_INT, "[1," STR(OS_MAX_G) "]", "audio code layers G of slam_omni (default 3, or slam_omni.json)"),
-    N(num_latency_tokens, T_INT, "[0,inf)", "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
+    N(num_latency_tokens, T_INT, "[0,1048576]", "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
     B(do_layershift, "each audio layer its own A vocabulary rows, id T+g*A+a, no adapter (default slam_omni.json's, else false)"),
     B(mask_equal_length_audio, "the reference's mask of every audio label when text and audio have the same length (default false: trained)"),
     {.name = "loss_weights", .type = T_WEIGHTS, .help = "text,audio0,..: loss weights >= 0 (default 1/(G+1) each, the reference)"},
-    N(num_train_epochs, T_F64, "(0,inf)", "epochs (default 1)"),
+    N(num_train_epochs, T_F64, "(0,1e9]", "epochs (default 1)"),
     N(max_steps, T_I64, "[0,inf)", "optimizer steps; overrides epochs when > 0"),
-    N(per_device_train_batch_size, T_I64, "[1,inf)", "samples per rank per micro-batch (default 1)"),
-    N(gradient_accumulation_steps, T_I64, "[1,inf)", "micro-batches per optimizer step (default 1)"),
-    N(learning_rate, T_F64, "[0,inf)", "peak learning rate (default 1e-4)"),
-    N(weight_decay, T_F64, "[0,inf)", "AdamW weight decay, not applied to biases and norms (default 0)"),
+    N(per_device_train_batch_size, T_I64, "[1,2147483647]", "samples per rank per micro-batch (default 1)"),
+    N(gradient_accumulation_steps, T_I64, "[1,2147483647]", "micro-batches per optimizer step (default 1)"),
+    N(learning_rate, T_F64, "[0,3.4e38]", "peak learning rate (default 1e-4)"),
+    N(weight_decay, T_F64, "[0,3.4e38]", "AdamW weight decay, not applied to biases and norms (default 0)"),
     N(adam_beta1, T_F64, "[0,1)", "default 0.9"),
     N(adam_beta2, T_F64, "[0,1)", "default 0.999"),
-    N(adam_epsilon, T_F64, "[0,inf)", "default 1e-8"),
-    N(max_grad_norm, T_F64, "[0,inf)", "global gradient-norm clipping, 0 = off (default 1)"),
+    N(adam_epsilon, T_F64, "[0,3.4e38]", "default 1e-8"),
+    N(max_grad_norm, T_F64, "[0,3.4e38]", "global gradient-norm clipping, 0 = off (default 1)"),
     N(warmup_steps, T_I64, "[0,inf)", "linear warm-up steps (default 0)"),
     N(warmup_ratio, T_F64, "[0,1)", "warm-up as a fraction of all steps when warmup_steps is 0 (default 0)"),
     C(lr_scheduler_type, "linear|constant|constant_with_warmup|cosine", "learning-rate schedule (default linear)"),
-    N(max_length, T_I64, "[2,inf)", "longest sample in tokens (default 2048)"),
+    N(max_length, T_I64, "[2,2147483647]", "longest sample in tokens (default 2048)"),
     C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
     N(logging_steps, T_I64, "[1,inf)", "log every N steps, and the last (default 1)"),
     N(save_steps, T_I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
@@ -79,7 +81,7 @@ static const opt opts[] = {
     S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
     C(train_type, "full|lora", "full (default) or lora: the LLM frozen, LoRA adapters on its linear layers (docs/training.md)"),
     N(lora_rank, T_INT, "[1,4096]", "LoRA rank r (default 8)"),
-    N(lora_alpha, T_F64, "(0,inf)", "LoRA alpha: the update is scaled by alpha / r (default 32)"),
+    N(lora_alpha, T_F64, "(0,3.4e38]", "LoRA alpha: the update is scaled by alpha / r (default 32)"),
     N(lora_dropout, T_F64, "[0,1)", "dropout on the LoRA input (default 0.05; counter-RNG masks, not PyTorch's)"),
     S(target_modules, "LoRA targets: all-linear (default) or a list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
     B(merge_lora, "final_model with LoRA merged (default true) or base + PEFT adapter directory final_model/lora_adapter"),
@@ -93,8 +95,8 @@ static const opt opts[] = {
                             "(default all; none with --freeze_llm)"),
     P(cache_speech_features, "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
     {.name = "param_loss", .type = T_TERM, .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
-    N(ddp_timeout, T_F64, "[0,inf)", "seconds a rank waits in one collective before the job ends with a report naming the "
-                                      "ranks that did not arrive; 0 = wait forever (default 1800, docs/operations.md)"),
+    N(ddp_timeout, T_F64, "[0,31536000]", "seconds a rank waits in one collective before the job ends with a report naming the "
+                                      "ranks that did not arrive; 0 = wait forever, at most a year (default 1800, docs/operations.md)"),
     S(dump_grads, "write the first step's reduced gradients to this safetensors file"),
     P(dump_logits, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
     // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
@@ -165,6 +167,9 @@ static void defaults(os_sft_args *a) {
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
 }
 
+// The ranges are those the option's consumer can represent (docs/training.md "Option ranges"): float for what
+// AdamW and LoRA compute with (3.4e38), int for lengths and batch sizes, a year for --ddp_timeout.
+
 // x within o's range ("[lo,hi)" etc.); -1 + message naming the option, the range and the value when not
 static int in_range(const opt *o, double x, const char *v) {
     char lb, rb;
@@ -175,30 +180,39 @@ static int in_range(const opt *o, double x, const char *v) {
 }
 
 static int parse_weights(os_sft_args *a, const char *v) {
-    char *end;
     a->n_loss_weights = 0;
     for (const char *s = v; *s;) {
         if (a->n_loss_weights > OS_MAX_G) return os_errf("--loss_weights: at most %d values", OS_MAX_G + 1);
-        double x = strtod(s, &end);
-        if (end == s || !isfinite(x) || x < 0 || (*end && *end != ','))
-            return os_errf("--loss_weights: expected comma-separated numbers >= 0, got '%s'", v);
+        double x;
+        const char *end;
+        if (os_parse_decimal_prefix(s, &end, &x) < 0 || x < 0 || x > FLT_MAX || (*end && *end != ','))
+            return os_errf("--loss_weights: expected comma-separated decimal numbers in [0,3.4e38], got '%s'", v);
         a->loss_weights[a->n_loss_weights++] = (float)x;
         s = *end == ',' ? end + 1 : end;
     }
-    return 0;
+    for (int i = 0; i < a->n_loss_weights; i++)
+        if (a->loss_weights[i] > 0) return 0;
+    return os_errf("--loss_weights: every weight is 0 in '%s' (nothing would train; give at least one weight > 0)", v);
+}
+
+// choices that are another spelling of one value: stored (and agreed on) as the canonical one
+static const char *const alias[][2] = {{"fp32", "float32"}, {"bf16", "bfloat16"}, {"True", "true"}, {"False", "false"}};
+
+static const char *canonical(const char *v) {
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(v, alias[i][0])) return alias[i][1];
+    return v;
 }
 
 static int parse_value(os_sft_args *a, const opt *o, const char *v) {
-    char *end;
     void *dst = (char *)a + o->off;
-    errno = 0;
     switch (o->type) {
     case T_STR: *(const char **)dst = v; return 0;
     case T_CHOICE:
         for (const char *c = o->choices; *c; c += strcspn(c, "|"), c += *c == '|') {
             size_t k = strcspn(c, "|");
             if (strlen(v) == k && !strncmp(c, v, k)) {
-                *(const char **)dst = v;
+                *(const char **)dst = canonical(v);
                 return 0;
             }
         }
@@ -206,16 +220,16 @@ static int parse_value(os_sft_args *a, const opt *o, const char *v) {
         choice_list(o->choices, l, sizeof l);
         return os_errf("--%s: '%s' is not supported (supported: %s)", o->name, v, l);
     case T_F64: {
-        double x = strtod(v, &end);
-        if (*end || end == v || errno || !isfinite(x)) return os_errf("--%s: expected a number, got '%s'", o->name, v);
+        double x;
+        if (os_parse_decimal(v, &x) < 0) return os_errf("--%s: expected a decimal number, got '%s'", o->name, v);
         *(double *)dst = x;
         return in_range(o, x, v);
     }
     case T_I64:
     case T_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (*end || end == v || errno || (o->type == T_INT && (x > INT_MAX || x < INT_MIN)))
-            return os_errf("--%s: expected an integer, got '%s'", o->name, v);
+        long long x;
+        if (os_parse_decimal_int(v, o->type == T_INT ? INT_MIN : LLONG_MIN, o->type == T_INT ? INT_MAX : LLONG_MAX, &x) < 0)
+            return os_errf("--%s: expected a decimal integer, got '%s'", o->name, v);
         if (o->type == T_I64) *(int64_t *)dst = x;
         else *(int *)dst = (int)x;
         return in_range(o, (double)x, v);
@@ -274,6 +288,20 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
 
 int os_sft_args_count(void) { return NOPTS; }
 
+// --target_modules as the modules it selects: all-linear, or the list in the model's order without repeats
+static void target_text(const char *s, char *buf, size_t n) {
+    unsigned t;
+    if (os_lora_parse_targets(s, &t) < 0) return;   // (refused at parse time already)
+    if (t == (1u << OS_LORA_N) - 1) {
+        snprintf(buf, n, "all-linear");
+        return;
+    }
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < OS_LORA_N && k < n; i++)
+        if (t >> i & 1) k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? "," : "", os_lora_module[i]);
+}
+
 int os_sft_args_value(const os_sft_args *a, int i, const char **name, char *buf, size_t n) {
     const opt *o = &opts[i];
     const void *src = (const char *)a + o->off;
@@ -285,9 +313,10 @@ int os_sft_args_value(const os_sft_args *a, int i, const char **name, char *buf,
     case T_CHOICE: {
         const char *s = *(const char *const *)src;
         snprintf(buf, n, "%s", s ? s : "(not given)");
+        if (src == &a->target_modules && s) target_text(s, buf, n);
         break;
     }
-    case T_F64: snprintf(buf, n, "%.17g", *(const double *)src); break;
+    case T_F64: os_double_str(*(const double *)src, buf, n); break;
     case T_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)src); break;
     case T_INT: snprintf(buf, n, "%d", *(const int *)src); break;
     case T_BOOL: {   // < 0: not given (the model directory decides)
@@ -299,14 +328,18 @@ int os_sft_args_value(const os_sft_args *a, int i, const char **name, char *buf,
     case T_TERM:
         for (int t = 0; t < a->nterms && k < n; t++) {
             const os_param_term *p = &a->terms[t];
-            if (p->kind == OS_TERM_L2) k += (size_t)snprintf(buf + k, n - k, "%sl2:%.9g:%s", t ? " " : "", p->coef, p->prefix);
+            char c[32];
+            if (p->kind == OS_TERM_L2)
+                k += (size_t)snprintf(buf + k, n - k, "%sl2:%s:%s", t ? " " : "", os_float_str(p->coef, c, sizeof c), p->prefix);
             else k += (size_t)snprintf(buf + k, n - k, "%sdummy:%s", t ? " " : "", p->prefix);
         }
         if (!a->nterms) snprintf(buf, n, "(none)");
         break;
     case T_WEIGHTS:
-        for (int t = 0; t < a->n_loss_weights && k < n; t++)
-            k += (size_t)snprintf(buf + k, n - k, "%s%.9g", t ? "," : "", a->loss_weights[t]);
+        for (int t = 0; t < a->n_loss_weights && k < n; t++) {
+            char w[32];
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", t ? "," : "", os_float_str(a->loss_weights[t], w, sizeof w));
+        }
         if (!a->n_loss_weights) snprintf(buf, n, "(default)");
         break;
     }

@@ -1,18 +1,23 @@
 #include "train/trainer.h"
 #include "core/err.h"
+#include "core/numtext.h"
 #include "kernels/ops.h"
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 int os_param_term_parse(const char *s, os_param_term *out) {
     memset(out, 0, sizeof *out);
-    char pre[96];
-    float c;
-    if (sscanf(s, "l2:%f:%95s", &c, pre) == 2) {
-        out->kind = OS_TERM_L2, out->coef = c;
-    } else if (sscanf(s, "dummy:%95s", pre) == 1) {
-        out->kind = OS_TERM_DUMMY, out->coef = 0.0f;
-    } else
+    const char *pre = NULL, *end;
+    double c;
+    if (!strncmp(s, "l2:", 3)) {
+        if (os_parse_decimal_prefix(s + 3, &end, &c) < 0 || *end != ':' || c < 0 || c > FLT_MAX)
+            return os_errf("--param_loss '%s': the l2 weight must be a decimal number in [0,3.4e38] (l2:COEF:PARAM_PREFIX)", s);
+        out->kind = OS_TERM_L2, out->coef = (float)c, pre = end + 1;
+    } else if (!strncmp(s, "dummy:", 6)) {
+        out->kind = OS_TERM_DUMMY, out->coef = 0.0f, pre = s + 6;
+    }
+    if (!pre || !*pre || strlen(pre) >= sizeof out->prefix || strpbrk(pre, " \t"))
         return os_errf("--param_loss '%s': expected l2:COEF:PARAM_PREFIX or dummy:PARAM_PREFIX", s);
     snprintf(out->prefix, sizeof out->prefix, "%s", pre);
     return 0;

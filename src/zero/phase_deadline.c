@@ -1,5 +1,6 @@
 #include "zero/phase_deadline.h"
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +21,28 @@ static const char *launch_rank(void) {
     return r ? r : getenv("PMIX_RANK");
 }
 
+// now + seconds on CLOCK_MONOTONIC, saturated at a year (the longest --ddp_timeout: no cast overflows); 0, or -1
+// when the clock cannot be read
+static int deadline_after(double seconds, struct timespec *dl) {
+    if (clock_gettime(CLOCK_MONOTONIC, dl) != 0) return -1;
+    if (!(seconds < PD_MAX_SECONDS)) seconds = PD_MAX_SECONDS;   // NaN too
+    double whole = floor(seconds);
+    dl->tv_sec += (time_t)whole;
+    dl->tv_nsec += (long)((seconds - whole) * 1e9);
+    if (dl->tv_nsec >= 1000000000L) dl->tv_sec++, dl->tv_nsec -= 1000000000L;
+    return 0;
+}
+
 static void *guard(void *arg) {
     (void)arg;
     struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    double whole = (double)(time_t)g_seconds;
-    dl.tv_sec += (time_t)g_seconds;
-    dl.tv_nsec += (long)((g_seconds - whole) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    int timed = deadline_after(g_seconds, &dl) == 0, timed_out = 0;
     pthread_mutex_lock(&g_mu);
-    int rc = 0;
-    while (g_armed && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_cv, &g_mu, &dl);
+    while (g_armed && !timed_out) {
+        int rc = timed ? pthread_cond_timedwait(&g_cv, &g_mu, &dl) : pthread_cond_wait(&g_cv, &g_mu);
+        if (rc == ETIMEDOUT) timed_out = 1;
+        else if (rc) timed = 0;   // (EINVAL: a deadline the clock cannot hold) wait for the disarm: never spin
+    }
     int fire = g_armed;
     pthread_mutex_unlock(&g_mu);
     if (!fire) return NULL;

@@ -5,6 +5,8 @@
 // means, and ends this process with exit status 1 (mpirun then ends the rest of the job). Only comm.c includes this.
 #pragma once
 
+#define PD_MAX_SECONDS 31536000.0   // a year: a longer deadline waits a year (--ddp_timeout refuses more)
+
 // start the guard for `phase` ("MPI_Init", "MPI_Finalize"); seconds <= 0: no deadline (nothing is started)
 void pd_arm(const char *phase, double seconds);
 // the call returned: stop the guard (and wait for its thread to end)
