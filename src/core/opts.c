@@ -1,9 +1,8 @@
 // Command-line options from a table (opts.h): parsing, range and choice checks, --help, canonical values.
 #include "core/opts.h"
 #include "core/err.h"
-#include <errno.h>
+#include "core/numtext.h"
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,33 +111,41 @@ static int is_bool_text(const char *v, int *out) {
     return 0;
 }
 
+// choices that are another spelling of one value: stored (and agreed on) as the canonical one
+static const char *const choice_alias[][2] = {{"fp32", "float32"}, {"bf16", "bfloat16"}, {"True", "true"}, {"False", "false"}};
+
+const char *os_opts_canonical_choice(const char *v) {
+    for (size_t i = 0; i < sizeof choice_alias / sizeof choice_alias[0]; i++)
+        if (!strcmp(v, choice_alias[i][0])) return choice_alias[i][1];
+    return v;
+}
+
 static int parse_value(void *obj, const os_opt *o, const char *v) {
     if (o->unset && !strcmp(v, o->unset)) return 0;
-    char *end;
     void *dst = (char *)obj + o->off;
-    errno = 0;
     switch (o->type) {
     case OS_OPT_STR: *(const char **)dst = v; return 0;
     case OS_OPT_CHOICE: {
         for (const char *c = o->choices; *c; c += strcspn(c, "|"), c += *c == '|') {
             size_t k = strcspn(c, "|");
-            if (strlen(v) == k && !strncmp(c, v, k)) return *(const char **)dst = v, 0;
+            if (strlen(v) == k && !strncmp(c, v, k)) return *(const char **)dst = os_opts_canonical_choice(v), 0;
         }
         char l[200];
         choice_list(o->choices, l, sizeof l);
         return os_errf("--%s: '%s' is not supported (supported: %s)", o->name, v, l);
     }
     case OS_OPT_F64: {
-        double x = strtod(v, &end);
-        if (*end || end == v || errno || !isfinite(x)) return os_errf("--%s: expected a number, got '%s'", o->name, v);
+        double x;
+        if (os_parse_decimal(v, &x) < 0) return os_errf("--%s: expected a decimal number, got '%s'", o->name, v);
         *(double *)dst = x;
         return in_range(o, x, v);
     }
     case OS_OPT_I64:
     case OS_OPT_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (*end || end == v || errno || (o->type == OS_OPT_INT && (x > INT_MAX || x < INT_MIN)))
-            return os_errf("--%s: expected an integer, got '%s'", o->name, v);
+        long long x;
+        int small = o->type == OS_OPT_INT;
+        if (os_parse_decimal_int(v, small ? INT_MIN : LLONG_MIN, small ? INT_MAX : LLONG_MAX, &x) < 0)
+            return os_errf("--%s: expected a decimal integer, got '%s'", o->name, v);
         if (o->type == OS_OPT_I64) *(int64_t *)dst = x;
         else *(int *)dst = (int)x;
         return in_range(o, (double)x, v);
@@ -224,7 +231,7 @@ void os_opts_value(const os_opt *o, const void *obj, char *buf, size_t n) {
         snprintf(buf, n, "%s", s ? s : "(not given)");
         break;
     }
-    case OS_OPT_F64: snprintf(buf, n, "%.17g", *(const double *)src); break;
+    case OS_OPT_F64: os_double_str(*(const double *)src, buf, n); break;
     case OS_OPT_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)src); break;
     case OS_OPT_INT: snprintf(buf, n, "%d", *(const int *)src); break;
     case OS_OPT_BOOL:

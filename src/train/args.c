@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/numtext.h"
+#include "core/opts.h"
 #include "model/omni.h"
 #include <float.h>
 #include <limits.h>
@@ -195,15 +196,6 @@ static int parse_weights(os_sft_args *a, const char *v) {
     return os_errf("--loss_weights: every weight is 0 in '%s' (nothing would train; give at least one weight > 0)", v);
 }
 
-// choices that are another spelling of one value: stored (and agreed on) as the canonical one
-static const char *const alias[][2] = {{"fp32", "float32"}, {"bf16", "bfloat16"}, {"True", "true"}, {"False", "false"}};
-
-static const char *canonical(const char *v) {
-    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
-        if (!strcmp(v, alias[i][0])) return alias[i][1];
-    return v;
-}
-
 static int parse_value(os_sft_args *a, const opt *o, const char *v) {
     void *dst = (char *)a + o->off;
     switch (o->type) {
@@ -212,7 +204,7 @@ static int parse_value(os_sft_args *a, const opt *o, const char *v) {
         for (const char *c = o->choices; *c; c += strcspn(c, "|"), c += *c == '|') {
             size_t k = strcspn(c, "|");
             if (strlen(v) == k && !strncmp(c, v, k)) {
-                *(const char **)dst = canonical(v);
+                *(const char **)dst = os_opts_canonical_choice(v);
                 return 0;
             }
         }
