@@ -178,3 +178,21 @@ def test_peft_lora_is_merged_as_peft_does(tmp_path):
         rc, err = tool("import", "--slam_pt", tmp_path / "bad.pt", "--base", base, "--output_dir", tmp_path / "bad",
                        "--lora_alpha", 8, check=False)
         assert rc != 0 and needle in err, err
+
+
+def test_a_base_that_already_has_the_audio_vocabulary(tmp_path):
+    """export, then import with --base an omnishard model (T + A rows already): T comes from the base's
+    slam_omni.json (was 152000 for a model of T + A rows: infer then decoded garbage); without that file, a base
+    whose rows hold its tokenizer's ids and an audio vocabulary is refused"""
+    d = tmp_path / "omni"
+    ref.make_model(str(d), hidden=32, layers=2, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G)
+    tool("export", "--model", d, "--slam_pt", tmp_path / "model.pt")
+    tool("import", "--slam_pt", tmp_path / "model.pt", "--base", d, "--output_dir", tmp_path / "back")
+    cfg = json.load(open(tmp_path / "back" / "slam_omni.json"))
+    assert (cfg["padded_text_vocabsize"], cfg["padded_audio_vocabsize"], cfg["code_layer"]) == (T, A, G), cfg
+    assert json.load(open(tmp_path / "back" / "config.json"))["vocab_size"] == T + A
+    os.remove(d / "slam_omni.json")
+    json.dump({"model": {"type": "BPE", "vocab": {f"t{i}": i for i in range(T - 10)}, "merges": []},
+               "added_tokens": [{"id": T - 10, "content": "<|im_end|>"}]}, open(d / "tokenizer.json", "w"))
+    rc, err = tool("import", "--slam_pt", tmp_path / "model.pt", "--base", d, "--output_dir", tmp_path / "b2", check=False)
+    assert rc != 0 and "--padded_text_vocabsize" in err and f"e.g. {T}" in err, err

@@ -86,11 +86,47 @@ def merge_lora(w, lora, alpha, pt):
         w[name] = (w[name].float() + delta).to(w[name].dtype)
 
 
+def base_facts(base):
+    """(the base's slam_omni.json or {}, the number of ids its tokenizer.json gives out or None)"""
+    p = os.path.join(base, "slam_omni.json")
+    cfg = json.load(open(p)) if os.path.exists(p) else {}
+    p = os.path.join(base, "tokenizer.json")
+    if not os.path.exists(p):
+        return cfg, None
+    tj = json.load(open(p))
+    ids = list(tj.get("model", {}).get("vocab", {}).values()) + [t["id"] for t in tj.get("added_tokens", [])]
+    return cfg, max(ids) + 1 if ids else None
+
+
+def text_vocab(a, vocab, resized, audio, base):
+    """T: the option, else the base's slam_omni.json (a base that already has the audio vocabulary), else the rows
+    before the audio ones when model.pt resized the embedding, else the reference's 152000 (the rows omnishard adds
+    to a text-only base); a base whose rows hold its tokenizer's text ids and an audio vocabulary, without a
+    slam_omni.json to say where the text ends, is refused"""
+    if a.padded_text_vocabsize:
+        return a.padded_text_vocabsize
+    bcfg, ntok = base_facts(base)
+    if "padded_text_vocabsize" in bcfg:
+        return bcfg["padded_text_vocabsize"]
+    if resized:
+        return vocab - audio
+    if ntok is not None and vocab >= ntok + audio:
+        fail(f"{base}: the embedding has {vocab} rows, room for the tokenizer's {ntok} ids and an audio vocabulary "
+             f"of {audio}: a model that already has its audio rows, but without a slam_omni.json saying where the "
+             f"text rows end; give --padded_text_vocabsize (e.g. {vocab - audio} = rows - audio vocabulary)")
+    print(f"slam_checkpoint: note: padded_text_vocabsize 152000 (the reference's default; the base's {vocab} rows "
+          f"are text rows, omnishard adds the rest); give --padded_text_vocabsize if the run used another",
+          file=sys.stderr)
+    return 152000
+
+
 def slam_config(a, slam, vocab, resized):
     """slam_omni.json from the tensors' shapes, checked against the options given; resized: the embedding in
     model.pt has vocab rows, more than the base (then vocab = T + A)"""
     cfg = {"model_type": "slam_omni"}
-    G, A, T = a.code_layer, a.padded_audio_vocabsize, a.padded_text_vocabsize
+    bcfg = base_facts(a.base)[0]
+    G = a.code_layer or bcfg.get("code_layer")   # a base with the audio vocabulary says its sizes
+    A = a.padded_audio_vocabsize or bcfg.get("padded_audio_vocabsize")
     aw = slam.get("group_decode_adapter.linear.weight")
     if aw is not None:
         A, G = aw.shape[1], aw.shape[0] // aw.shape[1]
@@ -101,11 +137,11 @@ def slam_config(a, slam, vocab, resized):
             fail("group_decode_adapter.*: a model with --do_layershift has no group-decode adapter")
     G, A = G or 3, A or 4160
     audio = G * A if a.do_layershift else A   # the reference's total_audio_vocabsize
-    T = T or (vocab - audio if resized else 152000)
+    T = text_vocab(a, vocab, resized, audio, a.base)
     if T < 64 or A < 64:
         fail(f"text vocabulary {T} and audio vocabulary {A} must each be >= 64 (llm embedding rows {vocab}): give "
              f"--padded_text_vocabsize / --padded_audio_vocabsize")
-    if resized and vocab != T + audio:
+    if (resized or vocab > T) and vocab != T + audio:
         fail(f"llm embedding has {vocab} rows, expected T + {'G*A' if a.do_layershift else 'A'} = {T} + {audio}: "
              f"give --padded_text_vocabsize / --code_layer / --padded_audio_vocabsize")
     cfg.update({"code_layer": G, "padded_text_vocabsize": T, "padded_audio_vocabsize": A,
@@ -210,7 +246,7 @@ def main():
     i.add_argument("--output_dir", required=True)
     i.add_argument("--lora_alpha", type=float, help="PEFT lora_alpha of the run (needed when model.pt holds LoRA)")
     i.add_argument("--code_layer", type=int, help="G (default: from the adapter's shape, else 3)")
-    i.add_argument("--padded_text_vocabsize", type=int, help="T (default: embedding rows - A, else 152000)")
+    i.add_argument("--padded_text_vocabsize", type=int, help="T (default: the base's slam_omni.json, else embedding rows - A when model.pt resized it, else 152000)")
     i.add_argument("--padded_audio_vocabsize", type=int, help="A (default: from the adapter's shape, else 4160)")
     i.add_argument("--encoder_projector_ds_rate", type=int, default=5, help="k of the linear projector (default 5)")
     i.add_argument("--num_latency_tokens", type=int, default=0, help="the run's num_latency_tokens (default 0)")
