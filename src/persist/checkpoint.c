@@ -75,7 +75,7 @@ static cJSON *manifest(const os_model *m, const zr_runtime *rt, const os_ckpt_de
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", m->reg.b[b].name);
         cJSON_AddNumberToObject(e, "numel", (double)m->reg.b[b].numel);
-        cJSON_AddNumberToObject(e, "slice", (double)rt->slice[b]);
+        cJSON_AddNumberToObject(e, "slice", (double)rt->bk[b].slice);
         cJSON_AddItemToArray(bk, e);
     }
     cJSON *ps = cJSON_AddArrayToObject(o, "parameters");

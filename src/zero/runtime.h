@@ -4,11 +4,15 @@
 // gradient buffers only inside a gradient scope (zr_grad_open/zr_grad_close); outside, zr_param/zr_grad stop
 // with the parameter's name, shape, stage and the caller. Every rank issues the same collectives in the same
 // order: the step's schedule depends on the model and config only.
+// zr_init turns the stage into named policies (zero/policy.h: what is sharded, when it is gathered, how gradients
+// are reduced); the runtime follows them:
 //   stage 0: full params, full grads (all-reduced), full optimizer state on every rank
 //   stage 1: + optimizer state sharded (each rank updates its slice, then params are all-gathered)
 //   stage 2: + gradients sharded (reduce-scatter as each bucket's backward ends)
 //   stage 3: + parameters sharded (gathered per bucket for forward and again for backward, then dropped)
 #pragma once
+#include "zero/bucket_state.h"
+#include "zero/policy.h"
 #include "zero/registry.h"
 #include <stdint.h>
 
@@ -21,52 +25,28 @@ typedef struct {
 } zr_times;
 
 typedef struct {
-    int stage, rank, nranks;
+    int stage, rank, nranks;   // stage: for messages and checkpoints; the runtime itself reads pol
+    zr_policy pol;             // the stage's policies (zr_policy_of)
     zr_registry *reg;          // where each parameter lives (owned)
     int nb;
-    int64_t *padded, *slice;   // per bucket: padded numel, slice length (padded / nranks)
-    float **full;              // gathered params [padded] (stage 3: only inside a scope)
-    float **pshard;            // stage 3: this rank's parameter slice [slice]
-    float **gfull;             // full gradient [padded] (stage 0/1: always; 2/3: inside a gradient scope)
-    float **gshard;            // stage 2/3: reduced gradient slice [slice], from the step's first reduction of
-                               // the bucket (or the optimizer side's first read) until AdamW (NULL between steps)
-    float **m, **v;            // AdamW moments over zr_local(.., ZR_EXP_AVG/_SQ) (trainable buckets only)
-    int *scope, *gscope;       // open gather / gradient scopes per bucket
-    void **prefetch;           // in-flight all-gather per bucket (stage 3)
-    // stage 2/3: the gradient reduce-scatter in flight (at most one; docs/zero.md "Overlap"): its bucket (-1: none),
-    // request, the full gradient it reads and, for a later micro-batch of an accumulation, the slice it writes (added
-    // into gshard when it completes; the step's first reduction writes gshard itself)
+    zr_bucket_state *bk;       // per bucket [nb]: its sizes and the buffers this rank holds of it
+    // gradients reduce-scattered: the reduce-scatter in flight (at most one; docs/zero.md "Overlap"): its bucket
+    // (-1: none), request, the full gradient it reads and, for a later micro-batch of an accumulation, the slice it
+    // writes (added into the bucket's gshard when it completes; the step's first reduction writes gshard itself)
     int red_b;
     void *red_req;
     float *red_full, *red_tmp;
-    int64_t live_gathered;     // bytes of gathered buffers now (stage 3)
+    int64_t live_gathered;     // bytes of gathered buffers now (parameters sharded)
     int64_t peak_gathered;
     zr_times times;            // accumulated since the caller last cleared it
     int64_t gather_bytes;      // bytes this rank received by parameter all-gathers, accumulated (the caller clears)
-    // bf16 (zr_set_bf16, docs/zero.md "bf16"): the products read the matrices (zr_tensor.gemm) rounded, bound to
-    // the parameters' addresses in the kernels (os_k->gemm_bind)
-    int bf16;
-    uint8_t *has_gemm;         // per bucket: holds a matrix-product operand
-    void **rw;                 // the bucket rounded (gemm_bound_esz bytes per element): stage 0-2 kept and
-                               // refreshed when its parameters changed; stage 3 gathered in bf16 by zr_gather_compute
-    uint8_t *stale;            // stage 0-2: rw[b] is out of date (or absent)
-    uint8_t *exact;            // stage 3: full[b] holds every value (a bf16 gather fills only the fp32 tensors)
-    int64_t *nx;               // stage 3: the most fp32-tensor elements of bucket b in any rank's slice
-    float **xbuf;              // stage 3: those elements of every rank [nranks * nx], while their gather runs
-    void **xreq;               // ... and its request
+    int bf16;                  // zr_set_bf16 (zero/gather_bf16.h)
 } zr_runtime;
 
 // Take the registry over (*reg is left empty) and allocate buffers. Parameter values are filled afterwards (each
 // rank its own part: zr_local(rt, b, ZR_PARAMETERS) or zr_fill).
 void zr_init(zr_runtime *rt, zr_registry *reg, int stage, int rank, int nranks);
 void zr_free(zr_runtime *rt);
-// What a rank holds of a bucket (zr_local).
-typedef enum { ZR_PARAMETERS, ZR_GRADIENTS, ZR_EXP_AVG, ZR_EXP_AVG_SQ } zr_what;
-// Elements [off, off + n) of a bucket, stored at p[0 .. n) (p[i - off] is element i); n 0 (p NULL) when none.
-typedef struct {
-    float *p;
-    int64_t off, n;
-} zr_span;
 // Where this rank's part of bucket b lives for `what` (elements of the padded bucket):
 //   parameters  what it keeps between steps: the whole bucket at stage 0-2, its slice [r*S, (r+1)*S) at 3 (write
 //               the initial values there after zr_init)
@@ -75,12 +55,7 @@ typedef struct {
 //               the step's first reduction into it and after AdamW); none for a frozen bucket
 //   exp_avg(_sq) the AdamW moments: its part (as for gradients) within the bucket's trained range; none when frozen
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
-// The same without a runtime (p NULL): bucket k padded to `padded` elements (zr_padded: a multiple of 16 * nranks,
-// so that every slice is 64-byte aligned) at `stage`, on rank `rank` of nranks (src/train/plan.c counts with it)
-int64_t zr_padded(int64_t numel, int nranks);
-zr_span zr_part(const zr_bucket *k, int64_t padded, int stage, int rank, int nranks, zr_what what);
-// element i of the bucket within span s
-static inline float *zr_at(zr_span s, int64_t i) { return s.p + (i - s.off); }
+// The same without a runtime: zr_part (zero/policy.h).
 // Write the initial values of this rank's part of bucket b: fill(ctx, tensor, start, n, dst) for each piece of a
 // tensor in it (its elements [start, start+n) into dst[n]); zeros in the padding. 0, or fill's first nonzero.
 typedef int (*zr_fill_fn)(void *ctx, int tensor, int64_t start, int64_t n, float *dst);

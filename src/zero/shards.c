@@ -18,7 +18,7 @@ static int64_t range_len(int64_t numel, int64_t S, int r) {
 // this rank's values of kind k for its slice of bucket b, n of them: the parameters in place; the moments into a
 // new buffer (*tmp, freed by the caller), zero where the rank holds none (outside the trained range of the bucket)
 static const float *slice_src(const zr_runtime *rt, int b, int k, int64_t n, float **tmp) {
-    int64_t off = rt->rank * rt->slice[b];
+    int64_t off = rt->rank * rt->bk[b].slice;
     zr_span s = zr_local(rt, b, WHAT[k]);
     if (k == 0) return zr_at(s, off);
     *tmp = os_alloc(sizeof(float) * (size_t)(n ? n : 1), "checkpoint moments");
@@ -39,7 +39,7 @@ int zr_shards_write(const zr_runtime *rt, int nb, const char *path, int with_opt
     for (int b = 0; b < nb; b++)
         for (int k = 0; k < (with_optim && r->b[b].trainable ? 3 : 1); k++) {
             snprintf(names[nt], 96, "%s/%s", KINDS[k], r->b[b].name);
-            np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->slice[b], rt->rank);
+            np[nt] = names[nt], nd[nt] = 1, sh[nt][0] = range_len(r->b[b].numel, rt->bk[b].slice, rt->rank);
             src[nt] = slice_src(rt, b, k, sh[nt][0], &tmp[nt]);
             nt++;
         }

@@ -199,28 +199,28 @@ static void test_runtime(void) {
     zr_init(&rt, &reg, 3, 0, 1);
     for (int b = 0; b < NBK; b++) CHECK(zr_fill(&rt, b, fill, NULL) == 0, "fill bucket %d", b);
     float *g0 = zr_gather(&rt, 0);
-    CHECK(mismatches(g0, 0, rt.padded[0]) == 0, "bucket 0 gathered with its values");
-    for (int64_t i = 0; i < rt.padded[0]; i++) g0[i] = -1e30f;   // a kernel scribbling into its gathered buffer
+    CHECK(mismatches(g0, 0, rt.bk[0].padded) == 0, "bucket 0 gathered with its values");
+    for (int64_t i = 0; i < rt.bk[0].padded; i++) g0[i] = -1e30f;   // a kernel scribbling into its gathered buffer
     zr_release(&rt, 0);
     check_scope_stop(&rt);
     float *g1 = zr_gather(&rt, 1);
     CHECK(g1 == g0, "bucket 1's gather reuses bucket 0's released buffer (%p, %p)", (void *)g1, (void *)g0);
-    CHECK(mismatches(g1, 1, rt.padded[1]) == 0, "bucket 1 in the reused buffer: its own values, nothing stale");
+    CHECK(mismatches(g1, 1, rt.bk[1].padded) == 0, "bucket 1 in the reused buffer: its own values, nothing stale");
     zr_release(&rt, 1);
     float *h = zr_gather(&rt, 2), *again = zr_gather(&rt, 0);
-    CHECK(mismatches(h, 2, rt.padded[2]) == 0 && mismatches(again, 0, rt.padded[0]) == 0,
+    CHECK(mismatches(h, 2, rt.bk[2].padded) == 0 && mismatches(again, 0, rt.bk[0].padded) == 0,
           "regathered: bucket 0 and the head bucket hold their values");
     // two micro-batches of gradients into bucket 0: each scope starts from zeros even in a reused buffer
     for (int mb = 0; mb < 2; mb++) {
         float *gr = zr_grad_open(&rt, 0);
         int64_t nonzero = 0;
-        for (int64_t i = 0; i < rt.padded[0]; i++) nonzero += gr[i] != 0.0f;
+        for (int64_t i = 0; i < rt.bk[0].padded; i++) nonzero += gr[i] != 0.0f;
         CHECK(nonzero == 0, "micro-batch %d: the gradient buffer starts zeroed (%lld non-zero)", mb, (long long)nonzero);
         for (int64_t i = 0; i < NUMEL[0]; i++) gr[i] += (float)(mb + 1);
         zr_grad_close(&rt, 0);
         if (mb == 0) {   // the closed gradient buffer goes back to the pool: the head's gradient may reuse it
             float *hg = zr_grad_open(&rt, 2);
-            for (int64_t i = 0; i < rt.padded[2]; i++) hg[i] = 7.0f;
+            for (int64_t i = 0; i < rt.bk[2].padded; i++) hg[i] = 7.0f;
             zr_grad_close(&rt, 2);
         }
     }

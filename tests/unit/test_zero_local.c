@@ -1,9 +1,9 @@
-// Unit test of where a rank's part of a bucket lives (zr_local, zr_fill; src/zero/runtime.h) and of the runtime's
-// registry layout (src/zero/registry.h), for N in {1, 2, 3} ranks and stages 0-3 (no MPI: nothing here
-// communicates). Expected values follow the definitions in docs/zero.md, computed here independently: tensors back
-// to back in declaration order, buckets padded to a multiple of 16*N, slice S = padded / N; parameters whole at
-// stage 0-2 and the slice at 3; gradients whole at 0 and the slice at 1-3, none when frozen; moments = the gradient
-// part within the trained range; the slices of all ranks cover the bucket exactly once.
+// Unit test of where a rank's part of a bucket lives (zr_local, zr_fill; src/zero/runtime.h), of the stages' policies
+// (zr_policy_of, src/zero/policy.h) and of the runtime's registry layout (src/zero/registry.h), for N in {1, 2, 3}
+// ranks and stages 0-3 (no MPI: nothing here communicates). Expected values follow the definitions in docs/zero.md,
+// computed here independently: tensors back to back in declaration order, buckets padded to a multiple of 16*N, slice
+// S = padded / N; parameters whole at stage 0-2 and the slice at 3; gradients whole at 0 and the slice at 1-3, none when
+// frozen; moments = the gradient part within the trained range; the slices of all ranks cover the bucket exactly once.
 #include "check.h"
 #include "zero/runtime.h"
 #include <string.h>
@@ -63,7 +63,7 @@ static void check_rank(int N, int stage, int rank, int64_t *covered) {
     zr_init(&rt, &reg, stage, rank, N);
     for (int b = 0; b < NB; b++) {
         int64_t numel = rt.reg->b[b].numel, P = (numel + 16 * N - 1) / (16 * N) * (16 * N), S = P / N;
-        CHECK(rt.padded[b] == P && rt.slice[b] == S, "N %d bucket %d: padded %lld slice %lld", N, b, (long long)rt.padded[b], (long long)rt.slice[b]);
+        CHECK(rt.bk[b].padded == P && rt.bk[b].slice == S, "N %d bucket %d: padded %lld slice %lld", N, b, (long long)rt.bk[b].padded, (long long)rt.bk[b].slice);
         zr_span p = zr_local(&rt, b, ZR_PARAMETERS), g = zr_local(&rt, b, ZR_GRADIENTS);
         zr_span m = zr_local(&rt, b, ZR_EXP_AVG), v = zr_local(&rt, b, ZR_EXP_AVG_SQ);
         int64_t poff = stage == 3 ? rank * S : 0, pn = stage == 3 ? S : P;
@@ -93,7 +93,20 @@ static void check_rank(int N, int stage, int rank, int64_t *covered) {
     zr_free(&rt);
 }
 
+// the stages' policies (zero/policy.h), as docs/zero.md "Policies" tabulates them
+static void check_policies(void) {
+    static const int SHARDED[4] = {0, 0, 0, 1}, SCATTERED[4] = {0, 0, 1, 1}, BY_SLICE[4] = {0, 1, 1, 1};
+    static const int GATHER_AFTER[4] = {0, 1, 1, 0};
+    for (int s = 0; s < 4; s++) {
+        zr_policy p = zr_policy_of(s);
+        CHECK((p.params == ZR_PARAMS_SHARDED) == SHARDED[s] && (p.grads == ZR_GRADS_REDUCE_SCATTER) == SCATTERED[s] &&
+                  (p.update == ZR_UPDATE_SLICE) == BY_SLICE[s] && p.gather_after_update == GATHER_AFTER[s],
+              "stage %d: policies %d %d %d %d", s, p.params, p.grads, p.update, p.gather_after_update);
+    }
+}
+
 int main(void) {
+    check_policies();
     for (int N = 1; N <= 3; N++)
         for (int stage = 0; stage <= 3; stage++) {
             int64_t covered[2 * NB] = {0};
