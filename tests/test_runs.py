@@ -36,7 +36,7 @@ def test_eta_after_resume_counts_this_runs_steps(tiny, tmp_path):
     for l in after:
         want = l["time/elapsed_s"] / (l["step"] - 2) * (6 - l["step"])
         assert l["time/remaining_s"] == pytest.approx(want, rel=1e-6, abs=1e-9), l
-    etas = re.findall(r"step (\d+)/6 .* ETA (\S+(?: \S+)*)$", p.stderr, re.M)
+    etas = re.findall(r"step (\d+)/6 .* remaining_time (\S+(?: \S+)*)$", p.stderr, re.M)
     assert [s for s, _ in etas] == ["3", "4", "5", "6"] and etas[-1][1] == "0s", p.stderr
     assert all(re.fullmatch(r"(\d+d )?(\d+h )?(\d+m )?\d+s", e) for _, e in etas), etas
 
@@ -112,3 +112,40 @@ def test_spoken_question_without_speech_encoder_is_found_at_open(tmp_path):
     assert f"{tmp_path}/d.jsonl:6: field 'source_wav': the record has a spoken question ('q.wav') but the model has " \
            "no speech encoder (--speech_encoder DIR" in p.stderr, p.stderr
     assert not (tmp_path / "o" / "logging.jsonl").exists()      # before any step
+
+
+DURATION = r"(\d+d )?(\d+h )?(\d+m )?\d+s"
+
+
+def test_logging_steps_window_means_and_ms_swift_keys(tiny, tmp_path):
+    """--logging_steps 3: the logged loss (and each term's loss and accuracy, and acc) is the mean of the window's
+    per-step values, as transformers' Trainer logs its loss (its sum since the last log / the steps since); the
+    reference is the same run logged every step (logging changes no number). ms-swift's keys beside ours."""
+    every, window = tmp_path / "every", tmp_path / "window"
+    sft(tiny, every, "--max_steps", 7, "--learning_rate", "3e-3")
+    p = sft(tiny, window, "--max_steps", 7, "--learning_rate", "3e-3", "--logging_steps", 3)
+    e, w = lines(every), lines(window)
+    assert [l["step"] for l in w] == [3, 6, 7]
+    terms = ["loss", "acc", "text_loss", "text_acc"] + [f"audio_{k}_{i}" for k in ("loss", "acc") for i in range(3)]
+    for l, steps in zip(w, ([1, 2, 3], [4, 5, 6], [7])):
+        for k in terms:
+            want = sum(e[s - 1][k] for s in steps) / len(steps)
+            assert l[k] == pytest.approx(want, rel=1e-7), (k, l["step"], l[k], want)
+        last = e[steps[-1] - 1]
+        assert l["grad_norm"] == last["grad_norm"] and l["lr"] == last["lr"] == l["learning_rate"]
+    for l in e:   # acc: all target tokens of the step, so it lies between the terms' accuracies
+        accs = [l["text_acc"]] + [l[f"audio_acc_{i}"] for i in range(3)]
+        assert min(accs) - 1e-12 <= l["acc"] <= max(accs) + 1e-12, l
+    for l in w:
+        assert l["global_step/max_steps"] == f"{l['step']}/7" and l["percentage"] == f"{100 * l['step'] / 7:.2f}%"
+        rss = l["peak_rss_gb"] * 1e9 / 2 ** 30   # read a little later in the step: the peak only grows
+        assert 0.9 * rss <= l["memory(GiB)"] <= rss * (1 + 1e-8), (l["memory(GiB)"], rss)
+        assert l["train_speed(iter/s)"] == pytest.approx(l["step"] / l["time/elapsed_s"], rel=1e-6)
+        assert re.fullmatch(DURATION, l["elapsed_time"]) and re.fullmatch(DURATION, l["remaining_time"]), l
+        assert 0 < l["epoch"] <= 2
+    # the console line carries the same keys, once per logged step
+    con = re.findall(r"^step (\d+)/7 \(([\d.]+)%\)  loss ([\d.]+)  acc ([\d.]+)  grad_norm \S+  learning_rate \S+  "
+                     r"memory\(GiB\) [\d.]+  train_speed\(iter/s\) \S+  epoch [\d.]+  \d+ tok/s  elapsed_time .*s  "
+                     r"remaining_time .*s$", p.stderr, re.M)
+    assert [int(c[0]) for c in con] == [3, 6, 7], p.stderr
+    assert float(con[0][2]) == pytest.approx(w[0]["loss"], abs=1e-4), con

@@ -62,7 +62,8 @@ static const opt opts[] = {
     C(lr_scheduler_type, "linear|constant|constant_with_warmup|cosine", "learning-rate schedule (default linear)"),
     N(max_length, T_I64, "[2,2147483647]", "longest sample in tokens (default 2048)"),
     C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
-    N(logging_steps, T_I64, "[1,inf)", "log every N steps, and the last (default 1)"),
+    N(logging_steps, T_I64, "[1,inf)", "log every N steps, and the last; loss and accuracies are the window's mean, as "
+                                       "transformers' Trainer (default 1)"),
     N(save_steps, T_I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
     N(save_total_limit, T_I64, "[0,inf)", "keep the newest N checkpoints (and the best by eval_loss), 0 = all (default 0)"),
     N(eval_steps, T_I64, "[0,inf)", "evaluate every N steps, 0 = at save_steps (needs val_dataset or split_dataset_ratio)"),

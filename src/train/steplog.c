@@ -95,11 +95,14 @@ static void num(FILE *f, const char *key, double v) {
     else fprintf(f, ", \"%s\": null", key);
 }
 
-void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
-                     double term_loss, const os_step_stats *acc, double lr, double gnorm,
-                     const double *bucket_norms, double seconds,
-                     const zr_runtime *rt, int write) {
-    int G = m->oc.G;
+// the step's values over all ranks (collective): the windowed ones (train/steplog.h) and the rest of the line
+typedef struct {
+    double win[OS_WIN_N];        // this step's loss, acc, term losses and accuracies (NAN: no target)
+    double tokens, head_moved, phase[OS_NPHASE], compute_max, rss_max;
+} step_values;
+
+static void reduce_step(os_steplog *l, int G, double loss_sum, int64_t nonempty, double term_loss,
+                        const os_step_stats *acc, step_values *sv) {
     // [loss_sum, tokens, sum[0..G], count[0..G], correct[0..G], phase[OS_NPHASE], head rows moved]
     double v[2 + 3 * (OS_MAX_G + 1) + OS_NPHASE + 1];
     int n = 2 + 3 * (G + 1);
@@ -108,29 +111,91 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
         v[2 + t] = acc->sum[t], v[3 + G + t] = (double)acc->count[t], v[4 + 2 * G + t] = (double)acc->correct[t];
     for (int i = 0; i < OS_NPHASE; i++) v[n + i] = l->phase[i];
     comm_allreduce_sum_f64(v, n + OS_NPHASE + 1);
-    int64_t compute_max = (int64_t)(l->phase[OS_PH_COMPUTE] * 1e6);   // the slowest rank's compute, microseconds
-    comm_allreduce_max_i64(&compute_max, 1);
-    double targets = 0.0;   // target tokens of the step over all ranks and loss terms
-    for (int t = 0; t <= G; t++) targets += v[3 + G + t];
-    double loss = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
+    // the slowest rank's compute (microseconds) and the largest peak RSS over the ranks (bytes)
+    int64_t mx[2] = {(int64_t)(l->phase[OS_PH_COMPUTE] * 1e6), os_peak_rss_bytes()};
+    comm_allreduce_max_i64(mx, 2);
+    double targets = 0.0, correct = 0.0;   // target tokens of the step over all ranks and loss terms
+    for (int t = 0; t <= G; t++) targets += v[3 + G + t], correct += v[4 + 2 * G + t];
+    for (int i = 0; i < OS_WIN_N; i++) sv->win[i] = NAN;
+    sv->win[OS_WIN_LOSS] = (nonempty && targets > 0 ? v[0] / (double)nonempty : NAN) + term_loss;   // none: null
+    sv->win[OS_WIN_ACC] = targets > 0 ? correct / targets : NAN;
+    for (int t = 0; t <= G; t++) {
+        double c = v[3 + G + t];
+        sv->win[OS_WIN_TERM + t] = c ? v[2 + t] / c : NAN;
+        sv->win[OS_WIN_TACC + t] = c ? v[4 + 2 * G + t] / c : NAN;
+    }
+    sv->tokens = v[1], sv->head_moved = v[n + OS_NPHASE];
+    for (int i = 0; i < OS_NPHASE; i++) sv->phase[i] = v[n + i] / comm_size();
+    sv->compute_max = (double)mx[0] / 1e6, sv->rss_max = (double)mx[1];
     l->tokens_total += v[1], l->targets_total += targets;
-    if (!l->root || !write) return;
+}
+
+// add the step's values to the window; on a logged step, replace them by the window's means and start a new one
+static void window(os_steplog *l, double *w, int write) {
+    for (int i = 0; i < OS_WIN_N; i++)
+        if (isfinite(w[i])) l->win_sum[i] += w[i], l->win_n[i]++;
+    if (!write) return;
+    for (int i = 0; i < OS_WIN_N; i++) {
+        w[i] = l->win_n[i] ? l->win_sum[i] / (double)l->win_n[i] : NAN;
+        l->win_sum[i] = 0.0, l->win_n[i] = 0;
+    }
+}
+
+// rank 0's progress line: ms-swift's keys, the clock human-readable
+static void progress(const os_steplog *l, int64_t step, const step_values *sv, double lr, double gnorm, double epoch,
+                     double el, double eta) {
+    char et[64], rt[64];
+    os_format_duration(el, et, sizeof et);
+    os_format_duration(eta, rt, sizeof rt);
+    fprintf(stderr, "%sstep %lld/%lld (%.2f%%)  loss %.4f  acc %.4f  grad_norm %.3g  learning_rate %.3g  memory(GiB) %.2f  "
+            "train_speed(iter/s) %.3g  epoch %.2f  %.0f tok/s  elapsed_time %s  remaining_time %s%s",
+            l->tty ? "\r" : "", (long long)step, (long long)l->total, 100.0 * (double)step / (double)l->total,
+            sv->win[OS_WIN_LOSS], sv->win[OS_WIN_ACC], gnorm, lr, sv->rss_max / OS_GIB,
+            (double)(step - l->done) / (el > 0 ? el : 1e-9), epoch, l->tokens_total / (el > 0 ? el : 1e-9), et, rt,
+            l->tty ? "   " : "\n");
+    fflush(stderr);
+}
+
+// ms-swift's keys (docs/training.md, "Logged per step")
+static void swift_keys(FILE *f, const os_steplog *l, int64_t step, const step_values *sv, double lr, double el, double eta) {
+    char t[64];
+    num(f, "learning_rate", lr);
+    num(f, "acc", sv->win[OS_WIN_ACC]);
+    num(f, "memory(GiB)", sv->rss_max / OS_GIB);
+    num(f, "train_speed(iter/s)", (double)(step - l->done) / (el > 0 ? el : 1e-9));
+    fprintf(f, ", \"global_step/max_steps\": \"%lld/%lld\"", (long long)step, (long long)l->total);
+    fprintf(f, ", \"percentage\": \"%.2f%%\"", 100.0 * (double)step / (double)l->total);
+    os_format_duration(el, t, sizeof t);
+    fprintf(f, ", \"elapsed_time\": \"%s\"", t);
+    os_format_duration(eta, t, sizeof t);
+    fprintf(f, ", \"remaining_time\": \"%s\"", t);
+}
+
+void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
+                     double term_loss, const os_step_stats *acc, double lr, double gnorm,
+                     const double *bucket_norms, double seconds,
+                     const zr_runtime *rt, int write) {
+    int G = m->oc.G;
+    step_values sv;
+    reduce_step(l, G, loss_sum, nonempty, term_loss, acc, &sv);
+    if (!l->root) return;
+    window(l, sv.win, write);
+    if (!write) return;
     // this run's steps so far set the pace (a resumed run's clock starts at its first step, not at step 1)
     double el = os_now() - l->t_start, eta = el / (double)(step - l->done) * (double)(l->total - step);
     FILE *f = line_begin(l);
     if (!f) return;
     fprintf(f, "{\"step\": %lld", (long long)step);
     num(f, "epoch", epoch);
-    num(f, "loss", loss);
-    const char *names[2] = {"text_loss", "text_acc"};
-    num(f, names[0], v[3 + G] ? v[2] / v[3 + G] : NAN);
-    num(f, names[1], v[3 + G] ? v[4 + 2 * G] / v[3 + G] : NAN);
+    num(f, "loss", sv.win[OS_WIN_LOSS]);
+    num(f, "text_loss", sv.win[OS_WIN_TERM]);
+    num(f, "text_acc", sv.win[OS_WIN_TACC]);
     for (int t = 1; t <= G; t++) {
         char k[32];
         snprintf(k, sizeof k, "audio_loss_%d", t - 1);
-        num(f, k, v[3 + G + t] ? v[2 + t] / v[3 + G + t] : NAN);
+        num(f, k, sv.win[OS_WIN_TERM + t]);
         snprintf(k, sizeof k, "audio_acc_%d", t - 1);
-        num(f, k, v[3 + G + t] ? v[4 + 2 * G + t] / v[3 + G + t] : NAN);
+        num(f, k, sv.win[OS_WIN_TACC + t]);
     }
     if (term_loss != 0.0) num(f, "param_loss", term_loss);
     num(f, "lr", lr);
@@ -148,13 +213,13 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
         num(f, k, bucket_norms[b]);
     }
     num(f, "grad_norm/layers", sqrt(layers));
-    num(f, "tokens_per_s", v[1] / (seconds > 0 ? seconds : 1e-9));
+    num(f, "tokens_per_s", sv.tokens / (seconds > 0 ? seconds : 1e-9));
     num(f, "step_time_s", seconds);
     static const char *phases[OS_NPHASE] = {"time/data_s", "time/compute_s", "time/gather_wait_s", "time/reduce_wait_s",
                                             "time/optimizer_s", "time/cpu_s"};
-    for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], v[n + i] / comm_size());
-    num(f, "time/compute_max_s", (double)compute_max / 1e6);
-    fprintf(f, ", \"head_rows_moved\": %lld", (long long)v[n + OS_NPHASE]);
+    for (int i = 0; i < OS_NPHASE; i++) num(f, phases[i], sv.phase[i]);
+    num(f, "time/compute_max_s", sv.compute_max);
+    fprintf(f, ", \"head_rows_moved\": %lld", (long long)sv.head_moved);
     for (int64_t i = 0; i < l->n_sample_ids; i++) fprintf(f, "%s%lld", i ? ", " : ", \"sample_ids\": [", (long long)l->sample_ids[i]);
     if (l->n_sample_ids) fprintf(f, "]");
     fprintf(f, ", \"model_state_bytes\": %lld", (long long)zr_model_state_bytes(rt));
@@ -165,14 +230,10 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     num(f, "mem/pool_mapped_gb", (double)ps.mapped / 1e9);
     num(f, "time/elapsed_s", el);
     num(f, "time/remaining_s", eta);
+    swift_keys(f, l, step, &sv, lr, el, eta);
     fprintf(f, "}\n");
     line_end(l, f);
-    char eta_text[64];
-    os_format_duration(eta, eta_text, sizeof eta_text);
-    fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tok/s  ETA %s%s",
-            l->tty ? "\r" : "", (long long)step, (long long)l->total, loss, lr, gnorm,
-            l->tokens_total / (el > 0 ? el : 1e-9), eta_text, l->tty ? "   " : "\n");
-    fflush(stderr);
+    progress(l, step, &sv, lr, gnorm, epoch, el, eta);
 }
 
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r) {

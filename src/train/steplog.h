@@ -9,6 +9,11 @@
 // the phases of a step in seconds, logged as "time/<name>_s" (the mean over ranks; docs/training.md)
 enum { OS_PH_DATA, OS_PH_COMPUTE, OS_PH_GATHER, OS_PH_REDUCE, OS_PH_OPTIM, OS_PH_CPU, OS_NPHASE };
 
+// The values logged as the mean over the --logging_steps window (the steps since the last logged line, as
+// transformers' Trainer logs its loss): loss, acc, and each term's loss and accuracy (slot 0 text, 1+i audio i)
+enum { OS_WIN_LOSS, OS_WIN_ACC, OS_WIN_TERM, OS_WIN_TACC = OS_WIN_TERM + OS_MAX_G + 1, OS_WIN_N = OS_WIN_TACC + OS_MAX_G + 1 };
+#define OS_GIB 1073741824.0   // memory(GiB): 2^30 bytes, as ms-swift
+
 typedef struct {
     int fd, failed;
     char path[4200];
@@ -21,6 +26,8 @@ typedef struct {
     int64_t n_sample_ids;
     double targets_total;   // target tokens trained over all steps and ranks (0: every sample was skipped)
     double phase[OS_NPHASE];   // this rank's phase times of the step being logged (set by the caller)
+    double win_sum[OS_WIN_N];  // the window's sums of the per-step values (rank 0), and how many steps had each
+    int64_t win_n[OS_WIN_N];
 } os_steplog;
 
 // keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten
