@@ -41,7 +41,7 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
 
 typedef struct {
     const char *checkpoint, *output_dir;
-    int merge_lora;
+    int merge_lora, overwrite_output_dir;
 } export_args;
 
 #define F(n) .name = #n, .off = offsetof(export_args, n)
@@ -51,6 +51,8 @@ static const os_opt OPTS[] = {
     {F(merge_lora), .type = OS_OPT_BOOL, .help = "LoRA checkpoints: true (default) merges the adapters into the weights; "
                                                  "false writes the base weights and OUT/lora_adapter/ for "
                                                  "PeftModel.from_pretrained (docs/training.md)"},
+    {F(overwrite_output_dir), .type = OS_OPT_BOOL, .help = "replace a non-empty --output_dir (default false: an error); "
+                                                           "never one that holds a checkpoint"},
 };
 #undef F
 
@@ -59,14 +61,22 @@ int cmd_export(int argc, char **argv) {
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
                           .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT "
-                                   "[--merge_lora true|false]\n"
+                                   "[--merge_lora true|false] [--overwrite_output_dir true|false]\n"
                                    "       mpirun -np N omnishard export ... (each rank holds a slice)\n"};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
     if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
+    char out[4096];   // without trailing slashes: OUT.tmp.PID is a sibling of OUT, never inside it
+    snprintf(out, sizeof out, "%s", a.output_dir);
+    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/';) out[--n] = 0;
     comm_init(&argc, &argv);
-    rc = export_checkpoint(a.checkpoint, a.output_dir, a.merge_lora);
+    if (comm_rank() == 0) {
+        os_export_cleanup(out, 0);
+        rc = os_export_check_dest(a.checkpoint, out, a.overwrite_output_dir);
+    }
+    if (!comm_any_failed(rc < 0)) rc = export_checkpoint(a.checkpoint, out, a.merge_lora);
+    else if (rc == 0) rc = os_err_echo("rank 0 refused --output_dir %s", out);
     if (comm_any_failed(rc < 0)) {
         if (rc < 0) os_info("omnishard export: %s", os_errmsg());
         comm_finalize();

@@ -201,6 +201,9 @@ void os_checkpoint_cleanup(const char *output_dir) {
         }
     }
     closedir(d);
+    char fm[4200];   // final_model.tmp.PID of a killed run (the output directory is locked: no other run writes it)
+    snprintf(fm, sizeof fm, "%s/final_model", output_dir);
+    os_export_cleanup(fm, 1);
 }
 
 // ---- load ----

@@ -44,5 +44,5 @@ int os_checkpoint_read_run(const char *dir, os_ckpt_run *run);
 int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override);
 // collective: load parameters (and moments unless the checkpoint has none) into rt; *step = the step it holds
 int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
-// remove OUTPUT_DIR/checkpoint-*.tmp left by a crash (rank 0)
+// remove OUTPUT_DIR/checkpoint-*.tmp and OUTPUT_DIR/final_model.tmp.PID left by a crash or kill (rank 0)
 void os_checkpoint_cleanup(const char *output_dir);
