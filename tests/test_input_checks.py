@@ -242,3 +242,21 @@ def test_a_directory_where_a_file_is_expected_is_named_as_such(tmp_path):
     q = subprocess.run([str(BUILD / "tests" / "test_samples_tool"), d, d, "4096", "right"],
                        capture_output=True, text=True, timeout=60)
     assert q.returncode == 1 and f"{d}: is a directory, expected the dataset" in q.stderr, q.stdout + q.stderr
+
+
+def test_the_defaults_that_differ_from_ms_swift(tmp_path, tmp_path_factory):
+    """sft --help ends with the defaults that differ from ms-swift's, each with its reason; docs/training.md has the
+    same table, and the omnishard column is what a run given none of these options resolves (its args.json)"""
+    helptext = run(["sft", "--help"], timeout=60).stdout
+    rows = re.findall(r"^  --(\w+) +(.+?); ms-swift: (.+?)\. (.+)$", helptext.split("defaults that differ from ms-swift's")[1], re.M)
+    assert {r[0] for r in rows} >= {"weight_decay", "lr_scheduler_type", "train_type", "num_train_epochs",
+                                    "truncation_strategy", "logging_steps", "torch_dtype"}, rows
+    doc = open(ROOT / "docs" / "training.md").read()
+    for name, ours, swift, why in rows:
+        assert f"| `--{name}` | `{ours}` | `{swift}` | {why} |" in doc, name
+    from omni_run import sft
+    d = tiny_slam(tmp_path_factory, "swift_defaults", 1)
+    sft(d / "model", d / "data.jsonl", tmp_path / "o", 1)
+    got = json.load(open(tmp_path / "o" / "args.json"))
+    for name, ours, _, _ in rows:
+        assert str(got[name]) == ours or (isinstance(got[name], (int, float)) and got[name] == float(ours)), (name, got[name])

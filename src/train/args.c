@@ -1,5 +1,6 @@
 // The sft options table: parsing, ranges and allowed values, --help, and the values the ranks agree on at start.
 #include "train/args.h"
+#include "train/swift_defaults.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/numtext.h"
@@ -147,6 +148,7 @@ void os_sft_args_usage(FILE *f) {
         }
         fprintf(f, "  --%-28s %s%s\n", o->name, o->help, extra);
     }
+    os_sft_swift_defaults_usage(f);
 }
 
 static void defaults(os_sft_args *a) {
