@@ -29,18 +29,21 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
                      os_plan *p) {
     memset(p, 0, sizeof *p);
     const os_registry *r = &m->reg;
+    // the stage's policies, as the runtime reads them (zero/policy.h)
+    zr_policy pol = zr_policy_of(stage);
+    int sharded = pol.params == ZR_PARAMS_SHARDED, scattered = pol.grads == ZR_GRADS_REDUCE_SCATTER;
     int64_t max_b = 0, max_tb = 0, layer_b = 0;
-    // bytes per element of a gathered bucket (stage 3): bf16 gathers the buckets holding matrices at esz bytes (their
+    // bytes per element of a gathered bucket (parameters sharded): bf16 gathers the buckets holding matrices at esz bytes (their
     // fp32 tensors, a few hundredths, in pages of an otherwise untouched buffer); 4 otherwise
     int gl = 4, gh = 4, ga = 4;
     for (int b = 0; b < r->nb; b++) {
         int64_t np = pad(r->b[b].numel, N), s = np / N;
-        p->params += 4 * (stage == 3 ? s : np);
-        if (esz && stage < 3 && has_gemm(r, b)) p->rounded += esz * np;   // its rounded copy, kept (zero/runtime.c)
+        p->params += 4 * (sharded ? s : np);
+        if (esz && !sharded && has_gemm(r, b)) p->rounded += esz * np;   // its rounded copy, kept (zero/runtime.c)
         if (np > max_b) max_b = np;
         if (!r->b[b].trainable) continue;
         if (np > max_tb) max_tb = np;
-        p->grads += 4 * (stage >= 2 ? s : np);
+        p->grads += 4 * (scattered ? s : np);
         p->optim += 8 * moments(&r->b[b], np, N, stage);
     }
     if (m->nlayers > 0) layer_b = pad(r->b[m->b_layer[0]].numel, N);
@@ -57,12 +60,12 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     // runtime buffers at the two peaks: the head (head + adapter gathered and their gradients open, the next
     // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
     int64_t g_head = 0, g_bwd = 0;   // bytes
-    if (stage == 3) g_head += gh * head_b + ga * ad_b + 4 * norm_b, g_bwd += 2 * gl * layer_b;
-    // stages 2-3: a gradient slice exists from the step's first reduction of its bucket until AdamW
-    // (zero/runtime.c): at the head only the adapter's (and an untied head's) are there, in the layers' backward
-    // all but the embedding's, which closes last; from the second micro-batch of an accumulation on, all of them
+    if (sharded) g_head += gh * head_b + ga * ad_b + 4 * norm_b, g_bwd += 2 * gl * layer_b;
+    // gradients reduce-scattered (stages 2-3): a gradient slice exists from the step's first reduction of its bucket
+    // until AdamW (zero/runtime.c): at the head only the adapter's (and an untied head's) are there, in the layers'
+    // backward all but the embedding's, which closes last; from the second micro-batch of an accumulation on, all
     int64_t sl_head = p->grads, sl_bwd = p->grads;
-    if (stage >= 2) {
+    if (scattered) {
         g_head += 4 * ((head_tr ? head_b : 0) + (ad_tr ? ad_b : 0));
         g_bwd += 4 * ((layer_tr ? layer_b : 0) + (tied && emb_tr ? emb_b : 0));
         if (accum <= 1) {
@@ -82,11 +85,11 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int64_t a_head = 4 * at_head + g_head + sl_head, a_bwd = 4 * at_bwd + g_bwd + sl_bwd;
     if (a_head >= a_bwd) p->activations = 4 * at_head, p->gather = g_head, p->grads = sl_head;
     else p->activations = 4 * at_bwd, p->gather = g_bwd, p->grads = sl_bwd;
-    // stages 0-1, N > 1: after the backward each full gradient bucket is all-reduced in place (the activation
-    // arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer as temporaries
-    // meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through comm.c's
-    // own ring, which allocates nothing.
-    int64_t a_reduce = stage < 2 && N > 1 ? 4 * (max_tb / 2) : 0;
+    // gradients all-reduced (stages 0-1), N > 1: after the backward each full gradient bucket is all-reduced in
+    // place (the activation arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer
+    // as temporaries meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through
+    // comm.c's own ring, which allocates nothing.
+    int64_t a_reduce = !scattered && N > 1 ? 4 * (max_tb / 2) : 0;
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
     if (esz) p->conv = os_plan_bf16(m, B, L, esz), p->activations += p->conv;
@@ -99,15 +102,16 @@ int64_t os_plan_mean_rows_bytes(int64_t C) {
 
 int64_t os_plan_startup(const os_model *m, int N, int stage, const os_plan_src *src, int mean_resizing) {
     const os_registry *r = &m->reg;
+    int sharded = zr_policy_of(stage).params == ZR_PARAMS_SHARDED;
     int64_t resident = 0, peak = 0;
     for (int b = 0; b < r->nb; b++) {
         const os_bucket *k = &r->b[b];
-        int64_t np = pad(k->numel, N), s = stage == 3 ? np / N : np, have = 0, bytes = 0, extra = 0;
+        int64_t np = pad(k->numel, N), s = sharded ? np / N : np, have = 0, bytes = 0, extra = 0;
         for (int i = k->first; i < k->first + k->count; i++) {
             have += src[i].have, bytes += src[i].have * src[i].bytes;
             if (!mean_resizing || !src[i].rows) continue;
-            // the statistics read the whole checkpoint tensor: at stage 3 beyond this rank's slice (about 1/N of it)
-            int64_t whole = stage == 3 ? src[i].have * src[i].bytes / N * (N - 1) : 0;
+            // the statistics read the whole checkpoint tensor: sharded, beyond this rank's slice (about 1/N of it)
+            int64_t whole = sharded ? src[i].have * src[i].bytes / N * (N - 1) : 0;
             int64_t scratch = os_plan_mean_rows_bytes(r->p[i].shape[1]);
             if (scratch + whole > extra) extra = scratch + whole;
         }
