@@ -118,6 +118,19 @@ def test_model_and_runtime_stay_apart(tmp_path):
                              "model -> zero is not allowed (model/ may use: core, io, kernels, audio)")
 
 
+def test_generation_and_training_share_only_the_session(tmp_path):
+    # infer/ opens its model through session/ and knows nothing of training; session/ knows neither of them
+    fails_with_added_include(tmp_path, "infer/infer.c", "train/args.h",
+                             "infer -> train is not allowed (infer/ may use: core, io, kernels, tokenizer, audio, "
+                             "dataset, model, zero, persist, session)")
+
+
+def test_session_knows_no_training(tmp_path):
+    fails_with_added_include(tmp_path, "session/session.c", "train/trainer.h",
+                             "session -> train is not allowed (session/ may use: core, io, kernels, audio, dataset, "
+                             "model, zero, persist)")
+
+
 def test_cycle_in_matrix_fails(monkeypatch):
     monkeypatch.setattr(layering, "ALLOWED", dict(layering.ALLOWED, core=["cli"]))
     problems = layering.check(ROOT)

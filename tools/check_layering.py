@@ -27,10 +27,11 @@ ALLOWED = {
     "model": ["core", "io", "kernels", "audio"],
     "zero": ["core", "io", "kernels"],
     "persist": ["core", "io", "kernels", "dataset", "model", "zero"],
-    "train": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist"],
-    "infer": ["core", "io", "kernels", "tokenizer", "audio", "dataset", "model", "zero", "persist", "train"],
-    "cli": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "train",
-            "infer"],
+    "session": ["core", "io", "kernels", "audio", "dataset", "model", "zero", "persist"],
+    "train": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session"],
+    "infer": ["core", "io", "kernels", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session"],
+    "cli": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session",
+            "train", "infer"],
 }
 
 

@@ -8,7 +8,7 @@
 #include "persist/checkpoint.h"
 #include "persist/export.h"
 #include "zero/comm.h"
-#include "train/model_runtime.h"
+#include "session/model_runtime.h"
 #include "zero/runtime.h"
 #include <stddef.h>
 #include <stdio.h>

@@ -87,10 +87,9 @@ static int settle_choice(const infer_args *a, os_gen_opts *g) {
     return 0;
 }
 
-// the options into the generation settings and the session's arguments; -1 + message
-static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t *index, int nranks) {
+// the options into the generation settings and the session's; -1 + message
+static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int64_t *index, int nranks) {
     memset(g, 0, sizeof *g);
-    memset(sa, 0, sizeof *sa);
     g->max_new_tokens = a->max_new_tokens, g->seed = (uint64_t)a->seed, g->text_only = a->text_only, g->kv_cache = a->kv_cache;
     if (!a->model) return os_errf("--model DIR is required (omnishard infer --help)");
     if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
@@ -106,9 +105,9 @@ static int settle(const infer_args *a, os_gen_opts *g, os_sft_args *sa, int64_t 
     *index = a->index >= 0 ? a->index : 0;
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
     if (settle_choice(a, g) < 0) return -1;
-    sa->model = a->model, sa->model_type = "slam_omni", sa->code_layer = -1, sa->num_latency_tokens = sa->do_layershift = -1,
-        sa->zero_stage = zero, sa->seed = 42, sa->no_grads = 1;
-    sa->speech_encoder = a->speech_encoder, sa->max_length = 2048, sa->truncation_strategy = "right";
+    // a SLAM-Omni model as slam_omni.json describes it, every bucket frozen (no gradients, no AdamW moments)
+    *so = (os_session_opts){.model = a->model, .speech_encoder = a->speech_encoder, .slam = 1, .code_layer = -1,
+                            .num_latency_tokens = -1, .do_layershift = -1, .zero_stage = zero, .seed = 42, .frozen = 1};
     return 0;
 }
 
@@ -136,13 +135,13 @@ int cmd_infer(int argc, char **argv) {
     if (rc < 0) return fprintf(stderr, "omnishard infer: %s\n", os_errmsg()), 2;
     comm_init(&argc, &argv);
     os_gen_opts g;
-    os_sft_args sa;
+    os_session_opts so;
     int64_t index = 0;
-    if (os_infer_failed(settle(&a, &g, &sa, &index, comm_size()))) {
+    if (os_infer_failed(settle(&a, &g, &so, &index, comm_size()))) {
         comm_finalize();
         return 2;
     }
-    rc = os_infer_failed(check_same(&a)) ? 1 : os_infer_run(&a, &g, &sa, index);
+    rc = os_infer_failed(check_same(&a)) ? 1 : os_infer_run(&a, &g, &so, index);
     comm_finalize();
     return rc;
 }

@@ -11,7 +11,7 @@
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "model/whisper.h"
-#include "train/model_runtime.h"
+#include "session/model_runtime.h"
 #include "zero/runtime.h"
 #include <stddef.h>
 #include <stdio.h>

@@ -134,10 +134,10 @@ static os_tokenizer *load_tokenizer(const char *model_dir) {
     return os_tok_load(path);
 }
 
-int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index) {
+int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opts *so, int64_t index) {
     run_ctx c = {.a = a, .g = g};
     int64_t live0 = os_alloc_live_bytes();
-    if (os_infer_failed(os_session_open(&c.s, sa, comm_rank(), comm_size()))) return 1;
+    if (os_infer_failed(os_session_open(&c.s, so, comm_rank(), comm_size()))) return 1;
     int64_t session = os_alloc_live_bytes() - live0;
     const os_model *m = &c.s.model;
     const os_st_tensor *emb = os_st_dir_find(c.s.ckpt, "model.embed_tokens.weight");

@@ -2,7 +2,7 @@
 // conversation, the output.
 #pragma once
 #include "infer/infer.h"
-#include "train/args.h"
+#include "session/session.h"
 
 // the options (cmd_infer.c's table); a penalty of 0, index or zero_stage of -1: not given
 typedef struct {
@@ -15,4 +15,4 @@ typedef struct {
 // every rank stops when any failed: 1 after printing the reason (the failing rank's message, else a note)
 int os_infer_failed(int rc);
 // collective; the exit status (0, or 1 after the message on stderr)
-int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_sft_args *sa, int64_t index);
+int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opts *so, int64_t index);

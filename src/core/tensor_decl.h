@@ -1,6 +1,6 @@
 // What the model's parameter declarations (model/params.h) and the runtime's registry (zero/registry.h) both say
 // of a tensor and of a bucket. model/ and zero/ do not include each other (tools/check_layering.py), so the shared
-// part is written once here; train/model_runtime.c copies one into the other with the same ids.
+// part is written once here; session/model_runtime.c copies one into the other with the same ids.
 #pragma once
 #include <stdint.h>
 

@@ -22,17 +22,17 @@ const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L) {
     int speech = lo == 0 && f->speech;
     for (int64_t i = 0; speech && i < n; i++) f->mask[i] = i < f->P ? f->speech[i] : 0;
     const float *proj[1] = {NULL};
-    if (lo == 0 && s->trainer.speech) {
-        os_speech *sp = s->trainer.speech;
-        os_speech_fwd(sp, &s->rt);   // encoder + projector, on every rank (fixed schedule)
+    os_weights w = os_runtime_weights(&s->rt);
+    if (lo == 0 && s->speech.on) {
+        os_speech *sp = &s->speech;
+        os_speech_fwd(sp, &w);   // encoder + projector, on every rank (fixed schedule)
         proj[0] = os_speech_proj(sp, 0);
         for (int64_t bi = 0; bi < sp->B; bi++) sp->state[bi] = sp->state[bi] ? 2 : 0;   // later: reuse the encoder output
     }
     os_model_input in = {.B = 1, .R = f->R, .L = n, .ids = f->ids, .speech = speech ? f->mask : NULL, .proj = proj};
-    os_weights w = os_runtime_weights(&s->rt);
     os_model_opts o = {.recompute = 1, .kv = f->cached ? &f->kv : NULL, .logits = f->z, .logits_last = 1};
     os_loss_sums ls;
-    os_model_forward(&s->trainer.acts, &in, &w, &o, &ls);
+    os_model_forward(&s->acts, &in, &w, &o, &ls);
     f->positions += n;
     return f->z;
 }

@@ -6,8 +6,8 @@
 // same forwards (any ZeRO stage) and gets the last position's lm_head logits.
 #pragma once
 #include "model/forward.h"
-#include "train/model_runtime.h"
-#include "train/session.h"
+#include "session/model_runtime.h"
+#include "session/session.h"
 
 typedef struct {
     os_session *s;

@@ -50,7 +50,7 @@ static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency
 
 // the speech front end: the WAV is read and log-mel'd once (the encoder runs at the first forward only)
 static int prepare_speech(os_session *s, const os_infer_prompt *p) {
-    if (!s->trainer.speech && !p->wav) return 0;
+    if (!s->speech.on && !p->wav) return 0;
     wav_view view = {.base = {.n = 1, .path = "the spoken question", .wav_path = view_wav}, .wav = p->wav};
     os_batch b;
     os_batch_alloc(&b, 1, p->R, p->L);

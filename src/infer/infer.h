@@ -11,7 +11,7 @@
 // same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
 #pragma once
 #include "infer/choose.h"
-#include "train/session.h"
+#include "session/session.h"
 #include <stdint.h>
 
 // The positions generation starts from: [G+1, L] model input ids (audio rows shifted by +T).

@@ -4,7 +4,7 @@
 // With layer shift (the reference's do_layershift) every layer has its own A rows: vocabulary T + G*A, layer g's
 // id a is T + g*A + a, its logits are logits[:, T+g*A : T+(g+1)*A], and there is no adapter.
 // See docs/spec/slam-omni.md. Parameters are declared in m->reg (params.h); where they live and their data is the
-// sharding runtime's (zero/registry.h, zero/runtime.h; train/model_runtime.h joins the two).
+// sharding runtime's (zero/registry.h, zero/runtime.h; session/model_runtime.h joins the two).
 #pragma once
 #include "core/numtext.h"   // os_float_str
 #include "io/hfconfig.h"

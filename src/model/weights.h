@@ -1,5 +1,5 @@
 // How a model forward reaches its weights without knowing where they live: a table of calls that the owner of
-// the parameters fills (the sharding runtime: os_runtime_weights in train/model_runtime.h). A forward opens a bucket (gather),
+// the parameters fills (the sharding runtime: os_runtime_weights in session/model_runtime.h). A forward opens a bucket (gather),
 // may announce the next one early (prefetch), reads parameters by id while the bucket is open, and closes it
 // (release); the owner checks every access and decides what each call costs (ZeRO-3: a collective).
 // The backward's counterpart (os_grads) opens a bucket's gradient scope, reads gradient buffers by id inside it

@@ -23,7 +23,6 @@ typedef struct {
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
     int mask_equal_length_audio;
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
-    int no_grads;   // not an option: omnishard infer's sessions freeze every bucket (no gradients, no AdamW moments)
     int head_balance;   // not an option: OMNISHARD_HEAD_BALANCE (1, unset: the head's rows move between ranks; 0: stay)
     int lora_rank, merge_lora;
     float loss_weights[OS_MAX_G + 1];

@@ -7,7 +7,7 @@
 #pragma once
 #include "dataset/dataset.h"
 #include "dataset/sampler.h"
-#include "train/speech.h"
+#include "session/speech.h"
 
 typedef struct {
     os_dataset *ds;

@@ -69,7 +69,7 @@ typedef struct {
 // returns its seconds. --dump_logits writes rank 0's first logits (a per-rank option: no collective; a failed
 // write ends every rank at the step boundary).
 static double micro_step(os_sft_state *r, int64_t step, const os_micro *mb, float dscale, os_step_stats *st) {
-    os_trainer *t = &r->s.trainer;
+    os_trainer *t = &r->trainer;
     t->lora_key = os_lora_dropout_key((uint64_t)r->a->seed, step, mb->g);
     int dump = r->a->dump_logits && step == 1 && mb->g == 0;
     if (dump) t->dump_logits = os_alloc(sizeof(float) * (size_t)(mb->b.B * mb->b.L * r->m->V), "logits dump");
@@ -88,7 +88,7 @@ static void micro_batches(os_sft_state *r, int64_t step, micro_report *sl) {
     memset(sl, 0, sizeof *sl);
     os_loader_start(&r->train, r->cur, step);
     sl->nonempty = os_loader_filled(&r->train, r->K);
-    r->s.trainer.term_scale = 1.0f / (float)(r->N * r->K);
+    r->trainer.term_scale = 1.0f / (float)(r->N * r->K);
     r->s.rt.times = (zr_times){0};
     r->s.rt.gather_bytes = 0;
     for (int64_t k = 0; k < r->K; k++) {
@@ -128,7 +128,7 @@ static int check_finite(os_sft_state *r, int64_t step, const micro_report *sl, d
 // training one, before this step's save: the stop message and 1.
 static int evaluate(os_sft_state *r, int64_t step, double epoch) {
     double loss;
-    os_stop_if_failed(os_sft_eval(&r->s.trainer, &r->eval, &r->log, step, epoch, &loss));
+    os_stop_if_failed(os_sft_eval(&r->trainer, &r->eval, &r->log, step, epoch, &loss));
     if (!comm_any_failed(!isfinite(loss))) return 0;
     char what[128];
     snprintf(what, sizeof what, "non-finite evaluation loss (eval_loss %g; the training loss was finite)", loss);

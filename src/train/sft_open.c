@@ -66,8 +66,48 @@ static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
 }
 
 
+// 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16); the session then switches k_gemm to it
+static int bf16_on(const os_sft_args *a) {
+    return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));
+}
+
+// the session's settings from the options; -1 + message (an unknown --target_modules name)
+static int session_opts(const os_sft_args *a, os_session_opts *o) {
+    *o = (os_session_opts){.model = a->model, .speech_encoder = a->speech_encoder,
+                           .cache_speech_features = a->cache_speech_features, .slam = !strcmp(a->model_type, "slam_omni"),
+                           .code_layer = a->code_layer, .num_latency_tokens = a->num_latency_tokens,
+                           .do_layershift = a->do_layershift, .loss_weights = a->loss_weights,
+                           .n_loss_weights = a->n_loss_weights, .zero_stage = a->zero_stage, .bf16 = bf16_on(a),
+                           .seed = (uint64_t)a->seed, .new_rows_init = a->new_rows_init,
+                           .freeze = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter,
+                                      a->trainable_embed_rows}};
+    if (a->train_type && !strcmp(a->train_type, "lora")) {
+        o->lora = (os_lora_config){a->lora_rank, (float)a->lora_alpha, (float)a->lora_dropout, 0};
+        if (os_lora_parse_targets(a->target_modules, &o->lora.targets) < 0) return -1;
+    }
+    return 0;
+}
+
+// the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
+// must name some parameter); -1 + message
+static int trainer_open(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    os_model *m = &r->s.model;
+    os_trainer *t = &r->trainer;
+    t->m = m, t->rt = &r->s.rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = a->head_balance;
+    t->acts = &r->s.acts;
+    t->speech = r->s.speech.on ? &r->s.speech : NULL;
+    t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
+    for (int k = 0; k < a->nterms; k++) {
+        int hit = 0;
+        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->terms[k].prefix, strlen(a->terms[k].prefix));
+        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->terms[k].prefix);
+    }
+    return 0;
+}
+
 // the output directory locked, the settings that decide whether the model and data can be opened checked
-// against a resumed checkpoint's, then the session
+// against a resumed checkpoint's, then the session and the trainer over it
 static void open_session(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->zero_stage == 0 && r->N > 1 && r->rank == 0)
@@ -85,8 +125,12 @@ static void open_session(os_sft_state *r) {
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
         os_stop_if_failed(rc);
     }
-    os_stop_if_failed(os_session_open(&r->s, a, r->rank, r->N));
+    os_session_opts so;
+    os_stop_if_failed(session_opts(a, &so));
+    os_stop_if_failed(os_session_open(&r->s, &so, r->rank, r->N));
     r->m = &r->s.model;
+    r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
+    os_stop_if_failed(trainer_open(r));
 }
 
 // the datasets read, agreed on and (--split_dataset_ratio) split; their loaders
@@ -137,7 +181,7 @@ static void count_steps(os_sft_state *r) {
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);
     if (r->rank == 0 && strcmp(knobs, "(none)")) os_info("omnishard sft: environment settings: %s", knobs);
-    if (r->rank == 0 && os_sft_bf16(a))
+    if (r->rank == 0 && bf16_on(a))
         os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
                 "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
 }

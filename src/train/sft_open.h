@@ -6,7 +6,8 @@
 #include "persist/checkpoint.h"
 #include "train/args.h"
 #include "train/loader.h"
-#include "train/session.h"
+#include "session/session.h"
+#include "train/trainer.h"
 #include "train/steplog.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     char run_dir[4200];
     int rank, N;
     os_session s;
+    os_trainer trainer;           // the micro-step's view of the session (train/trainer.h)
     os_model *m;                  // &s.model
     os_dataset *ds, *ev;          // training and evaluation data (docs/dataset.md; ev NULL: no evaluation)
     os_loader train, eval;        // their micro-batches (eval: only with ev)

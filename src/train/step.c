@@ -4,8 +4,8 @@
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"
-#include "train/model_runtime.h"
-#include "train/speech.h"
+#include "session/model_runtime.h"
+#include "session/speech.h"
 #include "zero/comm.h"
 #include <stdio.h>
 #include <string.h>
@@ -72,24 +72,24 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
                            .alltoallv = peers_alltoallv};
     if (peers.size > 1 && t->head_balance) o.peers = &peers;   // OMNISHARD_HEAD_BALANCE, agreed at start-up
 
-    if (t->speech) os_speech_fwd(t->speech, t->rt);   // encoder + projector, on every rank (fixed schedule)
+    if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_loss_sums ls;
-    os_model_forward(&t->acts, &in, &w, &o, &ls);
+    os_model_forward(t->acts, &in, &w, &o, &ls);
     memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->count, ls.count, sizeof ls.count);
     memcpy(st->correct, ls.correct, sizeof ls.correct);
     st->head_moved = ls.moved;
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
     if (o.below) {
-        os_model_backward(&t->acts, &in, &w, &o);
-        if (t->speech) st->term_loss += os_speech_bwd(t->speech, t);   // projector gradients from dproj
+        os_model_backward(t->acts, &in, &w, &o);
+        if (t->speech) os_speech_bwd(t->speech, &w, &g);   // projector gradients from dproj (+ its terms at the close)
     } else if (!fo) {
         // nothing trained below the head: no further backward (no bucket is gathered for it on any rank); parameter
         // terms over the frozen buckets below still have their values (and no gradient)
         for (int64_t l = 0; l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_layer[l]);
         for (int64_t l = 0; m->b_lora && l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_lora[l]);
         st->term_loss += os_apply_param_terms(t, m->b_embed);
-        if (t->speech) st->term_loss += os_speech_bwd(t->speech, t);
+        if (t->speech) os_speech_bwd(t->speech, &w, &g);
     }
     os_free(proj), os_free(dproj);
 }

@@ -13,7 +13,7 @@ typedef struct {
     char prefix[96];
 } os_param_term;
 
-struct os_speech;   // train/speech.h
+struct os_speech;   // session/speech.h
 
 typedef struct {
     os_model *m;
@@ -28,7 +28,7 @@ typedef struct {
                           // rank must be in the same mode: the gradient scopes' collectives are skipped)
     float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
     uint64_t lora_key;    // LoRA dropout stream of this micro-batch (os_lora_dropout_key); unused without dropout
-    os_model_acts acts;   // the forward/backward's activations, allocated once and reused by every micro-batch
+    os_model_acts *acts;  // the forward/backward's activations (the session's), reused by every micro-batch
 } os_trainer;
 
 typedef struct {

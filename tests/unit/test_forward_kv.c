@@ -8,7 +8,7 @@
 #include "core/alloc.h"
 #include "core/rng.h"
 #include "model/forward.h"
-#include "train/model_runtime.h"
+#include "session/model_runtime.h"
 #include "check.h"
 #include <math.h>
 #include <string.h>

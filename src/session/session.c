@@ -1,20 +1,19 @@
-#include "train/session.h"
+#include "session/session.h"
 #include "core/err.h"
 #include "core/knobs.h"
-#include "model/freeze.h"
 #include "model/load.h"
 #include "model/load_audit.h"
 #include "kernels/kernels.h"
-#include "train/model_runtime.h"
+#include "session/model_runtime.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_config *oc) {
+static int model_config(const os_session_opts *a, os_qwen2_config *cfg, os_omni_config *oc) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", a->model);
     if (os_qwen2_config_load(path, cfg) < 0) return -1;
-    int slam = !strcmp(a->model_type, "slam_omni");
+    int slam = a->slam;
     os_omni_config_default(oc, slam ? 3 : 0);
     if (slam) {
         snprintf(path, sizeof path, "%s/slam_omni.json", a->model);
@@ -32,11 +31,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
         }
         os_omni_config_codes(oc, shift, latency);
     }
-    oc->lora = (os_lora_config){0};   // LoRA comes from the flags only (docs/training.md "LoRA")
-    if (a->train_type && !strcmp(a->train_type, "lora")) {
-        oc->lora = (os_lora_config){a->lora_rank, (float)a->lora_alpha, (float)a->lora_dropout, 0};
-        if (os_lora_parse_targets(a->target_modules, &oc->lora.targets) < 0) return -1;
-    }
+    oc->lora = a->lora;   // LoRA comes from the flags only (docs/training.md "LoRA")
     if (a->n_loss_weights) {
         if (a->n_loss_weights != oc->G + 1)
             return os_errf("--loss_weights: expected %d values (text, then %d audio layers), got %d", oc->G + 1, oc->G, a->n_loss_weights);
@@ -47,7 +42,7 @@ static int model_config(const os_sft_args *a, os_qwen2_config *cfg, os_omni_conf
 
 // Speech (docs/speech.md): the encoder's config from --speech_encoder DIR, and the projector's input size from it,
 // or from a projector already in the checkpoint when no encoder is given (it is then carried along, frozen).
-static int speech_config(os_session *s, const os_sft_args *a, os_omni_config *oc, os_whisper_config *wc) {
+static int speech_config(os_session *s, const os_session_opts *a, os_omni_config *oc, os_whisper_config *wc) {
     const os_st_tensor *pw = os_st_dir_find(s->ckpt, "encoder_projector.linear1.weight");
     int cov1d = oc->proj_kind == OS_PROJ_COV1D;
     if (!cov1d && os_st_dir_find(s->ckpt, "encoder_projector.conv1d.weight"))
@@ -68,13 +63,9 @@ static int speech_config(os_session *s, const os_sft_args *a, os_omni_config *oc
     return s->enc_ckpt ? 0 : -1;
 }
 
-int os_sft_bf16(const os_sft_args *a) {
-    return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));
-}
-
-int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
+int os_session_open(os_session *s, const os_session_opts *a, int rank, int nranks) {
     memset(s, 0, sizeof *s);
-    if (os_sft_bf16(a)) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
+    if (a->bf16) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
         if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, NULL) < 0) return -1;
         k_gemm_set_bf16(1);
     }
@@ -110,17 +101,16 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
                            os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, &map) < 0))
         return -1;
     if (m->b_proj >= 0 && !m->enc.nlayers) os_reg_freeze(&m->reg, m->b_proj);   // no encoder: carried along unchanged
-    os_freeze_opts fz = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter, a->trainable_embed_rows};
-    if (a->no_grads)   // inference: every bucket frozen, so the runtime allocates no gradient and no optimizer state
+    if (a->frozen)   // inference: every bucket frozen, so the runtime allocates no gradient and no optimizer state
         for (int b = 0; b < m->reg.nb; b++) os_reg_freeze(&m->reg, b);
-    else if (os_model_freeze(m, &fz) < 0)
+    else if (os_model_freeze(m, &a->freeze) < 0)
         return -1;
     if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
     if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
     os_runtime_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
-    if (os_sft_bf16(a)) zr_set_bf16(&s->rt, 1);   // the matrices rounded once, gathered in bf16 (docs/zero.md "bf16")
+    if (a->bf16) zr_set_bf16(&s->rt, 1);   // the matrices rounded once, gathered in bf16 (docs/zero.md "bf16")
     for (int b = 0; b < m->reg.nb; b++) {
         int enc = b >= nb_llm;
         if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)
@@ -132,21 +122,12 @@ int os_session_open(os_session *s, const os_sft_args *a, int rank, int nranks) {
     os_st_dir_release_pages(s->enc_ckpt);
     if (os_speech_init(&s->speech, m, a->speech_encoder, a->cache_speech_features) < 0) return -1;
     s->pad_id = 151643 < m->V ? 151643 : 0;
-    os_trainer *t = &s->trainer;
-    t->m = m, t->rt = &s->rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = a->head_balance;
-    os_acts_init(&t->acts, m);
-    t->speech = s->speech.on ? &s->speech : NULL;
-    t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
-    for (int k = 0; k < a->nterms; k++) {
-        int hit = 0;
-        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->terms[k].prefix, strlen(a->terms[k].prefix));
-        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->terms[k].prefix);
-    }
+    os_acts_init(&s->acts, m);
     return 0;
 }
 
 void os_session_close(os_session *s) {
-    if (s->trainer.acts.m) os_acts_free(&s->trainer.acts);
+    if (s->acts.m) os_acts_free(&s->acts);
     zr_free(&s->rt);
     os_speech_free(&s->speech);
     os_model_free(&s->model);

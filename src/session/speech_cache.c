@@ -1,4 +1,4 @@
-#include "train/speech_cache.h"
+#include "session/speech_cache.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/rng.h"

@@ -1,4 +1,4 @@
-#include "train/model_runtime.h"
+#include "session/model_runtime.h"
 
 void os_runtime_registry(const os_registry *decl, zr_registry *out) {
     zr_reg_init(out, decl->nb, decl->np);

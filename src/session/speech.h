@@ -1,8 +1,9 @@
-// The speech input path of a training micro-step (docs/speech.md):
+// The speech front end of a session (docs/speech.md), for a training micro-step and for generation alike:
 //   WAV -> 16 kHz mono (os_audio_load_16k) -> padded/trimmed to 2 * max_source_positions * 160 samples -> log-mel
 //   [n_mels, T_mel] -> frozen Whisper encoder [T_enc, d] (or its cached copy, --cache_speech_features) ->
-//   projector [T_s, C], T_s = T_enc / k, which step.c splices into the input embedding of the sample's speech
-//   positions; the backward gives the projector its gradients (the encoder gets none).
+//   projector [T_s, C], T_s = T_enc / k, which the model's forward splices into the input embedding of the sample's
+//   speech positions; the backward gives the projector its gradients (the encoder gets none). The encoder and the
+//   projector are the model's (model/whisper.h, model/speech_input.h), their weights read through os_weights.
 // Collective schedule: os_speech_fwd gathers every encoder bucket and the projector bucket, and os_speech_bwd
 // gathers the projector and opens/closes its gradient scope, in the same order whether or not this rank's
 // micro-batch holds speech (design invariant 2).
@@ -11,8 +12,7 @@
 #include "model/omni.h"
 #include "model/projector.h"
 #include "dataset/batch.h"
-#include "train/trainer.h"
-#include "zero/runtime.h"
+#include "model/weights.h"
 
 typedef struct os_speech {
     const os_model *m;
@@ -32,6 +32,8 @@ typedef struct os_speech {
     float *da;              // [T_s, hidden] backward scratch
     int64_t cache_hits, cache_writes;
     int cache_warned;
+    void (*write_failed)(void);   // called (once) after the message of a failed cache write; NULL: none (the
+                                  // training loop sets it: the run then ends at the step boundary)
 } os_speech;
 
 // LLM positions per speech input: T_s = max_source_positions / proj_k (0 when the model has no encoder).
@@ -48,10 +50,10 @@ void os_speech_free(os_speech *sp);
 int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
                       int64_t n);
 // Encoder (for state-1 samples; writes their cache files) and projector forward. Collective schedule fixed.
-void os_speech_fwd(os_speech *sp, zr_runtime *rt);
+void os_speech_fwd(os_speech *sp, const os_weights *w);
 // The projector output [T_s, C] of sample bi and its gradient buffer (filled by the embedding backward); NULL when
 // the sample has no speech.
 const float *os_speech_proj(const os_speech *sp, int64_t bi);
 float *os_speech_dproj(os_speech *sp, int64_t bi);
-// Projector backward into its gradient bucket, plus the parameter loss terms over it; returns their value.
-double os_speech_bwd(os_speech *sp, os_trainer *t);
+// Projector backward into its gradients through g (whose close the trainer gives the parameter loss terms).
+void os_speech_bwd(os_speech *sp, const os_weights *w, const os_grads *g);

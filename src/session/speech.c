@@ -1,23 +1,15 @@
-#include "train/speech.h"
+#include "session/speech.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "audio/audio.h"
 #include "audio/logmel.h"
 #include "io/atomic.h"
-#include "train/model_runtime.h"
-#include "train/speech_cache.h"
-#include "train/stop.h"
+#include "model/speech_input.h"
+#include "session/speech_cache.h"
 #include <string.h>
 
 int64_t os_speech_positions(const os_model *m) {
     return m->enc.nlayers > 0 ? m->enc.n_pos / m->oc.proj_k : 0;
-}
-
-// the projector's parameters, gathered
-static os_proj_w proj_weights(const os_model *m, zr_runtime *rt) {
-    return (os_proj_w){zr_param(rt, m->proj_w1), zr_param(rt, m->proj_b1), zr_param(rt, m->proj_w2),
-                       zr_param(rt, m->proj_b2), m->proj_cw >= 0 ? zr_param(rt, m->proj_cw) : NULL,
-                       m->proj_cb >= 0 ? zr_param(rt, m->proj_cb) : NULL};
 }
 
 int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const char *cache_dir) {
@@ -29,7 +21,7 @@ int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const 
     sp->n_wave = os_whisper_wave_samples(w), sp->T_mel = os_whisper_mel_frames(w);
     sp->T_enc = os_whisper_out_frames(sp->T_mel), sp->T_s = os_speech_positions(m);
     sp->n_mels = w->n_mels, sp->d = w->d, sp->C = m->C;
-    sp->pd = (os_proj_dims){.k = m->oc.proj_k, .d = w->d, .hidden = m->oc.proj_hidden, .C = m->C, .kind = m->oc.proj_kind};
+    sp->pd = os_model_proj_dims(m);
     sp->n_act = os_projector_act_floats(&sp->pd);
     if (sp->T_s < 1)
         return os_errf("%s: max_source_positions %lld gives no LLM position with %lld frames per projector output",
@@ -121,7 +113,7 @@ int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os
     return 0;
 }
 
-void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
+void os_speech_fwd(os_speech *sp, const os_weights *w) {
     const os_model *m = sp->m;
     OS_ASSERT(sp->on);
     // encoder for the samples without cached features (every bucket gathered even when there are none)
@@ -133,25 +125,20 @@ void os_speech_fwd(os_speech *sp, zr_runtime *rt) {
             mel[k] = sp->mel + bi * sp->n_mels * sp->T_mel;
             out[k++] = sp->feat + bi * sp->T_enc * sp->d;
         }
-    os_weights wt = os_runtime_weights(rt);
-    os_whisper_fwd(&m->enc, &wt, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
+    os_whisper_fwd(&m->enc, w, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
     os_free(mel), os_free(out);
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {
         if (sp->state[bi] != 1) continue;
-        // a failed cache write ends the run at the step boundary (every output is checked, docs/operations.md)
+        // a failed cache write ends a training run at the step boundary (every output is checked, docs/operations.md)
         if (os_feat_cache_write(sp->cache_dir, sp->key[bi], sp->feat + bi * sp->T_enc * sp->d, sp->T_enc, sp->d) < 0) {
-            if (!sp->cache_warned++) os_err_ctx("--cache_speech_features"), os_stop_write_failed();
+            if (!sp->cache_warned++) {
+                os_err_ctx("--cache_speech_features");
+                if (sp->write_failed) sp->write_failed();
+            }
         } else
             sp->cache_writes++;
     }
-    // projector
-    zr_gather(rt, m->b_proj);
-    os_proj_w pw = proj_weights(m, rt);
-    for (int64_t bi = 0; bi < sp->B; bi++)
-        if (sp->state[bi])
-            os_projector_fwd(&sp->pd, &pw, sp->feat + bi * sp->T_enc * sp->d, sp->T_s, sp->act + bi * sp->T_s * sp->n_act,
-                             sp->proj + bi * sp->T_s * sp->C);
-    zr_release(rt, m->b_proj);
+    os_projector_forward(m, w, sp->B, sp->state, sp->feat, sp->T_enc, sp->T_s, sp->act, sp->proj);   // projector
 }
 
 const float *os_speech_proj(const os_speech *sp, int64_t bi) {
@@ -162,21 +149,6 @@ float *os_speech_dproj(os_speech *sp, int64_t bi) {
     return sp && sp->on && bi < sp->B && sp->state[bi] ? sp->dproj + bi * sp->T_s * sp->C : NULL;
 }
 
-double os_speech_bwd(os_speech *sp, os_trainer *t) {
-    const os_model *m = sp->m;
-    zr_runtime *rt = t->rt;
-    int on = rt->reg->b[m->b_proj].trainable;   // a frozen projector needs no backward
-    zr_gather(rt, m->b_proj);
-    zr_grad_open(rt, m->b_proj);
-    os_proj_w pw = proj_weights(m, rt);
-    os_proj_g pg = {zr_grad(rt, m->proj_w1), zr_grad(rt, m->proj_b1), zr_grad(rt, m->proj_w2), zr_grad(rt, m->proj_b2),
-                    m->proj_cw >= 0 ? zr_grad(rt, m->proj_cw) : NULL, m->proj_cb >= 0 ? zr_grad(rt, m->proj_cb) : NULL};
-    for (int64_t bi = 0; on && bi < sp->B; bi++)
-        if (sp->state[bi])
-            os_projector_bwd(&sp->pd, &pw, sp->feat + bi * sp->T_enc * sp->d, sp->act + bi * sp->T_s * sp->n_act,
-                             sp->dproj + bi * sp->T_s * sp->C, sp->T_s, sp->da, &pg);
-    double loss = os_apply_param_terms(t, m->b_proj);
-    zr_grad_close(rt, m->b_proj);
-    zr_release(rt, m->b_proj);
-    return loss;
+void os_speech_bwd(os_speech *sp, const os_weights *w, const os_grads *g) {
+    os_projector_backward(sp->m, w, g, sp->B, sp->state, sp->feat, sp->T_enc, sp->T_s, sp->act, sp->dproj, sp->da);
 }
