@@ -149,3 +149,77 @@ def test_logging_steps_window_means_and_ms_swift_keys(tiny, tmp_path):
                      r"remaining_time .*s$", p.stderr, re.M)
     assert [int(c[0]) for c in con] == [3, 6, 7], p.stderr
     assert float(con[0][2]) == pytest.approx(w[0]["loss"], abs=1e-4), con
+
+
+def png_pixels(svg, png):
+    """svg rendered to png by cairosvg (at its own size); the pixels as rows of (r, g, b)"""
+    import cairocffi, cairosvg
+    cairosvg.svg2png(url=str(svg), write_to=str(png))
+    surf = cairocffi.ImageSurface.create_from_png(str(png))
+    w, h, stride, data = surf.get_width(), surf.get_height(), surf.get_stride(), bytes(surf.get_data())
+    # ARGB32 in native (little-endian) order: B, G, R, A per pixel; the picture is opaque (a white background)
+    return [[(data[y * stride + 4 * x + 2], data[y * stride + 4 * x + 1], data[y * stride + 4 * x]) for x in range(w)]
+            for y in range(h)]
+
+
+def near(c, rgb, tol=40):
+    return all(abs(a - b) <= tol for a, b in zip(c, rgb))
+
+
+def test_plot_draws_one_smoothed_chart_per_metric(tiny, tmp_path):
+    """images/ holds a chart per metric; looked at as a picture (rendered to PNG): at each logged step the dark
+    curve lies where ms-swift's smoothing of the logged values says (the frame: x from the first to the last step
+    over pixels 70..620, y the values' range plus 5% each side over pixels 350..40), the light one where the
+    values are; the step ticks are whole numbers"""
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 12, "--learning_rate", "1e-2", "--split_dataset_ratio", 0.34, "--eval_steps", 4)
+    p = run(["plot", out / "logging.jsonl"])
+    img = out / "images"
+    names = sorted(f.name for f in img.iterdir())
+    want = ["train_loss", "train_text_loss", "train_acc", "train_text_acc", "train_learning_rate", "train_grad_norm",
+            "train_memory(GiB)", "eval_loss", "eval_text_loss", "eval_text_acc"] + \
+           [f"{s}_audio_{k}_{i}" for s in ("train", "eval") for k in ("loss", "acc") for i in range(3)]
+    assert names == sorted(n + ".svg" for n in want), names
+    assert f"charts -> {img}/" in p.stderr, p.stderr
+    steps = [l for l in lines(out) if "loss" in l]
+    xs, ys = [l["step"] for l in steps], [l["loss"] for l in steps]
+    sm = [ys[0]]
+    for y in ys[1:]:
+        sm.append(0.9 * sm[-1] + 0.1 * y)
+    lo, hi = min(ys), max(ys)
+    y0, y1 = lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)
+    px = lambda s: 70 + (s - xs[0]) / (xs[-1] - xs[0]) * 550
+    py = lambda v: 40 + 310 - (v - y0) / (y1 - y0) * 310
+    pix = png_pixels(img / "train_loss.svg", tmp_path / "train_loss.png")
+    assert len(pix) == 400 and len(pix[0]) == 640
+    def at(x, vals):   # a polyline's pixel row at pixel column x (its centre), between the logged steps
+        step = xs[0] + (x + 0.5 - 70) / 550 * (xs[-1] - xs[0])
+        k = max(i for i in range(len(xs) - 1) if xs[i] <= step) if step < xs[-1] else len(xs) - 2
+        t = (step - xs[k]) / (xs[k + 1] - xs[k])
+        return py(vals[k] + t * (vals[k + 1] - vals[k]))
+    for s in xs:
+        x = min(max(round(px(s)), 71), 618)   # a line ends at its last point: the column just inside
+        col = [row[x] if 40 <= y <= 350 else (255, 255, 255) for y, row in enumerate(pix)]   # the plot area
+        dark = [y for y, c in enumerate(col) if near(c, (0x1f, 0x77, 0xb4))]
+        assert dark and min(abs(y + 0.5 - at(x, sm)) for y in dark) <= 2, (s, at(x, sm), dark)
+        assert all(abs(y + 0.5 - at(x, sm)) <= 6 for y in dark), (s, dark, at(x, sm))   # one curve, not two
+        if abs(at(x, ys) - at(x, sm)) > 6:   # the light curve where it is not under the dark one
+            light = [y for y, c in enumerate(col) if near(c, (0xae, 0xc7, 0xe8), 20)]
+            assert light and min(abs(y + 0.5 - at(x, ys)) for y in light) <= 2, (s, at(x, ys), light)
+    # nothing of the curve outside the plot area (left of step 1, right of the last step)
+    assert not any(near(row[x], (0x1f, 0x77, 0xb4)) for row in pix for x in (60, 630))
+    import xml.etree.ElementTree as ET
+    ns = "{http://www.w3.org/2000/svg}"
+    ticks = [t.text for t in ET.parse(img / "train_loss.svg").getroot().iter(ns + "text")
+             if t.get("text-anchor") == "middle" and t.get("y") and float(t.get("y")) == 40 + 310 + 16]
+    assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks) and len(set(ticks)) == len(ticks), ticks
+    # an evaluation chart: its points where the values are
+    ev = [l for l in lines(out) if "eval_loss" in l]
+    assert [l["step"] for l in ev] == [4, 8, 12]
+    pix = png_pixels(img / "eval_loss.svg", tmp_path / "eval_loss.png")
+    vals = [l["eval_loss"] for l in ev]
+    lo, hi = min(vals), max(vals)
+    e0, e1 = lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)
+    for l in ev:
+        x, y = 70 + (l["step"] - 4) / 8 * 550, 350 - (l["eval_loss"] - e0) / (e1 - e0) * 310
+        assert near(pix[round(y)][round(x)], (0xd6, 0x27, 0x28)), (l, x, y)

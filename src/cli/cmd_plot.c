@@ -1,5 +1,8 @@
-// omnishard plot: the loss curves of a logging.jsonl (total, text, each audio layer, evaluation) as an SVG file.
+// omnishard plot: the loss curves of a logging.jsonl (total, text, each audio layer, evaluation) in one SVG file,
+// and one chart per metric in images/ (cli/plot_images.h).
 #include "cli/commands.h"
+#include "cli/plot_images.h"
+#include "cli/plot_svg.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/opts.h"
@@ -13,15 +16,13 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-    "usage: omnishard plot LOGGING_JSONL [-o OUT.svg] [--log]\n"
-    "  draws loss, text_loss, audio_loss_0.. and eval_loss (and eval_text_loss, ..) against the step\n";
+    "usage: omnishard plot LOGGING_JSONL [-o OUT.svg] [--log] [--images DIR] [--smooth W]\n"
+    "  draws loss, text_loss, audio_loss_0.. and eval_loss (and eval_text_loss, ..) against the step in one chart,\n"
+    "  and one chart per metric (loss terms, accuracies, learning_rate, grad_norm, memory(GiB), evaluation) in\n"
+    "  images/ next to the log, as ms-swift's images/: train_loss.svg, eval_loss.svg, ... (docs/dataset.md)\n";
 
-#define MAXS 24
-typedef struct {
-    char name[40];
-    double *x, *y;
-    int64_t n, cap;
-} series;
+#define MAXS 64
+typedef os_plot_series series;
 
 static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                                      "#17becf", "#bcbd22", "#7f7f7f", "#ff7f0e"};
@@ -34,17 +35,6 @@ static series *find(series *s, int *ns, const char *name) {
     memset(n, 0, sizeof *n);
     snprintf(n->name, sizeof n->name, "%s", name);
     return n;
-}
-
-static void add(series *s, double x, double y) {
-    if (s->n == s->cap) {
-        int64_t c = s->cap ? 2 * s->cap : 256;
-        double *nx = os_alloc(sizeof(double) * (size_t)c, "plot"), *ny = os_alloc(sizeof(double) * (size_t)c, "plot");
-        if (s->n) memcpy(nx, s->x, sizeof(double) * (size_t)s->n), memcpy(ny, s->y, sizeof(double) * (size_t)s->n);
-        os_free(s->x), os_free(s->y);
-        s->x = nx, s->y = ny, s->cap = c;
-    }
-    s->x[s->n] = x, s->y[s->n++] = y;
 }
 
 // which keys are loss curves: loss, text_loss, audio_loss_N, eval_loss, eval_text_loss, eval_audio_loss_N
@@ -71,29 +61,28 @@ static int read_log(const char *path, series *s, int *ns) {
             break;
         }
         for (const cJSON *v = o->child; v; v = v->next) {
-            if (!v->string || !is_curve(v->string) || !cJSON_IsNumber(v) || !isfinite(v->valuedouble)) continue;
+            if (!v->string || !(is_curve(v->string) || os_plot_is_metric(v->string)) || !cJSON_IsNumber(v) ||
+                !isfinite(v->valuedouble))
+                continue;
             series *c = find(s, ns, v->string);
-            if (c) add(c, st->valuedouble, v->valuedouble);
+            if (c) os_plot_add(c, st->valuedouble, v->valuedouble);
         }
         cJSON_Delete(o);
     }
     free(line);
     fclose(f);
-    if (rc == 0 && *ns == 0) rc = os_errf("%s: no loss values to plot", path);
+    int curves = 0;
+    for (int i = 0; i < *ns; i++) curves += is_curve(s[i].name);
+    if (rc == 0 && curves == 0) rc = os_errf("%s: no loss values to plot", path);
     return rc;
 }
 
-// a "nice" tick spacing (1, 2 or 5 times a power of ten) giving about n ticks over [lo, hi]
-static double tick_step(double lo, double hi, int n) {
-    double raw = (hi - lo) / n, p = pow(10.0, floor(log10(raw))), r = raw / p;
-    return (r < 1.5 ? 1 : r < 3.5 ? 2 : r < 7.5 ? 5 : 10) * p;
-}
-
+// the loss curves in one chart (the combined picture, -o)
 static void write_svg(FILE *o, series *s, int ns, int logy, const char *title) {
-    const double W = 900, H = 520, L = 70, R = 200, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
+    os_plot_frame f = {.W = 900, .H = 520, .L = 70, .T = 40, .pw = 900 - 70 - 200, .ph = 520 - 40 - 50, .logy = logy};
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int i = 0; i < ns; i++)
-        for (int64_t k = 0; k < s[i].n; k++) {
+        for (int64_t k = 0; is_curve(s[i].name) && k < s[i].n; k++) {
             double y = logy ? log10(fmax(s[i].y[k], 1e-12)) : s[i].y[k];
             x0 = fmin(x0, s[i].x[k]), x1 = fmax(x1, s[i].x[k]), y0 = fmin(y0, y), y1 = fmax(y1, y);
         }
@@ -101,65 +90,46 @@ static void write_svg(FILE *o, series *s, int ns, int logy, const char *title) {
     if (x1 <= x0) x0 -= 1, x1 += 1;
     if (y1 <= y0) y0 -= 0.5, y1 += 0.5;
     double pad = 0.04 * (y1 - y0);
-    y0 -= pad, y1 += pad;
-#define PX(x) (L + ((x) - x0) / (x1 - x0) * pw)
-#define PY(y) (T + ph - ((y) - y0) / (y1 - y0) * ph)
-    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            W, H, W, H);
-    fprintf(o, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", L + pw / 2);
-    for (const char *c = title; *c; c++) {   // escape the log's path
-        if (*c == '<') fputs("&lt;", o);
-        else if (*c == '>') fputs("&gt;", o);
-        else if (*c == '&') fputs("&amp;", o);
-        else fputc(*c, o);
-    }
-    fprintf(o, "</text>\n");
-    double dx = tick_step(x0, x1, 8), dy = tick_step(y0, y1, 6);
-    for (double t = ceil(x0 / dx) * dx; t <= x1 + 1e-9 * dx; t += dx)
-        fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "text-anchor=\"middle\">%g</text>\n", PX(t), T, PX(t), T + ph, PX(t), T + ph + 16, t);
-    for (double t = ceil(y0 / dy) * dy; t <= y1 + 1e-9 * dy; t += dy)
-        fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "text-anchor=\"end\">%.4g</text>\n", L, PY(t), L + pw, PY(t), L - 6, PY(t) + 4, logy ? pow(10.0, t) : t);
-    fprintf(o, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw, ph);
-    fprintf(o, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", L + pw / 2, H - 10);
-    fprintf(o, "<text transform=\"translate(18 %.0f) rotate(-90)\" text-anchor=\"middle\">loss%s</text>\n", T + ph / 2,
-            logy ? " (log scale)" : "");
-    for (int i = 0; i < ns; i++) {
-        const char *col = COLORS[i % 10];
-        int ev = !strncmp(s[i].name, "eval_", 5);
-        fprintf(o, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s points=\"", col,
-                !strcmp(s[i].name, "loss") || !strcmp(s[i].name, "eval_loss") ? "2.2" : "1.3", ev ? " stroke-dasharray=\"6 3\"" : "");
-        for (int64_t k = 0; k < s[i].n; k++)
-            fprintf(o, "%s%.1f,%.1f", k ? " " : "", PX(s[i].x[k]), PY(logy ? log10(fmax(s[i].y[k], 1e-12)) : s[i].y[k]));
-        fprintf(o, "\"><title>%s</title></polyline>\n", s[i].name);
+    f.x0 = x0, f.x1 = x1, f.y0 = y0 - pad, f.y1 = y1 + pad;
+    os_plot_begin(o, &f, title);
+    os_plot_axes(o, &f, "loss");
+    for (int i = 0, shown = 0; i < ns; i++) {
+        if (!is_curve(s[i].name)) continue;
+        const char *col = COLORS[shown % 10];
+        int ev = !strncmp(s[i].name, "eval_", 5), main_curve = !strcmp(s[i].name, "loss") || !strcmp(s[i].name, "eval_loss");
+        double *y = os_alloc(sizeof(double) * (size_t)s[i].n, "plot");
+        for (int64_t k = 0; k < s[i].n; k++) y[k] = logy ? log10(fmax(s[i].y[k], 1e-12)) : s[i].y[k];
+        os_plot_line(o, &f, s[i].x, y, s[i].n, col, main_curve ? 2.2 : 1.3, ev ? " stroke-dasharray=\"6 3\"" : "", s[i].name);
         for (int64_t k = 0; ev && k < s[i].n; k++)
-            fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", PX(s[i].x[k]),
-                    PY(logy ? log10(fmax(s[i].y[k], 1e-12)) : s[i].y[k]), col);
-        double ly = T + 10 + 18 * i;
+            fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", os_plot_px(&f, s[i].x[k]), os_plot_py(&f, y[k]), col);
+        os_free(y);
+        double ly = f.T + 10 + 18 * shown++, lx = f.L + f.pw;
         fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
-                   "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", L + pw + 14, ly, L + pw + 40, ly, col,
-                ev ? " stroke-dasharray=\"6 3\"" : "", L + pw + 46, ly + 4, s[i].name);
+                   "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", lx + 14, ly, lx + 40, ly, col,
+                ev ? " stroke-dasharray=\"6 3\"" : "", lx + 46, ly + 4, s[i].name);
     }
     fprintf(o, "</svg>\n");
-#undef PX
-#undef PY
 }
 
 typedef struct {
-    const char *output;
+    const char *output, *images;
     int log;
+    double smooth;
 } plot_args;
 
 static const os_opt OPTS[] = {
     {.name = "output", .alias = "-o", .type = OS_OPT_STR, .off = offsetof(plot_args, output),
      .help = "the SVG file to write (default: loss.svg next to the log)"},
     {.name = "log", .type = OS_OPT_FLAG, .off = offsetof(plot_args, log), .help = "logarithmic loss axis"},
+    {.name = "images", .type = OS_OPT_STR, .off = offsetof(plot_args, images), .metavar = "DIR",
+     .help = "the folder of the per-metric charts (default: images/ next to the log)"},
+    {.name = "smooth", .type = OS_OPT_F64, .off = offsetof(plot_args, smooth), .range = "[0,1)",
+     .help = "smoothing of the training curves in images/, ms-swift's: s[k] = W s[k-1] + (1 - W) value[k] "
+             "(default 0.9; 0: none)"},
 };
 
 int cmd_plot(int argc, char **argv) {
-    plot_args a = {0};
+    plot_args a = {.smooth = 0.9};
     const char *in = NULL;
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "plot", .usage = USAGE, .groups = &g, .ngroups = 1, .positional = "LOGGING_JSONL",
@@ -170,12 +140,11 @@ int cmd_plot(int argc, char **argv) {
     if (rc < 0) return fprintf(stderr, "omnishard plot: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
     const char *out = a.output;
     int logy = a.log;
-    char def[4200];
-    if (!out) {
-        const char *slash = strrchr(in, '/');
-        snprintf(def, sizeof def, "%.*sloss.svg", slash ? (int)(slash - in + 1) : 0, in);
-        out = def;
-    }
+    char def[4200], img[4200];
+    const char *slash = strrchr(in, '/');
+    int dir_len = slash ? (int)(slash - in + 1) : 0;   // the log's folder, with its '/'
+    if (!out) snprintf(def, sizeof def, "%.*sloss.svg", dir_len, in), out = def;
+    if (!a.images) snprintf(img, sizeof img, "%.*simages", dir_len, in), a.images = img;
     series s[MAXS];
     int ns = 0;
     rc = read_log(in, s, &ns);
@@ -189,11 +158,15 @@ int cmd_plot(int argc, char **argv) {
             unlink(out);   // no half-written picture
         }
     }
+    int charts = rc == 0 ? os_plot_images(s, ns, a.images, a.smooth) : 0;
+    if (charts < 0) rc = -1;
     for (int i = 0; i < ns; i++) os_free(s[i].x), os_free(s[i].y);
     if (rc < 0) {
         fprintf(stderr, "omnishard plot: %s\n", os_errmsg());
         return 1;
     }
-    fprintf(stderr, "omnishard plot: %d curves -> %s\n", ns, out);
+    int curves = 0;
+    for (int i = 0; i < ns; i++) curves += is_curve(s[i].name);
+    fprintf(stderr, "omnishard plot: %d curves -> %s; %d charts -> %s/\n", curves, out, charts, a.images);
     return 0;
 }
