@@ -14,4 +14,4 @@ mpirun --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 "$BIN" sft \
     --deepspeed zero3 --num_train_epochs 4 --learning_rate 3e-3 --warmup_steps 2 --lr_scheduler_type cosine \
     --per_device_train_batch_size 2 --max_length 256 --split_dataset_ratio 0.1 --eval_steps 5 --save_steps 10
 "$BIN" plot demo/out/logging.jsonl -o demo/out/loss.svg
-echo "logging: demo/out/logging.jsonl   plot: demo/out/loss.svg   checkpoints: demo/out/checkpoint-*   model: demo/out/final_model"
+echo "logging: demo/out/logging.jsonl   plot: demo/out/loss.svg, demo/out/images/   checkpoints: demo/out/checkpoint-*   model: demo/out/final_model"
