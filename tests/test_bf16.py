@@ -196,7 +196,7 @@ def rows_run(d, path, rows, cache={}):
 def test_head_chunks_and_stash(long_rows, path):
     """OMNISHARD_LOGITS_ROWS=128 cuts the 596 rows with text and audio targets into 5 equal logits chunks (120 +
     4 x 119), the 2 audio-only rows are a chunk of their own (their audio columns only). In bf16 the head keeps the
-    chunks' rounded gradients in its stash (src/model/head.h: 512 rows, 4 chunks of 128) and computes the weight
+    chunks' rounded gradients in its stash (src/model/head_stash.h: 512 rows, 4 chunks of 128) and computes the weight
     gradients once per stash and at the end of a class of rows: here after the 4th chunk, the 5th and the 6th.
     - Against one chunk per class (596 rows and 2; one stash each): the step-1 loss is the same and the gradients
       below the head are the same products of the same rounded rows; the head's own (lm_head = the tied embedding,

@@ -1,4 +1,4 @@
-"""The head's rows moved between ranks (src/model/head_balance.h, docs/training.md "Balancing the head across
+"""The head's rows moved between ranks (src/train/head_balance.h, docs/training.md "Balancing the head across
 ranks"). Samples whose answers differ in how much is text and how much audio give the ranks different head work;
 rows then move, and the run must be the same run as with OMNISHARD_HEAD_BALANCE=0, where they stay: the moved rows'
 losses, weight gradients and input gradients are the same sums, in another order. Invariant tests only; the

@@ -36,7 +36,7 @@ def plan_total_gb(model_dir, n, ckpt, dtype, stage=3):
 
 
 # bf16 (--torch_dtype bfloat16) adds the rounded copies of the largest GEMM inputs and the head's stash of rounded
-# gradients (src/model/head.h; here of the 34816-row head) and gathers the head in bf16 at stage 3; at stage 2 it
+# gradients (src/model/head_stash.h; here of the 34816-row head) and gathers the head in bf16 at stage 3; at stage 2 it
 # keeps a rounded copy of the head bucket
 @pytest.mark.parametrize("n,ckpt,dtype,stage", [(1, "false", "float32", 3), (2, "true", "float32", 3),
                                                 (1, "false", "bfloat16", 3), (1, "false", "bfloat16", 2)])

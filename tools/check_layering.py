@@ -63,11 +63,7 @@ PARTS.update({"tokenizer/" + p: "tokenizer/tokenizer" for p in ("tok_bpe", "tok_
 
 # Temporary exceptions to the cycle rule: the exact set of modules of a cycle, with its reason and who removes it.
 # A cycle not listed fails; a listed one that no longer occurs fails too (delete it here).
-CYCLE_EXCEPTIONS = {
-    frozenset({"model/head", "model/head_moved"}):
-        "head.c and head_moved.c call each other; issue 26.1 (helper 'head') turns the head into one way and deletes "
-        "this exception",
-}
+CYCLE_EXCEPTIONS = {}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 # comments, string and character literals, and preprocessor lines (with their continuations): not code for calls

@@ -2,6 +2,7 @@
 #include "core/alloc.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "model/head_stash.h"
 #include <stddef.h>
 #include <string.h>
 

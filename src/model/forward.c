@@ -96,7 +96,7 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
     }
     os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
                       .dh = g && o->below, .logits = o->logits, .last = o->logits_last,
-                      .peers = o->peers};
+                      .runner = o->head_runner};
     os_head_loss(m, &hw, g ? &hg : NULL, &t, &a->head, s);
     // the gathered buckets go before the gradient scopes close: a closing scope allocates its bucket's gradient
     // slice, which then takes the head's freed pages instead of adding to the step's peak (docs/zero.md)

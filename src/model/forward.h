@@ -31,7 +31,8 @@ typedef struct {
     int recompute;               // keep one layer's activations, recompute each layer in the backward
     float lora_dropout;          // LoRA dropout probability (0 without training)
     uint64_t lora_key;           // the micro-batch's dropout stream
-    const os_head_peers *peers;  // NULL, or the head's rows move between ranks (model/head_balance.h)
+    const os_head_runner *head_runner;   // NULL, or computes the head's rows with losses (model/head_types.h:
+                                         //   train/head_balance.h moves them between ranks)
     // inference
     os_kv_cache *kv;             // NULL: none. Else the rows are positions [kv->len, kv->len + L), attend to the
                                  //   cached ones too, append their K/V; kv->len += L after the forward

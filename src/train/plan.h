@@ -42,7 +42,7 @@ int64_t os_plan_mean_rows_bytes(int64_t C);
 // bf16: the bytes of the rounded product inputs held at the peak (the largest activation operands, kept by
 // src/kernels/gemm_bf16.c; the weights are rounded ahead by the runtime), esz bytes per element
 int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int esz);
-// bf16 training: the bytes of the head's stash of rounded gradients (model/head.h) in the activations' arena
+// bf16 training: the bytes of the head's stash of rounded gradients (model/head_stash.h) in the activations' arena
 int64_t os_plan_bf16_stash(const os_model *m, int64_t batch, int64_t seq, int esz);
 // built-in Qwen2.5 configurations ("qwen2.5-0.5b", "-1.5b", "-3b", "-7b"); 0 or -1 if unknown
 int os_plan_preset(const char *name, os_qwen2_config *c);

@@ -6,6 +6,7 @@
 #include "model/forward.h"
 #include "session/model_runtime.h"
 #include "session/speech.h"
+#include "train/head_balance.h"
 #include "zero/comm.h"
 #include <stdio.h>
 #include <string.h>
@@ -38,17 +39,6 @@ static void grad_close(void *ctx, int b) {
 }
 static float *grad_at(void *ctx, int pid, const char *caller) { return zr_grad_at(((grad_ctx *)ctx)->t->rt, pid, caller); }
 
-// the head's transport between ranks (model/head_balance.h)
-static void peers_allgather(void *ctx, const void *in, void *out, int64_t bytes) {
-    (void)ctx;
-    comm_allgather_bytes(in, out, bytes);
-}
-static void peers_alltoallv(void *ctx, const void *send, const int64_t *sb, const int64_t *so, void *recv,
-                            const int64_t *rb, const int64_t *ro) {
-    (void)ctx;
-    comm_alltoallv_bytes(send, sb, so, recv, rb, ro);
-}
-
 void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stats *st) {
     os_model *m = t->m;
     int64_t N = b->B * b->L, nl = m->nlayers;
@@ -68,16 +58,16 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     os_model_opts o = {.grads = fo ? NULL : &g, .dscale = dscale, .below = !fo && trains_below_head(t),
                        .recompute = t->grad_ckpt && !fo, .lora_dropout = fo ? 0.0f : m->oc.lora.dropout,
                        .lora_key = t->lora_key, .logits = t->dump_logits};
-    os_head_peers peers = {.rank = comm_rank(), .size = comm_size(), .allgather = peers_allgather,
-                           .alltoallv = peers_alltoallv};
-    if (peers.size > 1 && t->head_balance) o.peers = &peers;   // OMNISHARD_HEAD_BALANCE, agreed at start-up
+    os_head_balance hb = {0};   // the head's rows move between ranks (OMNISHARD_HEAD_BALANCE, agreed at start-up)
+    os_head_runner runner = os_head_balance_runner(&hb);
+    if (comm_size() > 1 && t->head_balance) o.head_runner = &runner;
 
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_loss_sums ls;
     os_model_forward(t->acts, &in, &w, &o, &ls);
     memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->count, ls.count, sizeof ls.count);
     memcpy(st->correct, ls.correct, sizeof ls.correct);
-    st->head_moved = ls.moved;
+    st->head_moved = hb.moved;
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
     if (o.below) {

@@ -20,7 +20,7 @@ typedef struct {
     zr_runtime *rt;
     struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
     int grad_ckpt;        // recompute each layer in the backward
-    int head_balance;     // with several ranks, the head's rows move between them (model/head_balance.h)
+    int head_balance;     // with several ranks, the head's rows move between them (train/head_balance.h)
     os_param_term *terms;
     int nterms;
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
@@ -37,7 +37,7 @@ typedef struct {
     double sum[OS_MAX_G + 1];           // per loss term: summed CE, valid count, correct argmax
     int64_t count[OS_MAX_G + 1], correct[OS_MAX_G + 1];
     int64_t tokens;                     // real (unpadded) positions
-    int64_t head_moved;                 // rows the head sent to other ranks (model/head_balance.h)
+    int64_t head_moved;                 // rows the head sent to other ranks (train/head_balance.h)
 } os_step_stats;
 
 // Parse "l2:COEF:PREFIX" or "dummy:PREFIX"; -1 + message on bad syntax.

@@ -1,11 +1,11 @@
-// Unit test of the head's balancing plan (src/model/head_balance.c, os_head_plan) on random row counts and costs,
+// Unit test of the head's balancing plan (src/train/head_plan.c, os_head_plan) on random row counts and costs,
 // 1 to 9 ranks: every move takes rows its sender has, no rank both sends and receives, the rows of each class are
 // conserved, a rank gets rows of a class it had none of only OS_HEAD_NEW_CLASS_ROWS at least, and the slowest
 // rank's work never grows. Where every rank has rows of every class, no rank's work ends more than half a row's
 // cost (the dearest class) above the mean with two ranks, two rows' with more. Ranks already equal move nothing; a
 // rank without rows takes half of the other's; a class the receiver lacks moves only in bulk; no rank receives
 // more rows than its room.
-#include "model/head_balance.h"
+#include "train/head_plan.h"
 #include "check.h"
 #include <math.h>
 #include <stdint.h>

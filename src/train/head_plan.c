@@ -1,4 +1,4 @@
-#include "model/head_balance.h"
+#include "train/head_plan.h"
 #include "core/alloc.h"
 #include <stdint.h>
 

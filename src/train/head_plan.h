@@ -1,27 +1,8 @@
-// Balancing the head's work across ranks (docs/training.md "Balancing the head across ranks"). Since the head skips
-// the rows without a target and computes only the lm_head columns a row's targets need (head.c, row classes), its
-// work on a rank depends on that rank's samples: in SLAM-Omni, on how much of each answer is text and how much is
-// audio. The ranks wait for the slowest at the next collective. With the transport below (the trainer gives it
-// when there are several ranks), the head moves rows from the ranks with more work to the ranks with less: a
-// receiver computes their losses, their weight gradients into its own gradient buffers (summed over the ranks
-// anyway by the reduce-scatter) and their input gradients, which go back to their owner with the loss sums.
-// The plan depends only on every rank's row counts per class, so every rank computes the same plan.
+// The plan that evens out the head's work across ranks (train/head_balance.h executes it): which rows of which
+// class move from which rank to which, from every rank's rows per class and a class's cost per row. Arithmetic
+// only: every rank computes the same plan from the same counts.
 #pragma once
-#include <stdint.h>
-
-// the row classes: targets in the text and the audio terms, the text term only, the audio terms only
-enum { OS_HEAD_CLS_TA, OS_HEAD_CLS_T, OS_HEAD_CLS_A, OS_HEAD_NCLS };
-
-// The transport: two collectives that every rank calls at the same point, in the same order.
-typedef struct {
-    void *ctx;
-    int rank, size;
-    // every rank's `bytes` bytes from in into out[size * bytes]
-    void (*allgather)(void *ctx, const void *in, void *out, int64_t bytes);
-    // to each rank p sbytes[p] bytes from send + soff[p]; from each rank p rbytes[p] bytes into recv + roff[p]
-    void (*alltoallv)(void *ctx, const void *send, const int64_t *sbytes, const int64_t *soff, void *recv,
-                      const int64_t *rbytes, const int64_t *roff);
-} os_head_peers;
+#include "model/head_types.h"
 
 // `rows` rows of class cls move from rank `from` (the last rows of that class in its order) to rank `to`
 typedef struct {
