@@ -2,13 +2,15 @@
 10%). The model is large in its vocabulary (untied, 34816 x 512 embedding and lm_head) and small elsewhere, so that
 model state and the gathered head bucket dominate the process baseline, and the run takes seconds.
 bench/plan_vs_rss.py measures the larger grid (two configs, 1/2/4 ranks, recomputation on and off)."""
+import re
+
 import pytest
 
 from oracle import slam_omni_ref as ref
 from omni_run import sft, logs, run
 
 L = 256
-BASELINE_GB = 0.04   # the process baseline plan adds (BASELINE_BYTES, src/cli/cmd_plan.c)
+BASELINE_GB = 0.04   # the process baseline plan adds (OS_PLAN_BASELINE_BYTES, src/train/plan.h)
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +73,59 @@ def test_plan_counts_mean_resizing_at_start_up(tmp_path):
     print(f"mean_resizing start-up: plan {total:.3f} GB (start-up {up:.3f}; without the statistics {total_n:.3f}), "
           f"peak RSS {got:.3f} GB, ratio {got / total:.3f}")
     assert 0.9 <= got / total <= 1.1, (got, total)
+
+
+def plan_out(*args):
+    return run(["plan", *map(str, args)]).stdout
+
+
+SUGGEST = re.compile(r"nothing above fits ([\d.]+) GB; the nearest that fits: (--nproc (\d+) --zero_stage (\d) "
+                     r"--gradient_checkpointing (\w+) --per_device_train_batch_size (\d+) "
+                     r"--gradient_accumulation_steps (\d+)) \(([\d.]+) GB per rank")
+
+
+@pytest.mark.parametrize("asked,dev", [(["--nproc", 1, "--batch", 4, "--zero_stage", 0, "--gradient_checkpointing",
+                                         "false"], "1.13GB"),   # fits on 1 rank at batch 4 with recomputation
+                                       (["--nproc", 1, "--batch", 4], "1.05GB"),   # needs a smaller batch
+                                       (["--nproc", 1], "0.9GB")])                  # needs more ranks
+def test_plan_suggests_what_would_fit(model, asked, dev):
+    """When no row fits --device_memory, plan names the nearest configuration that does; planned as given, that
+    configuration's row fits (and is the total quoted), and is a row the asked table did not have or marked NO"""
+    out = plan_out("--model", model / "model", "--max_length", L, "--device_memory", dev, *asked)
+    rows = [l.split() for l in out.splitlines() if l[:1].isdigit()]
+    assert rows and all(r[-1] == "NO" for r in rows), out
+    m = SUGGEST.search(out)
+    assert m, out
+    n, stage, ckpt, total = m.group(3), m.group(4), m.group(5), float(m.group(8))
+    again = plan_out("--model", model / "model", "--max_length", L, "--device_memory", dev, *m.group(2).split())
+    row = [l.split() for l in again.splitlines() if l.split()[:2] == [stage, "yes" if ckpt == "true" else "no"]]
+    assert len(row) == 1 and row[0][-1] == "yes" and float(row[0][7]) == pytest.approx(total, abs=1e-3), again
+    assert float(row[0][7]) <= float(dev[:-2])
+
+
+def test_plan_says_when_nothing_fits_and_what_gb_means(model):
+    out = plan_out("--model", model / "model", "--max_length", L, "--device_memory", "0.001GB")
+    assert "nothing fits 0.001 GB, not even on 4096 ranks" in out and "--max_length" in out, out
+    assert "GB = 10^9 bytes" in out, out
+    assert "GB: 10^9 bytes" in run(["plan", "--help"]).stdout
+
+
+def test_plan_counts_the_whisper_encoder(tmp_path):
+    """--speech_encoder: the encoder's parameters (frozen: no gradient, no moments) and the projector it brings
+    (trained) join the columns, counted from the encoder's own safetensors; its attention [H, T, T] is in the
+    activations"""
+    from safetensors.numpy import load_file
+    d = tmp_path
+    ref.make_model(str(d / "model"), hidden=64, layers=1, heads=4, kv_heads=2, inter=64, T=256, A=64, G=3)
+    ref.make_encoder(str(d / "enc"), d_model=32, layers=2, heads=4, ffn=64, max_pos=300)
+    enc = sum(v.size for k, v in load_file(str(d / "enc" / "model.safetensors")).items() if k.startswith("encoder."))
+    proj = 5 * 32 * 2048 + 2048 + 2048 * 64 + 64   # linear projector: k 5, hidden 2048 (slam_omni.json defaults)
+    cols = lambda *x: [float(v) for v in plan_out("--model", d / "model", "--zero_stage", 0, "--max_length", 64,
+                                                     "--gradient_checkpointing", "true", *x).splitlines()[2].split()[2:7]]
+    base, speech = cols(), cols("--speech_encoder", d / "enc")
+    assert speech[0] - base[0] == pytest.approx(4 * (enc + proj) / 1e9, abs=2e-3), (base, speech)   # params
+    assert speech[1] - base[1] == pytest.approx(4 * proj / 1e9, abs=2e-3), (base, speech)            # grads
+    assert speech[2] - base[2] == pytest.approx(8 * proj / 1e9, abs=2e-3), (base, speech)            # AdamW
+    assert speech[4] - base[4] >= 4 * 4 * 300 * 300 / 1e9 - 1e-3, (base, speech)   # attention [H, T, T] of a sample
+    preset = plan_out("--model", d / "model", "--max_length", 64, "--speech_encoder", "whisper-small")
+    assert "speech encoder whisper-small: its 0.088B frozen parameters" in preset, preset

@@ -15,11 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define GB 1e9
-// resident memory beyond omnishard's own buffers (code, libraries, Open MPI's shared memory, blocks under 32 MB
-// that glibc keeps after they are freed), measured on Debian 12 / Open MPI 4.1 with bench/plan_vs_rss.py:
-// 19 MB for a tiny model on 1-4 ranks, 19-85 MB over the allocation peak on the bench configs
-#define BASELINE_BYTES (int64_t)40000000
+#define GB 1e9   // the table's GB: 10^9 bytes
+#define BASELINE_BYTES OS_PLAN_BASELINE_BYTES
 
 static int parse_bytes(const char *s, double *out) {
     char *e;
@@ -41,6 +38,8 @@ static void usage(FILE *f) {
                "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
                "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
                "       [--torch_dtype float32|bfloat16] [--new_rows_init mean_resizing|normal]\n"
+               "       [--speech_encoder WHISPER_DIR|whisper-small|whisper-medium|whisper-large-v3]\n"
+               "GB: 10^9 bytes, in the table and in --device_memory (which also takes GiB = 2^30 bytes, MB = 10^6)\n"
                "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
 }
 
@@ -97,7 +96,7 @@ int cmd_plan(int argc, char **argv) {
     os_freeze_opts fz = {0, 0, 0, NULL};
     os_lora_config lora = {0, 32.0f, 0.05f, 0};
     int lora_rank = 8;
-    const char *targets = "all-linear", *new_rows = "mean_resizing";
+    const char *targets = "all-linear", *new_rows = "mean_resizing", *speech = NULL;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
@@ -105,6 +104,7 @@ int cmd_plan(int argc, char **argv) {
         i++;
         if (!strcmp(k, "--model")) model = v;
         else if (!strcmp(k, "--config")) config = v;
+        else if (!strcmp(k, "--speech_encoder")) speech = v;
         else if (!strcmp(k, "--model_type")) type = v;
         else if (!strcmp(k, "--zero_stage")) stages = v;
         else if (!strcmp(k, "--deepspeed") && !strncmp(v, "zero", 4)) stages = v + 4;
@@ -155,8 +155,11 @@ int cmd_plan(int argc, char **argv) {
         lora.rank = lora_rank;
         oc.lora = lora;
     }
+    os_whisper_config wc;
+    if (speech && os_plan_speech_config(speech, &oc, &wc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     os_model m;
-    if (os_model_build(&m, &cfg, &oc) < 0 || os_model_freeze(&m, &fz) < 0)
+    if (os_model_build(&m, &cfg, &oc) < 0 || (speech && os_whisper_declare(&m.enc, &m.reg, &wc) < 0) ||
+        os_model_freeze(&m, &fz) < 0)
         return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     os_plan_src *src = os_alloc(sizeof *src * (size_t)m.reg.np, "plan sources");
     if (load_sources(model, &m, &cfg, src) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
@@ -171,6 +174,7 @@ int cmd_plan(int argc, char **argv) {
     double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0, stash = bf16 ? (double)os_plan_bf16_stash(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", "start-up", dev > 0 ? "  fits" : "");
+    int fits = 0;
     for (const char *s = stages; *s; s++) {
         if (*s < '0' || *s > '3') continue;
         for (int pass = 0; pass < 2; pass++) {
@@ -183,7 +187,7 @@ int cmd_plan(int argc, char **argv) {
             printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f %9.3f", *s, rc ? "yes" : "no",
                    (p.params + p.rounded) / GB, p.grads / GB, p.optim / GB, p.gather / GB, p.activations / GB, tot / GB,
                    up / GB);
-            if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO");
+            if (dev > 0) printf("  %s", tot <= dev ? "yes" : "NO"), fits |= tot <= dev;
             printf("\n");
         }
     }
@@ -193,7 +197,25 @@ int cmd_plan(int argc, char **argv) {
                "bucket holding matrices (%d bytes per element); stage 3 gathers those buckets at %d bytes per element; "
                "fp32 master weights, gradients and AdamW)\n", onednn ? "oneDNN" : "sgemm", (conv + stash) / GB,
                stash / GB, esz, esz);
-    printf("(per rank, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
+    if (dev > 0 && !fits) {
+        os_plan_fit asked = {(int)nproc, 3, 1, B, accum, 0}, f;
+        if (os_plan_suggest(&m, &asked, L, esz, src, mean_rows, (int64_t)dev, &f))
+            printf("nothing above fits %.3f GB; the nearest that fits: --nproc %d --zero_stage %d --gradient_checkpointing %s "
+                   "--per_device_train_batch_size %lld --gradient_accumulation_steps %lld (%.3f GB per rank, global "
+                   "batch %lld)\n", dev / GB, f.nranks, f.stage, f.recompute ? "true" : "false", (long long)f.batch,
+                   (long long)f.accum, f.total / GB, (long long)(f.nranks * f.batch * f.accum));
+        else
+            printf("nothing fits %.3f GB, not even on 4096 ranks at stage 3 with recomputation and batch 1: shorten "
+                   "--max_length (%ld), or freeze parts (--freeze_llm, --train_type lora)\n", dev / GB, L);
+    }
+    if (m.enc.nlayers) {
+        int64_t enc = 0;
+        for (int b = m.enc.b_front; b <= m.enc.b_final; b++) enc += m.reg.b[b].numel;
+        printf("(speech encoder %s: its %.3fB frozen parameters in params; activations include %.3f GB of the speech "
+               "path at stage 0: log-mel, encoder output, projector buffers, one sample's encoder forward)\n", speech,
+               (double)enc / 1e9, (double)os_plan_speech(&m, (int)nproc, 0, B) / GB);
+    }
+    printf("(per rank, GB = 10^9 bytes, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
            "parameters, the checkpoint pages read%s; total = the larger of the step and start-up, plus %.2f GB of "
            "process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",
            mean_rows ? ", mean_resizing's C x C covariance" : "", BASELINE_BYTES / GB);

@@ -2,6 +2,8 @@
 #include "kernels/kernels.h"
 #include "model/activations.h"
 #include "model/mean_rows.h"
+#include "core/err.h"
+#include "session/speech.h"
 #include "zero/runtime.h"
 #include <string.h>
 
@@ -93,6 +95,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
     if (esz) p->conv = os_plan_bf16(m, B, L, esz), p->activations += p->conv;
+    p->speech = os_plan_speech(m, N, stage, B), p->activations += p->speech;
     p->total = p->params + p->rounded + p->grads + p->optim + p->gather + p->activations;
 }
 
@@ -142,6 +145,76 @@ int64_t os_plan_bf16_stash(const os_model *m, int64_t B, int64_t L, int esz) {
     sh.rounds = 0;
     os_acts_sizes(m, &sh, &without);
     return with.total - without.total;
+}
+
+int os_plan_speech_config(const char *encoder, os_omni_config *oc, os_whisper_config *wc) {
+    static const struct {
+        const char *name;
+        os_whisper_config c;   // d_model, layers, heads, ffn, mel bins, max_source_positions (the released configs)
+    } P[] = {{"whisper-small", {768, 12, 12, 3072, 80, 1500}},
+             {"whisper-medium", {1024, 24, 16, 4096, 80, 1500}},
+             {"whisper-large-v3", {1280, 32, 20, 5120, 128, 1500}}};
+    size_t i = 0;
+    while (i < sizeof P / sizeof P[0] && strcmp(encoder, P[i].name)) i++;
+    if (i < sizeof P / sizeof P[0]) *wc = P[i].c;
+    else {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.json", encoder);
+        if (os_hub_id_check("--speech_encoder", encoder) < 0 || os_whisper_config_load(path, wc) < 0)
+            return os_err_ctx("--speech_encoder (a Whisper directory, or whisper-small, whisper-medium, whisper-large-v3)");
+    }
+    if (oc->G < 1) return os_errf("--speech_encoder: speech input needs --model_type slam_omni (code_layer >= 1)");
+    if (oc->speech_dim && oc->speech_dim != wc->d_model)
+        return os_errf("--speech_encoder %s: d_model %d, but the model's projector takes encoder_dim %lld (slam_omni.json)",
+                       encoder, wc->d_model, (long long)oc->speech_dim);
+    oc->speech_dim = wc->d_model;
+    return 0;
+}
+
+int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B) {
+    const os_whisper *w = &m->enc;
+    int64_t T_s = os_speech_positions(m);
+    if (!w->nlayers || m->b_proj < 0 || T_s < 1) return 0;
+    int64_t T_mel = os_whisper_mel_frames(w), T = os_whisper_out_frames(T_mel), d = w->d;
+    os_proj_dims pd = {.k = m->oc.proj_k, .d = d, .hidden = m->oc.proj_hidden, .C = m->C, .kind = m->oc.proj_kind};
+    // kept through the step (train/speech.c): mel, feat, act, proj, dproj per sample; the projector's backward scratch
+    int64_t kept = B * (w->n_mels * T_mel + T * d + T_s * os_projector_act_floats(&pd) + 2 * T_s * m->C) +
+                   T_s * os_projector_scratch_floats(&pd);
+    // the encoder's forward (model/whisper.c): the front's conv outputs, then one sample's block scratch
+    int64_t front = d * T_mel + d * T, block = 7 * T * d + w->H * T * T + T * w->F;
+    int64_t gathered = stage == 3 ? 2 * pad(m->reg.b[w->b_layer[0]].numel, N) : 0;   // a block + the prefetched one
+    return 4 * (kept + (front > block ? front : block) + gathered);
+}
+
+int64_t os_plan_row_total(const os_model *m, const os_plan_fit *f, int64_t L, int esz, const os_plan_src *src,
+                          int mean_resizing) {
+    os_plan p;
+    os_plan_compute(m, f->nranks, f->stage, f->batch, L, f->recompute, f->accum, esz, &p);
+    int64_t up = os_plan_startup(m, f->nranks, f->stage, src, mean_resizing);
+    return (p.total > up ? p.total : up) + OS_PLAN_BASELINE_BYTES;
+}
+
+// the first configuration of stages 0-3 x recomputation off/on that fits, with f's ranks and batch
+static int fits_any_stage(const os_model *m, os_plan_fit *f, int64_t L, int esz, const os_plan_src *src, int mr,
+                          int64_t dev) {
+    for (f->stage = 0; f->stage <= 3; f->stage++)
+        for (f->recompute = 0; f->recompute <= 1; f->recompute++)
+            if ((f->total = os_plan_row_total(m, f, L, esz, src, mr)) <= dev) return 1;
+    return 0;
+}
+
+int os_plan_suggest(const os_model *m, const os_plan_fit *asked, int64_t L, int esz, const os_plan_src *src,
+                    int mean_resizing, int64_t dev, os_plan_fit *out) {
+    os_plan_fit f = *asked;
+    for (; f.batch >= 1; f.accum *= 2, f.batch = f.batch > 1 ? (f.batch + 1) / 2 : 0)   // the same global batch
+        if (fits_any_stage(m, &f, L, esz, src, mean_resizing, dev)) return *out = f, 1;
+    int64_t global = asked->nranks * asked->batch * asked->accum;   // samples per optimizer step, kept where it divides
+    f = (os_plan_fit){.nranks = asked->nranks, .batch = 1};
+    for (f.nranks *= 2; f.nranks <= 4096; f.nranks *= 2) {
+        f.accum = global / f.nranks > 1 ? global / f.nranks : 1;
+        if (fits_any_stage(m, &f, L, esz, src, mean_resizing, dev)) return *out = f, 1;
+    }
+    return 0;
 }
 
 int os_plan_preset(const char *name, os_qwen2_config *c) {
