@@ -3,12 +3,13 @@ ranks (or another global batch) reads exactly the samples the uninterrupted run 
 permutation (oracle: the Python port in tests/oracle); another dataset or setting is refused naming both values;
 the manifest carries a checksum; a save_only_model checkpoint says the optimizer starts from zero; logging.jsonl
 holds every step once."""
-import json, os, re
+import json, os, re, subprocess
 import numpy as np
 import pytest
 
 from oracle import slam_omni_ref as ref
 from omni_run import run, weights, rel
+from conftest import BIN
 
 N_SAMPLES, SEED = 9, 42
 COMMON = ["--learning_rate", "2e-3", "--lr_scheduler_type", "cosine", "--warmup_steps", "1", "--max_length", "64"]
@@ -186,3 +187,54 @@ def test_resume_true_or_a_run_directory_takes_its_latest_complete_checkpoint(tin
     assert p.returncode == 2 and f"--resume_from_checkpoint true: {empty} holds no complete checkpoint" in p.stderr, p.stderr
     p = train(tiny, empty, 1, 1, ["--max_steps", 1, "--resume_from_checkpoint", "false"])
     assert "resumed" not in p.stderr and [x["step"] for x in steps_logged(empty)] == [1]
+
+
+def test_several_differing_settings_are_all_named(tiny, ckpt, tmp_path):
+    p = train(tiny, tmp_path / "o", 1, 1, ["--max_steps", 4, "--resume_from_checkpoint", ckpt, "--seed", "7",
+                                           "--max_length", "32", "--truncation_strategy", "left"], check=False)
+    assert p.returncode > 0, p.stderr
+    for flag, was, value in (("--seed", "42", "7"), ("--max_length", "64", "32"), ("--truncation_strategy", "right", "left")):
+        assert f"{flag}: {ckpt} was trained with {was}, this run has {value}" in p.stderr, p.stderr
+
+
+def checkpoints(out):
+    return sorted(int(c.name.split("-")[1]) for c in out.iterdir()
+                  if re.fullmatch(r"checkpoint-\d+", c.name) and (c / "manifest.json").exists())
+
+
+def test_save_total_limit_after_a_resume_counts_only_this_runs_lineage(tiny, tmp_path):
+    """issue 24: run A saves 1..8; run B resumes A's checkpoint-2 in the same directory with --save_total_limit 2.
+    A's 6, 7, 8 are an abandoned branch: reported at start-up, never counted, never removed; B keeps its newest two
+    (4, 5; its 3, 4, 5 replaced A's). Before: retention kept 7 and 8 by step and removed every checkpoint B wrote.
+    Then --resume_from_checkpoint true takes B's latest (5), not the abandoned branch's higher 8."""
+    out = tmp_path / "o"
+    train(tiny, out, 1, 1, ["--max_steps", 8, "--save_steps", 1])
+    a_ids = {json.load(open(out / f"checkpoint-{s}" / "manifest.json"))["run_id"] for s in range(1, 9)}
+    assert len(a_ids) == 1
+    p = train(tiny, out, 1, 1, ["--max_steps", 5, "--save_steps", 1, "--save_total_limit", 2,
+                                "--resume_from_checkpoint", out / "checkpoint-2"])
+    assert checkpoints(out) == [4, 5, 6, 7, 8], p.stderr
+    assert re.search(r"checkpoint-6, checkpoint-7, checkpoint-8 in \S+ are not of this run's lineage", p.stderr), p.stderr
+    b = json.load(open(out / "checkpoint-5" / "manifest.json"))
+    assert b["run_id"] not in a_ids and b["lineage"] == f"{a_ids.pop()}@2"
+    p = train(tiny, out, 1, 1, ["--max_steps", 6, "--save_steps", 0, "--resume_from_checkpoint", "true"])
+    assert f"resumed from {out}/checkpoint-5 at step 5" in p.stderr, p.stderr
+
+
+def test_retention_reads_the_log_once(tiny, tmp_path):
+    """the best eval_loss is kept as the run goes: logging.jsonl is read (at most) once at start-up, not at every
+    save (before: the whole log on rank 0 at every save, memory growing with the log)"""
+    out = tmp_path / "o"
+    val = ["--val_dataset", tiny / "other.jsonl", "--eval_steps", 1]
+    train(tiny, out, 1, 1, ["--max_steps", 2, "--save_steps", 1, "--save_total_limit", 1, *val])
+    args = ["sft", "--model", tiny / "model", "--dataset", tiny / "data.jsonl", "--output_dir", out, *COMMON,
+            "--max_steps", 7, "--save_steps", 1, "--save_total_limit", 1, *val, "--resume_from_checkpoint", out / "checkpoint-2"]
+    trace = tmp_path / "trace"
+    p = subprocess.run(["strace", "-f", "-e", "trace=open,openat", "-o", str(trace), str(BIN), *map(str, args)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    reads = [l for l in open(trace) if "logging.jsonl" in l and "O_RDONLY" in l and "O_CREAT" not in l]
+    assert len(reads) <= 2, reads   # start-up: the keeper's read, the log's own check on resume
+    ev = {x["step"]: x["eval_loss"] for x in map(json.loads, open(out / "logging.jsonl")) if "eval_loss" in x}
+    best = min(ev, key=lambda s: (ev[s], s))
+    assert checkpoints(out) == sorted({7, best}), (ev, checkpoints(out))

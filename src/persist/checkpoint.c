@@ -54,6 +54,8 @@ static void add_run(cJSON *o, const os_ckpt_run *run) {
     cJSON_AddNumberToObject(d, "global_batch", (double)run->global_batch);
     cJSON_AddNumberToObject(d, "samples", (double)run->samples);
     cJSON_AddStringToObject(d, "dataset", run->dataset);
+    cJSON_AddStringToObject(o, "run_id", run->run_id);
+    cJSON_AddStringToObject(o, "lineage", run->lineage);
     cJSON *r = cJSON_AddObjectToObject(o, "run");
     for (int i = 0; i < run->n; i++) cJSON_AddStringToObject(r, run->key[i], run->val[i]);
 }
@@ -306,6 +308,9 @@ int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
     run->samples = int_field(d, "samples", &ok);
     run->optimizer_state = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "optimizer_state"));
     if (ok) snprintf(run->dataset, sizeof run->dataset, "%s", ds->valuestring);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "run_id"), *li = cJSON_GetObjectItemCaseSensitive(o, "lineage");
+    snprintf(run->run_id, sizeof run->run_id, "%s", cJSON_IsString(id) && *id->valuestring ? id->valuestring : "-");
+    snprintf(run->lineage, sizeof run->lineage, "%s", cJSON_IsString(li) ? li->valuestring : "");
     const cJSON *keys = cJSON_IsObject(r) ? r : NULL;   // an array's items have no names
     cJSON_ArrayForEach(e, keys) {
         if (!cJSON_IsString(e) || run->n == OS_RUN_KEYS) ok = 0;
@@ -321,6 +326,8 @@ int os_checkpoint_read_run(const char *dir, os_ckpt_run *run) {
 }
 
 int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override) {
+    char all[12000];   // every difference, in one message
+    size_t k = 0;
     for (int i = 0; i < now->n; i++) {
         const char *was = "(not recorded)";
         for (int j = 0; j < saved->n; j++)
@@ -331,10 +338,11 @@ int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_
             snprintf(what, sizeof what, "--dataset: %s was trained on %s (%s), this run reads %s (%s)", dir, saved->dataset,
                      was, now->dataset, now->val[i]);
         else snprintf(what, sizeof what, "%s: %s was trained with %s, this run has %s", now->key[i], dir, was, now->val[i]);
-        if (!override)
-            return os_errf("resume: %s (a resumed run must continue the same run; --resume_override_config true "
-                           "continues anyway)", what);
-        os_info("omnishard: WARNING: resume with another setting (--resume_override_config true): %s", what);
+        if (override) os_info("omnishard: WARNING: resume with another setting (--resume_override_config true): %s", what);
+        else if (k < sizeof all) k += (size_t)snprintf(all + k, sizeof all - k, "%s%s", k ? "; " : "", what);
     }
+    if (k)
+        return os_errf("resume: %s (a resumed run must continue the same run; --resume_override_config true "
+                       "continues anyway)", all);
     return 0;
 }

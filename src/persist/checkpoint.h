@@ -26,6 +26,9 @@ typedef struct {
     char dataset[4096];           // the dataset path (shown, not compared: key "--dataset" holds its digest)
     int n;                        // settings a resumed run must share: option name, value as text
     char key[OS_RUN_KEYS][32], val[OS_RUN_KEYS][256];
+    // the run's lineage (manifest "run_id", "lineage"): this run's random id, and the runs it continues, oldest
+    // first, as "ID@STEP" (run ID's checkpoints up to STEP are this run's past; "-": a checkpoint without an id)
+    char run_id[24], lineage[1024];
 } os_ckpt_run;
 
 // Where and how a run saves (from its options): OUTPUT_DIR, the model directory whose config and tokenizer files

@@ -51,7 +51,7 @@ static int save(os_sft_state *r, int64_t step) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a->output_dir, (long long)step);
     os_stop_checkpoint(dir, step);
-    if (r->rank == 0) os_checkpoint_limit(r->a->output_dir, r->a->save_total_limit);
+    if (r->rank == 0) os_ckpt_keeper_saved(&r->keep, r->a->output_dir, step);
     r->saved = step;
     return 0;
 }
@@ -129,6 +129,7 @@ static int check_finite(os_sft_state *r, int64_t step, const micro_report *sl, d
 static int evaluate(os_sft_state *r, int64_t step, double epoch) {
     double loss;
     os_stop_if_failed(os_sft_eval(&r->trainer, &r->eval, &r->log, step, epoch, &loss));
+    if (r->rank == 0) os_ckpt_keeper_eval(&r->keep, step, loss);
     if (!comm_any_failed(!isfinite(loss))) return 0;
     char what[128];
     snprintf(what, sizeof what, "non-finite evaluation loss (eval_loss %g; the training loss was finite)", loss);

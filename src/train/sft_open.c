@@ -217,7 +217,9 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     open_data(r);
     data_position(r);
     count_steps(r);
+    os_ckpt_new_run(&r->run, a->resume_from_checkpoint ? &r->was : NULL);
     if (r->rank == 0) os_checkpoint_cleanup(a->output_dir);
+    if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->output_dir, a->save_total_limit, &r->run);
     if (a->resume_from_checkpoint) load_checkpoint(r);
     os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
     r->log_samples = os_knobs()->log_samples;
@@ -229,6 +231,7 @@ void os_sft_close(os_sft_state *r) {
     os_loader_close(&r->train);
     if (r->ev) os_loader_close(&r->eval);
     os_free(r->bucket_norms);
+    os_ckpt_keeper_free(&r->keep);
     r->ds->free(r->ds);
     if (r->ev) r->ev->free(r->ev);
     os_session_close(&r->s);

@@ -4,6 +4,7 @@
 // logging.jsonl. os_sft_state holds everything the loop (train/sft.c) works with.
 #pragma once
 #include "persist/checkpoint.h"
+#include "persist/checkpoint_limit.h"
 #include "train/args.h"
 #include "train/loader.h"
 #include "session/session.h"
@@ -23,6 +24,7 @@ typedef struct {
     char digest[128];             // of the whole --dataset file (a resumed run must read the same data)
     os_ckpt_run run, was;         // this run's settings and data position; the resumed checkpoint's
     os_ckpt_dest dest;
+    os_ckpt_keeper keep;          // --save_total_limit over this run's lineage (rank 0)
     os_data_pos cur;              // where the sample stream continues (resumed: where the checkpoint's run stopped)
     int64_t nsamp, K, GB;         // training samples, accumulation steps, global batch (ranks * K * batch)
     int64_t done, start, total;   // steps done before this run (the resumed one's), the first and the last step
