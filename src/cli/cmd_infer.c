@@ -8,11 +8,13 @@
 #include "tokenizer/tokenizer.h"
 #include "train/agree.h"
 #include "infer/infer.h"
+#include "model/omni.h"
 #include "zero/comm.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
     "usage: omnishard infer --model DIR (--question TEXT | --wav FILE | --dataset FILE [--index I] | --multi_round)\n"
@@ -27,11 +29,12 @@ static const char USAGE[] =
 #define NUM(nm, f, t, r, h) {.name = nm, F(f), .type = t, .range = r, .help = h}
 static const os_opt OPTS[] = {
     {.name = "model", F(model), .type = OS_OPT_STR,
-     .help = "a model directory as omnishard sft writes it (OUTPUT/final_model, omnishard export; required)"},
+     .help = "a model directory as omnishard sft writes it (OUTPUT/final_model, omnishard export), or a checkpoint "
+             "of a run (OUTPUT/checkpoint-STEP, read directly); required"},
     {.name = "question", F(question), .type = OS_OPT_STR,
      .help = "the user's question as text (text before its last \"<USER>:\" is history)"},
     {.name = "wav", F(wav), .type = OS_OPT_STR,
-     .help = "the question spoken (needs --speech_encoder); with --question: its transcript, unused"},
+     .help = "the question spoken (needs the model's speech encoder); with --question: its transcript, unused"},
     {.name = "dataset", F(dataset), .type = OS_OPT_STR,
      .help = "a SLAM-Omni record file; --index picks the record, whose prompt and question are built as for "
              "training (its answer is not used)"},
@@ -40,7 +43,8 @@ static const os_opt OPTS[] = {
      .help = "a conversation: every line of stdin is a question (q: quit, c: clear the history, h: show it), "
              "answered after the history of the earlier rounds; one JSON object per round"},
     {.name = "speech_encoder", F(speech_encoder), .type = OS_OPT_STR,
-     .help = "the Whisper encoder directory of a model trained with speech questions"},
+     .help = "the Whisper encoder directory of a model trained with speech questions (default: the one its "
+             "slam_omni.json records, as given to its training run)"},
     {.name = "system_prompt", F(system), .type = OS_OPT_STR, .help = "system prompt (default: the task's, as in training)"},
     {.name = "task", F(task), .type = OS_OPT_CHOICE, .choices = "s2s|tts|asr",
      .help = "with --question/--wav (default s2s); tts speaks --question; asr transcribes --wav"},
@@ -87,6 +91,44 @@ static int settle_choice(const infer_args *a, os_gen_opts *g) {
     return 0;
 }
 
+static int exists(const char *dir, const char *name) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+// What --model is (a model directory, or a checkpoint of omnishard sft read directly), and the speech encoder:
+// --speech_encoder, else the one the model's slam_omni.json records (as it was given to the training run). A
+// recorded encoder that is not there is an error with --wav, and a note otherwise (text questions need none).
+// 0, or -1 + message.
+static int model_source(const infer_args *a, os_session_opts *so) {
+    static char recorded[4096];
+    if (!exists(a->model, "config.json") && exists(a->model, "logging.jsonl"))
+        return os_errf("--model %s: a run directory of omnishard sft, not a model: give %s/final_model, or one of its "
+                       "checkpoint-STEP directories", a->model, a->model);
+    so->checkpoint = exists(a->model, "manifest.json");   // OUTPUT_DIR/checkpoint-STEP (persist/checkpoint.h)
+    so->speech_encoder = a->speech_encoder;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/slam_omni.json", a->model);
+    os_omni_config oc;
+    os_omni_config_default(&oc, 3);
+    // (an unreadable slam_omni.json is reported by the session's own load of it)
+    if (a->speech_encoder || os_omni_config_load(path, &oc) <= 0 || !oc.speech_encoder[0]) return 0;
+    snprintf(recorded, sizeof recorded, "%s", oc.speech_encoder);
+    if (exists(recorded, "config.json")) {
+        so->speech_encoder = recorded;
+        return 0;
+    }
+    if (a->wav)
+        return os_errf("%s: field 'speech_encoder': the model was trained with the speech encoder '%s', which is not "
+                       "there (moved, or a path relative to where training ran): give --speech_encoder DIR",
+                       path, recorded);
+    if (comm_rank() == 0)
+        os_info("omnishard infer: note: the speech encoder the model was trained with ('%s', %s) is not there: "
+                "text questions only (give --speech_encoder DIR for speech)", recorded, path);
+    return 0;
+}
+
 // the options into the generation settings and the session's; -1 + message
 static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int64_t *index, int nranks) {
     memset(g, 0, sizeof *g);
@@ -106,9 +148,9 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
     if (settle_choice(a, g) < 0) return -1;
     // a SLAM-Omni model as slam_omni.json describes it, every bucket frozen (no gradients, no AdamW moments)
-    *so = (os_session_opts){.model = a->model, .speech_encoder = a->speech_encoder, .slam = 1, .code_layer = -1,
-                            .num_latency_tokens = -1, .do_layershift = -1, .zero_stage = zero, .seed = 42, .frozen = 1};
-    return 0;
+    *so = (os_session_opts){.model = a->model, .slam = 1, .code_layer = -1, .num_latency_tokens = -1,
+                            .do_layershift = -1, .zero_stage = zero, .seed = 42, .frozen = 1};
+    return model_source(a, so);
 }
 
 // the options every rank must have alike (ranks otherwise run different forwards and wait on each other)

@@ -97,6 +97,10 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
     if (ld) lora.dropout = cJSON_IsNumber(ld) ? (float)ld->valuedouble : (rc = os_errf("%s: field 'lora_dropout': expected a number", path), 0);
     if (rc == 0 && lt && (!cJSON_IsString(lt) || os_lora_parse_targets(lt->valuestring, &lora.targets) < 0))
         rc = os_err_ctx("%s: field 'lora_target_modules'", path);
+    const cJSON *se = cJSON_GetObjectItemCaseSensitive(o, "speech_encoder");
+    if (rc == 0 && se && (!cJSON_IsString(se) || !se->valuestring[0] || strlen(se->valuestring) >= sizeof oc->speech_encoder))
+        rc = os_errf("%s: field 'speech_encoder': expected the encoder directory as a non-empty string of at most %d "
+                     "bytes", path, (int)sizeof oc->speech_encoder - 1);
     if (rc == 0) {
         os_omni_config_default(oc, (int)G);
         oc->lora = lora;
@@ -104,6 +108,7 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         oc->audio_vocab = A;
         oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk, oc->proj_kind = kind;
         os_omni_config_codes(oc, shift, (int)lat);
+        if (se) snprintf(oc->speech_encoder, sizeof oc->speech_encoder, "%s", se->valuestring);
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
         if (w) {
             if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
@@ -120,31 +125,41 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
 }
 
 int os_omni_config_write(const char *path, const os_omni_config *oc) {
-    char buf[1024];
-    int n = snprintf(buf, sizeof buf,
+    enum { CAP = 1024 + 6 * sizeof oc->speech_encoder };   // every byte of the path escaped as \uXXXX at worst
+    char *buf = os_alloc(CAP, "slam_omni.json text");
+    int n = snprintf(buf, CAP,
                      "{\n  \"model_type\": \"slam_omni\",\n  \"code_layer\": %d,\n  \"padded_text_vocabsize\": %lld,\n"
                      "  \"padded_audio_vocabsize\": %lld,\n  \"num_latency_tokens\": %d,\n  \"do_layershift\": %s,\n"
                      "  \"loss_weights\": [",
                      oc->G, (long long)oc->text_vocab, (long long)oc->audio_vocab, oc->latency, oc->layershift ? "true" : "false");
-    for (int i = 0; i <= oc->G; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %.9g" : "%.9g", oc->loss_w[i]);
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "]");
+    for (int i = 0; i <= oc->G; i++) n += snprintf(buf + n, CAP - (size_t)n, i ? ", %.9g" : "%.9g", oc->loss_w[i]);
+    n += snprintf(buf + n, CAP - (size_t)n, "]");
     if (oc->speech_dim > 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n,
+        n += snprintf(buf + n, CAP - (size_t)n,
                       ",\n  \"encoder_projector\": \"%s\",\n  \"encoder_dim\": %lld,\n  \"projector_hidden\": %lld,\n"
                       "  \"encoder_projector_ds_rate\": %lld",
                       os_proj_kind_name(oc->proj_kind), (long long)oc->speech_dim, (long long)oc->proj_hidden,
                       (long long)oc->proj_k);
     if (oc->lora.rank > 0) {
         char al[32], dr[32];
-        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\n  \"lora_rank\": %d,\n  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n"
+        n += snprintf(buf + n, CAP - (size_t)n, ",\n  \"lora_rank\": %d,\n  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n"
                       "  \"lora_target_modules\": \"", oc->lora.rank, os_float_str(oc->lora.alpha, al, sizeof al),
                       os_float_str(oc->lora.dropout, dr, sizeof dr));
         for (int t = 0, k = 0; t < OS_LORA_N; t++)
-            if (oc->lora.targets >> t & 1) n += snprintf(buf + n, sizeof buf - (size_t)n, k++ ? ",%s" : "%s", os_lora_module[t]);
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "\"");
+            if (oc->lora.targets >> t & 1) n += snprintf(buf + n, CAP - (size_t)n, k++ ? ",%s" : "%s", os_lora_module[t]);
+        n += snprintf(buf + n, CAP - (size_t)n, "\"");
     }
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "\n}\n");
-    return os_write_file_atomic(path, buf, (size_t)n);
+    if (oc->speech_encoder[0]) {   // as a JSON string (quotes, backslashes and control bytes escaped)
+        cJSON *s = cJSON_CreateString(oc->speech_encoder);
+        char *text = s ? cJSON_PrintUnformatted(s) : NULL;
+        if (!text) os_die("out of memory: slam_omni.json speech_encoder");
+        n += snprintf(buf + n, CAP - (size_t)n, ",\n  \"speech_encoder\": %s", text);
+        cJSON_free(text), cJSON_Delete(s);
+    }
+    n += snprintf(buf + n, CAP - (size_t)n, "\n}\n");
+    int rc = os_write_file_atomic(path, buf, (size_t)n);
+    os_free(buf);
+    return rc;
 }
 
 static int param2(os_registry *r, const char *name, int64_t a, int64_t b, os_init_kind k, float arg) {

@@ -40,6 +40,8 @@ typedef struct {
     int64_t proj_k;        // encoder frames concatenated per LLM position (default 5)
     int proj_kind;         // os_proj_kind: slam_omni.json "encoder_projector", "linear" (default) | "cov1d-linear"
     os_lora_config lora;   // LoRA adapters on the decoder's linear layers (rank 0: none)
+    char speech_encoder[4096];   // slam_omni.json "speech_encoder": the Whisper encoder directory the model was
+                                 // trained with, as given to --speech_encoder ("": none recorded)
 } os_omni_config;
 
 // The tensors of a decoder layer, in declaration order (their names and shapes: LAYER_TENSORS in omni.c), named once
@@ -75,7 +77,8 @@ typedef struct {
 void os_omni_config_default(os_omni_config *oc, int G);
 // Read DIR/slam_omni.json if present (keys: code_layer, padded_text_vocabsize, padded_audio_vocabsize,
 // loss_weights, encoder_dim, projector_hidden, encoder_projector_ds_rate, encoder_projector, num_latency_tokens,
-// do_layershift, lora_rank, lora_alpha, lora_dropout, lora_target_modules); absent keys keep oc's values. Returns 1
+// do_layershift, lora_rank, lora_alpha, lora_dropout, lora_target_modules, speech_encoder); absent keys keep oc's
+// values (speech_encoder: none). Returns 1
 // if the file exists, 0 if not, -1 on error.
 int os_omni_config_load(const char *path, os_omni_config *oc);
 int os_omni_config_write(const char *path, const os_omni_config *oc);

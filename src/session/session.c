@@ -3,6 +3,7 @@
 #include "core/knobs.h"
 #include "model/load.h"
 #include "model/load_audit.h"
+#include "persist/checkpoint.h"
 #include "kernels/kernels.h"
 #include "session/model_runtime.h"
 #include <stdio.h>
@@ -31,7 +32,9 @@ static int model_config(const os_session_opts *a, os_qwen2_config *cfg, os_omni_
         }
         os_omni_config_codes(oc, shift, latency);
     }
-    oc->lora = a->lora;   // LoRA comes from the flags only (docs/training.md "LoRA")
+    if (!a->checkpoint) oc->lora = a->lora;   // LoRA comes from the flags only (docs/training.md "LoRA"), or from
+                                              // the checkpoint's slam_omni.json, which records the run's
+    snprintf(oc->speech_encoder, sizeof oc->speech_encoder, "%s", a->speech_encoder ? a->speech_encoder : "");
     if (a->n_loss_weights) {
         if (a->n_loss_weights != oc->G + 1)
             return os_errf("--loss_weights: expected %d values (text, then %d audio layers), got %d", oc->G + 1, oc->G, a->n_loss_weights);
@@ -79,12 +82,12 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
         return os_errf("%s: this model directory carries a PEFT LoRA adapter (lora_adapter/) that omnishard does not "
                        "apply; use a merged export (omnishard export --checkpoint DIR --merge_lora true) or remove it",
                        a->model);
-    s->ckpt = os_st_dir_open(a->model);
-    if (!s->ckpt) return -1;
+    int from_ckpt = a->checkpoint;   // the weights come from the checkpoint's rank files (below), not from tensors here
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
     os_audit_rules rules = {.first_slam = oc.G > 0 && access(path, F_OK) != 0, .first_speech = a->speech_encoder != NULL,
                             .tied = cfg.tie_word_embeddings};
-    if (oc.G > 0 && !rules.first_slam && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
+    if (!from_ckpt && !(s->ckpt = os_st_dir_open(a->model))) return -1;
+    if (!from_ckpt && oc.G > 0 && !rules.first_slam && os_st_dir_add_file(s->ckpt, path) < 0) return -1;
     if (oc.layershift && os_st_dir_find(s->ckpt, "group_decode_adapter.linear.weight"))
         return os_errf("%s: do_layershift gives every audio layer its own vocabulary rows and no group-decode adapter, "
                        "but the model has one (group_decode_adapter.linear.weight); use a model without it, or "
@@ -96,7 +99,7 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (a->speech_encoder && os_whisper_declare(&m->enc, &m->reg, &wc) < 0) return os_err_ctx("%s", a->speech_encoder);
     int nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;   // the encoder's buckets come last
     os_name_map map = {"", ""};
-    if (os_params_check_map(&m->reg, s->ckpt, a->model, 0, nb_llm, NULL) < 0) return -1;
+    if (!from_ckpt && os_params_check_map(&m->reg, s->ckpt, a->model, 0, nb_llm, NULL) < 0) return -1;
     if (m->enc.nlayers && (os_whisper_name_map(s->enc_ckpt, a->speech_encoder, &map) < 0 ||
                            os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, &map) < 0))
         return -1;
@@ -108,14 +111,16 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (!a->new_rows_init || !strcmp(a->new_rows_init, "mean_resizing"))   // rows a vocabulary resize adds (docs/training.md)
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
-    if (os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
+    if (!from_ckpt && os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
     os_runtime_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     if (a->bf16) zr_set_bf16(&s->rt, 1);   // the matrices rounded once, gathered in bf16 (docs/zero.md "bf16")
-    for (int b = 0; b < m->reg.nb; b++) {
+    for (int b = from_ckpt ? nb_llm : 0; b < m->reg.nb; b++) {
         int enc = b >= nb_llm;
         if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
+    int64_t step;
+    if (from_ckpt && os_checkpoint_load(m, &s->rt, a->model, &step) < 0) return -1;   // collective
     // the checkpoint pages just read would stay in this process's RSS for the whole run (4 bytes per F32
     // parameter of this rank's slices) although nothing reads them again during training
     os_st_dir_release_pages(s->ckpt);

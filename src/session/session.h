@@ -26,6 +26,8 @@ typedef struct {
     int bf16;                      // bf16 mixed precision (docs/training.md "bf16 mixed precision")
     uint64_t seed;                 // initial values of parameters the checkpoint lacks
     int frozen;                    // every bucket frozen: no gradients, no AdamW moments (generation)
+    int checkpoint;                // model is OUTPUT_DIR/checkpoint-STEP of omnishard sft: its weights from the rank
+                                   // files (os_checkpoint_load), LoRA from its slam_omni.json (generation only)
     os_freeze_opts freeze;         // without frozen: what training freezes (model/freeze.h)
     const char *new_rows_init;     // rows a vocabulary resize adds: NULL or "mean_resizing" (the mean), else normal
 } os_session_opts;
