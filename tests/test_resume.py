@@ -238,3 +238,26 @@ def test_retention_reads_the_log_once(tiny, tmp_path):
     ev = {x["step"]: x["eval_loss"] for x in map(json.loads, open(out / "logging.jsonl")) if "eval_loss" in x}
     best = min(ev, key=lambda s: (ev[s], s))
     assert checkpoints(out) == sorted({7, best}), (ev, checkpoints(out))
+
+
+def test_every_file_of_a_checkpoint_is_checksummed(tiny, ckpt, tmp_path):
+    """issue 24: config.json and slam_omni.json (and any tokenizer file) of a checkpoint are in its manifest; an
+    edited rms_norm_eps is refused by export and by a resume, naming the file (before: exported with exit 0)"""
+    import shutil
+    listed = {f["name"] for f in json.load(open(ckpt / "manifest.json"))["model_files"]}
+    on_disk = {p.name for p in ckpt.iterdir() if p.name != "manifest.json" and not p.name.startswith("rank-")}
+    assert on_disk == listed and {"config.json", "slam_omni.json"} <= listed, (listed, on_disk)
+    for name, edit in (("config.json", lambda c: c.update(rms_norm_eps=c["rms_norm_eps"] * 10)),
+                       ("slam_omni.json", lambda c: c.update(code_layer=c["code_layer"]))):   # rewritten: other bytes
+        bad = tmp_path / name / "checkpoint-2"
+        shutil.copytree(ckpt, bad)
+        c = json.load(open(bad / name))
+        edit(c)
+        json.dump(c, open(bad / name, "w"), indent=1)
+        for args in (["export", "--checkpoint", bad, "--output_dir", tmp_path / name / "e"],
+                     ["sft", "--model", tiny / "model", "--dataset", tiny / "data.jsonl", "--output_dir", bad.parent,
+                      *COMMON, "--max_steps", 3, "--resume_from_checkpoint", bad]):
+            p = run(args, check=False)
+            assert p.returncode > 0, p.stderr
+            assert f"{bad}/{name}: size" in p.stderr and "do not match the manifest's" in p.stderr, p.stderr
+        assert not (tmp_path / name / "e").exists()

@@ -18,6 +18,7 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
     char path[4200];
     os_qwen2_config cfg;
     os_omni_config oc;
+    if (os_checkpoint_verify_files(ckpt) < 0) return -1;   // before config.json is believed
     snprintf(path, sizeof path, "%s/config.json", ckpt);
     if (os_qwen2_config_load(path, &cfg) < 0) return -1;
     os_omni_config_default(&oc, 0);

@@ -1,4 +1,5 @@
 #include "persist/checkpoint.h"
+#include "persist/checkpoint_files.h"
 #include "persist/export.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -19,27 +20,6 @@
 #define FORMAT "omnishard-checkpoint-2"
 
 // size and FNV-1a-64 of a file, read in pieces (a rank file is the rank's whole model state: never all in memory)
-static int file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
-    enum { PIECE = 4 << 20 };
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return os_errf("%s: cannot open: %s", path, strerror(errno));
-    char *buf = os_alloc_uninit(PIECE, "checksum buffer");   // read() writes what is hashed
-    uint64_t h = OS_FNV_BASIS;
-    int64_t n = 0;
-    int rc = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, PIECE);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) rc = os_errf("%s: read failed: %s", path, strerror(errno));
-        if (r <= 0) break;
-        h = os_fnv1a(h, buf, (size_t)r), n += r;
-    }
-    os_free(buf);
-    close(fd);
-    *bytes = n, *sum = h;
-    return rc;
-}
-
 static cJSON *int_array(const int64_t *v, int n) {
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
@@ -161,7 +141,7 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
     int64_t mine[2] = {0, 0};
     const char *meta[] = {"format", FORMAT, NULL};
     rc = zr_shards_write(rt, os_model_own_buckets(m), path, with_optim, meta);   // not the frozen speech encoder
-    if (rc == 0) rc = file_checksum(path, &mine[0], (uint64_t *)&mine[1]);
+    if (rc == 0) rc = os_file_checksum(path, &mine[0], (uint64_t *)&mine[1]);
     int failed = comm_any_failed(rc < 0);
     int64_t *all = os_alloc(sizeof(int64_t) * 2 * (size_t)rt->nranks, "checkpoint sums");
     comm_allgather_bytes(mine, all, sizeof mine);
@@ -169,14 +149,15 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
         int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
         uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
         for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
-        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums, run);
-        snprintf(path, sizeof path, "%s/manifest.json", tmp);
-        rc = write_manifest(path, o);
-        cJSON_Delete(o);
-        os_free(bytes), os_free(sums);
-        if (rc == 0) rc = os_copy_model_files(a->model_dir, tmp, 1);
+        rc = os_copy_model_files(a->model_dir, tmp, 1);
         snprintf(path, sizeof path, "%s/slam_omni.json", tmp);   // the sizes in use (speech projector included)
         if (rc == 0 && (m->oc.G > 0 || m->oc.lora.rank > 0)) rc = os_omni_config_write(path, &m->oc);   // + LoRA
+        cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums, run);   // last: it covers every file
+        if (rc == 0) rc = os_ckpt_files_record(o, tmp);
+        snprintf(path, sizeof path, "%s/manifest.json", tmp);
+        if (rc == 0) rc = write_manifest(path, o);
+        cJSON_Delete(o);
+        os_free(bytes), os_free(sums);
         if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
     }
     os_free(all);
@@ -232,7 +213,7 @@ static os_st_file *rank_file(void *ctx, int r) {
     snprintf(path, sizeof path, "%s/%s", c->dir, nm->valuestring);
     int64_t bytes;
     uint64_t sum;
-    if (file_checksum(path, &bytes, &sum) < 0) return NULL;
+    if (os_file_checksum(path, &bytes, &sum) < 0) return NULL;
     snprintf(want, sizeof want, "%016llx", (unsigned long long)sum);
     if (bytes != want_bytes || strcmp(want, cs->valuestring)) {
         os_errf("%s: size %lld / checksum %s do not match the manifest's %lld / %s (corrupt or incomplete checkpoint)",
@@ -245,7 +226,7 @@ static os_st_file *rank_file(void *ctx, int r) {
 static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *step, int *optim) {
     char path[4400];
     snprintf(path, sizeof path, "%s/manifest.json", c->dir);
-    if (!(c->man = read_manifest(c->dir))) return -1;
+    if (!(c->man = read_manifest(c->dir)) || os_ckpt_files_verify(c->man, c->dir) < 0) return -1;
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->man, "step"), *ws = cJSON_GetObjectItemCaseSensitive(c->man, "world_size");
     const cJSON *bk = cJSON_GetObjectItemCaseSensitive(c->man, "buckets"), *fs = cJSON_GetObjectItemCaseSensitive(c->man, "files");
     int64_t world;
@@ -286,6 +267,13 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
     int failed = comm_any_failed(rc < 0);
     if (failed && rc == 0) return os_err_echo("%s: another rank could not read the checkpoint", dir);
     return failed ? -1 : 0;
+}
+
+int os_checkpoint_verify_files(const char *dir) {
+    cJSON *o = read_manifest(dir);
+    int rc = o ? os_ckpt_files_verify(o, dir) : -1;
+    cJSON_Delete(o);
+    return rc;
 }
 
 // ---- the run record ----

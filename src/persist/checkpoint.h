@@ -5,7 +5,8 @@
 //                           (bytes, FNV-1a 64 checksum), the parameter list (name, shape) of the model, "data"
 //                           (the data position after the step) and "run" (settings a resume must share); its last
 //                           member "manifest_fnv1a64" is the os_fnv1a of the file's bytes before the ',' ahead of it
-//   config.json, slam_omni.json, tokenizer files   copied from the model directory (export needs nothing else)
+//   config.json, slam_omni.json, tokenizer files   copied from the model directory (export needs nothing else);
+//                           the manifest, written last, lists them too ("model_files": bytes, FNV-1a 64)
 // The directory is written as checkpoint-STEP.tmp and renamed when every rank's file and the manifest are on
 // disk, so a crash never leaves a checkpoint that looks complete. The slice layout is the same for every stage,
 // so a checkpoint resumes at any stage and (since ranges are re-cut on load) any number of ranks.
@@ -45,6 +46,9 @@ int os_checkpoint_read_run(const char *dir, os_ckpt_run *run);
 // Every setting of `now` must equal the checkpoint's: else an error naming the option and both values, or with
 // override a warning per difference (rank 0) and 0.
 int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_ckpt_run *now, int override);
+// DIR/manifest.json (checksum verified) and every file it lists besides the rank files (config.json, slam_omni.json,
+// tokenizer files: "model_files") matches; 0 or -1 + message naming the file (os_checkpoint_load checks it too)
+int os_checkpoint_verify_files(const char *dir);
 // collective: load parameters (and moments unless the checkpoint has none) into rt; *step = the step it holds
 int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
 // remove OUTPUT_DIR/checkpoint-*.tmp and OUTPUT_DIR/final_model.tmp.PID left by a crash or kill (rank 0)

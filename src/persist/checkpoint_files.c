@@ -1,0 +1,88 @@
+#include "persist/checkpoint_files.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/rng.h"
+#include "io/json_kind.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
+    enum { PIECE = 4 << 20 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return os_errf("%s: cannot open: %s", path, strerror(errno));
+    char *buf = os_alloc_uninit(PIECE, "checksum buffer");   // read() writes what is hashed
+    uint64_t h = OS_FNV_BASIS;
+    int64_t n = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, PIECE);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = os_errf("%s: read failed: %s", path, strerror(errno));
+        if (r <= 0) break;
+        h = os_fnv1a(h, buf, (size_t)r), n += r;
+    }
+    os_free(buf);
+    close(fd);
+    *bytes = n, *sum = h;
+    return rc;
+}
+
+static int is_rank_file(const char *name) {
+    return !strncmp(name, "rank-", 5) && strspn(name + 5, "0123456789") == 5 && !strcmp(name + 10, ".safetensors");
+}
+
+int os_ckpt_files_record(cJSON *manifest, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return os_errf("%s: cannot list: %s", dir, strerror(errno));
+    cJSON *fs = cJSON_AddArrayToObject(manifest, "model_files");
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        char path[4400], cs[32];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!strcmp(e->d_name, "manifest.json") || is_rank_file(e->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        int64_t bytes;
+        uint64_t sum;
+        if ((rc = os_file_checksum(path, &bytes, &sum)) < 0) break;
+        snprintf(cs, sizeof cs, "%016llx", (unsigned long long)sum);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "name", e->d_name);
+        cJSON_AddNumberToObject(f, "bytes", (double)bytes);
+        cJSON_AddStringToObject(f, "fnv1a64", cs);
+        cJSON_AddItemToArray(fs, f);
+    }
+    closedir(d);
+    return rc;
+}
+
+int os_ckpt_files_verify(const cJSON *manifest, const char *dir) {
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(manifest, "model_files"), *f;
+    if (!fs) return 0;
+    if (!cJSON_IsArray(fs)) return os_errf("%s/manifest.json: field 'model_files': expected an array", dir);
+    int i = 0;
+    cJSON_ArrayForEach(f, fs) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"), *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
+                    *cs = cJSON_GetObjectItemCaseSensitive(f, "fnv1a64");
+        int64_t want;
+        if (!cJSON_IsString(nm) || strchr(nm->valuestring, '/') || !os_json_int(by, 0, INT64_MAX, &want) || !cJSON_IsString(cs))
+            return os_errf("%s/manifest.json: model_files[%d]: expected name, bytes and fnv1a64", dir, i);
+        char path[4400], have[32];
+        snprintf(path, sizeof path, "%s/%s", dir, nm->valuestring);
+        int64_t bytes;
+        uint64_t sum;
+        if (os_file_checksum(path, &bytes, &sum) < 0) return os_err_ctx("checkpoint file listed in %s/manifest.json", dir);
+        snprintf(have, sizeof have, "%016llx", (unsigned long long)sum);
+        if (bytes != want || strcmp(have, cs->valuestring))
+            return os_errf("%s: size %lld / checksum %s do not match the manifest's %lld / %s (the file was changed "
+                           "after the checkpoint was written, or is damaged)", path, (long long)bytes, have,
+                           (long long)want, cs->valuestring);
+        i++;
+    }
+    return 0;
+}
