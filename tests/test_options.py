@@ -1,6 +1,8 @@
 """Every command parses its options from one table (src/core/opts.c, docs/operations.md "Options"): --help lists
 each option with its range or allowed values, every unknown option is reported at once with the nearest known
 name, '-' spells '_', a boolean given alone means true."""
+import json
+
 import pytest
 
 from omni_run import run
@@ -12,6 +14,9 @@ COMMANDS = [
     (["plot", "log.jsonl"], "--outptu", "--output", None),
     (["tokenize", "--tokenizer", "t"], "--decod", "--decode", None),
     (["mel", "--wav", "w", "--out", "o"], "--n_mel", "--n_mels", ("--n_mels", "0", "[1,1024]")),
+    (["plan", "--model", "qwen2.5-0.5b"], "--nprocs", "--nproc", ("--nproc", "0", "[1,1048576]")),
+    (["sft", "--model", "m", "--dataset", "d", "--output_dir", "o"], "--learning_rat", "--learning_rate",
+     ("--max_length", "1", "[2,2147483647]")),
 ]
 
 
@@ -55,3 +60,31 @@ def test_a_hub_id_says_nothing_is_downloaded(tmp_path, cmd):
     assert p.returncode > 0 and "reads like a Hugging Face Hub id, and omnishard downloads nothing" in p.stderr, p.stderr
     assert f"huggingface-cli download {hub} --local-dir models/{hub.split('/')[1]}" in p.stderr, p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_sft_takes_hugging_face_spellings(tmp_path_factory):
+    """--learning-rate for --learning_rate, a bare boolean (followed by another option, or last), --max_steps -1
+    (HF's 'not set': the epochs decide) -- read back from the run's args.json (issue 27)"""
+    from omni_run import tiny_slam
+    d = tiny_slam(tmp_path_factory, "spell", 3)
+    out = d / "o"
+    run(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--learning-rate", "0.003",
+         "--freeze_group_decode_adapter", "--max_steps", "-1", "--num-train-epochs", "1", "--save_only_model"],
+        timeout=120)
+    args = json.load(open(out / "args.json"))
+    assert args["learning_rate"] == 0.003 and args["num_train_epochs"] == 1, args
+    assert args["freeze_group_decode_adapter"] is True and args["save_only_model"] is True, args
+    assert args["max_steps"] == 0, args
+    steps = [json.loads(l)["step"] for l in open(out / "logging.jsonl") if '"loss"' in l]
+    assert steps == [1, 2, 3], steps   # 3 samples, batch 1, one epoch
+
+
+def test_plan_takes_an_sft_command_line():
+    """the training options are sft's table: ranges, bare booleans and spellings as sft has them"""
+    base = ["plan", "--model", "qwen2.5-0.5b", "--zero_stage", 0, "--gradient_checkpointing", "true"]
+    free = run(base, timeout=60).stdout
+    frozen = run([*base, "--freeze-llm", "--dataset", "d.jsonl", "--output_dir", "o", "--learning_rate", "1e-3"],
+                 timeout=60).stdout
+    assert "0.550B parameters, 0.550B trained" in free and "0.550B trained" not in frozen, frozen
+    p = run([*base, "--lora_rank", "0"], check=False, timeout=60)
+    assert p.returncode == 2 and "--lora_rank: expected a value in [1,4096], got '0'" in p.stderr, p.stderr

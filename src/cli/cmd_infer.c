@@ -153,20 +153,6 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     return model_source(a, so);
 }
 
-// the options every rank must have alike (ranks otherwise run different forwards and wait on each other)
-static int check_same(const infer_args *a) {
-    const char *names[NOPTS], *values[NOPTS];
-    char text[NOPTS][256], name[NOPTS][64];
-    int n = 0;
-    for (int i = 0; i < NOPTS; i++) {
-        if (OPTS[i].per_rank) continue;
-        os_opts_value(&OPTS[i], a, text[n], sizeof text[n]);
-        snprintf(name[n], sizeof name[n], "--%s", OPTS[i].name);
-        names[n] = name[n], values[n] = text[n], n++;
-    }
-    return os_agree_values(names, values, n);
-}
-
 int cmd_infer(int argc, char **argv) {
     infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
                     .zero_stage = -1};
@@ -183,7 +169,8 @@ int cmd_infer(int argc, char **argv) {
         comm_finalize();
         return 2;
     }
-    rc = os_infer_failed(check_same(&a)) ? 1 : os_infer_run(&a, &g, &so, index);
+    // every rank needs the same options (else the ranks run different forwards and wait on each other)
+    rc = os_infer_failed(os_agree_table(OPTS, NOPTS, &a, NULL, NULL, 0)) ? 1 : os_infer_run(&a, &g, &so, index);
     comm_finalize();
     return rc;
 }

@@ -3,13 +3,17 @@
 #include "cli/commands.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/opts.h"
 #include "core/knobs.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/freeze.h"
 #include "model/omni.h"
+#include "train/args.h"
 #include "train/plan.h"
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,30 +22,80 @@
 #define GB 1e9   // the table's GB: 10^9 bytes
 #define BASELINE_BYTES OS_PLAN_BASELINE_BYTES
 
-static int parse_bytes(const char *s, double *out) {
+// plan's own options; the training options (sft's table) fill an os_sft_args beside them
+typedef struct {
+    const char *config, *stages, *ckpts;
+    int64_t nproc, batch;   // batch 0: --per_device_train_batch_size's
+    int deepspeed;          // -1: not given
+    double device_memory;   // bytes; 0: not given
+} plan_args;
+
+static int parse_device_memory(void *obj, const char *s) {
     char *e;
     double v = strtod(s, &e);
-    if (e == s || v <= 0) return -1;
-    if (!strcasecmp(e, "GB") || !strcasecmp(e, "G")) v *= 1e9;
-    else if (!strcasecmp(e, "GiB")) v *= 1073741824.0;
-    else if (!strcasecmp(e, "MB") || !strcasecmp(e, "M")) v *= 1e6;
-    else if (*e) return -1;
-    *out = v;
+    if (e != s && v > 0 && isfinite(v) && (!strcasecmp(e, "GB") || !strcasecmp(e, "G"))) v *= 1e9;
+    else if (e != s && v > 0 && isfinite(v) && !strcasecmp(e, "GiB")) v *= 1073741824.0;
+    else if (e != s && v > 0 && isfinite(v) && (!strcasecmp(e, "MB") || !strcasecmp(e, "M"))) v *= 1e6;
+    else if (e == s || !(v > 0) || !isfinite(v) || *e)
+        return os_errf("--device_memory: expected e.g. 32GB (GB = 10^9 bytes, GiB = 2^30, MB = 10^6), got '%s'", s);
+    ((plan_args *)obj)->device_memory = v;
     return 0;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: omnishard plan --model DIR|PRESET | --config config.json  [--nproc 8] [--zero_stage 2,3]\n"
-               "       [--max_length 3072] [--batch 1] [--gradient_accumulation_steps 1]\n"
-               "       [--gradient_checkpointing true,false] [--device_memory 32GB]\n"
-               "       [--model_type slam_omni|qwen2] [--code_layer 3]\n"
-               "       [--freeze_llm B] [--freeze_group_decode_adapter B] [--trainable_embed_rows all|new|audio|none]\n"
-               "       [--train_type full|lora] [--lora_rank 8] [--lora_dropout 0.05] [--target_modules all-linear]\n"
-               "       [--torch_dtype float32|bfloat16] [--new_rows_init mean_resizing|normal]\n"
-               "       [--speech_encoder WHISPER_DIR|whisper-small|whisper-medium|whisper-large-v3]\n"
-               "GB: 10^9 bytes, in the table and in --device_memory (which also takes GiB = 2^30 bytes, MB = 10^6)\n"
-               "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n");
+static void show_device_memory(const void *obj, char *buf, size_t n) {
+    snprintf(buf, n, "%.17g", ((const plan_args *)obj)->device_memory);
 }
+
+// a comma-separated list whose items are among `allowed` ("0|1|2|3"); the option's message otherwise
+static int parse_list(const char *name, const char *v, const char *allowed) {
+    for (const char *s = v; *s; s += *s == ',') {
+        size_t k = strcspn(s, ","), at = 0;
+        while (allowed[at] && !(strncmp(allowed + at, s, k) == 0 && (allowed[at + k] == '|' || !allowed[at + k])))
+            at += strcspn(allowed + at, "|"), at += allowed[at] == '|';
+        if (!k || !allowed[at]) return os_errf("--%s: expected a comma-separated list of %s, got '%s'", name, allowed, v);
+        s += k;
+    }
+    return *v ? 0 : os_errf("--%s: expected a comma-separated list of %s, got ''", name, allowed);
+}
+
+static int parse_stages(void *obj, const char *v) {
+    ((plan_args *)obj)->stages = v;
+    return parse_list("zero_stage", v, "0|1|2|3");
+}
+
+static int parse_ckpts(void *obj, const char *v) {
+    ((plan_args *)obj)->ckpts = v;
+    return parse_list("gradient_checkpointing", v, "true|false");
+}
+
+static void show_stages(const void *obj, char *buf, size_t n) { snprintf(buf, n, "%s", ((const plan_args *)obj)->stages); }
+static void show_ckpts(const void *obj, char *buf, size_t n) { snprintf(buf, n, "%s", ((const plan_args *)obj)->ckpts); }
+
+#define F(n) .name = #n, .off = offsetof(plan_args, n)
+static const os_opt OPTS[] = {
+    {F(config), .type = OS_OPT_STR, .metavar = "FILE", .help = "a config.json instead of --model"},
+    {F(nproc), .type = OS_OPT_I64, .range = "[1,1048576]", .help = "ranks (default 1)"},
+    {.name = "zero_stage", .type = OS_OPT_CUSTOM, .parse = parse_stages, .show = show_stages, .metavar = "S,S,..",
+     .help = "the ZeRO stages to show, a list of 0-3 (default 0,1,2,3)"},
+    {F(deepspeed), .type = OS_OPT_STAGE, .help = "zero0 | zero1 | zero2 | zero3: that stage only"},
+    {.name = "gradient_checkpointing", .type = OS_OPT_CUSTOM, .parse = parse_ckpts, .show = show_ckpts,
+     .metavar = "B,B", .help = "with and/or without recomputation: true, false or true,false (default true,false)"},
+    {F(batch), .type = OS_OPT_I64, .range = "[1,2147483647]", .help = "same as --per_device_train_batch_size"},
+    {.name = "device_memory", .type = OS_OPT_CUSTOM, .parse = parse_device_memory, .show = show_device_memory,
+     .metavar = "BYTES", .help = "say whether each row fits a device of this size: 32GB (10^9 bytes), 30GiB (2^30), 900MB"},
+};
+#undef F
+
+static const char USAGE[] =
+    "usage: omnishard plan --model DIR|PRESET | --config config.json  [--nproc 8] [--zero_stage 2,3] [sft options]\n"
+    "presets: qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b (SLAM-Omni vocabulary added by default)\n"
+    "Per-rank memory of the run omnishard sft would make with the same options: an sft command line can be\n"
+    "planned as it is (--dataset and --output_dir are not needed). Of the training options, --model, --model_type,\n"
+    "--code_layer, --max_length, --per_device_train_batch_size, --gradient_accumulation_steps, the --freeze_*\n"
+    "switches, --trainable_embed_rows, --train_type, --lora_rank, --target_modules, --torch_dtype and\n"
+    "--new_rows_init and --speech_encoder (WHISPER_DIR, or a preset: whisper-small, whisper-medium,\n"
+    "whisper-large-v3) change the plan; the others are checked as sft checks them and change nothing here.\n"
+    "GB: 10^9 bytes, in the table and in --device_memory (which also takes GiB = 2^30 bytes, MB = 10^6).\n";
 
 static int load_config(const char *model, const char *config, os_qwen2_config *c) {
     char path[4200];
@@ -89,57 +143,27 @@ static int load_sources(const char *model, const os_model *m, const os_qwen2_con
 }
 
 int cmd_plan(int argc, char **argv) {
-    const char *model = NULL, *config = NULL, *type = "slam_omni", *stages = "0,1,2,3", *ckpts = "true,false";
-    long nproc = 1, L = 2048, B = 1, G = 3, accum = 1;
-    int bf16 = 0;
-    double dev = 0;
-    os_freeze_opts fz = {0, 0, 0, NULL};
-    os_lora_config lora = {0, 32.0f, 0.05f, 0};
-    int lora_rank = 8;
-    const char *targets = "all-linear", *new_rows = "mean_resizing", *speech = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(stdout), 0;
-        if (!v) return fprintf(stderr, "omnishard plan: '%s' needs a value\n", k), 2;
-        i++;
-        if (!strcmp(k, "--model")) model = v;
-        else if (!strcmp(k, "--config")) config = v;
-        else if (!strcmp(k, "--speech_encoder")) speech = v;
-        else if (!strcmp(k, "--model_type")) type = v;
-        else if (!strcmp(k, "--zero_stage")) stages = v;
-        else if (!strcmp(k, "--deepspeed") && !strncmp(v, "zero", 4)) stages = v + 4;
-        else if (!strcmp(k, "--gradient_checkpointing")) ckpts = v;
-        else if (!strcmp(k, "--nproc")) nproc = atol(v);
-        else if (!strcmp(k, "--max_length")) L = atol(v);
-        else if (!strcmp(k, "--batch") || !strcmp(k, "--per_device_train_batch_size")) B = atol(v);
-        else if (!strcmp(k, "--gradient_accumulation_steps")) accum = atol(v);
-        else if (!strcmp(k, "--code_layer")) G = atol(v);
-        else if (!strcmp(k, "--freeze_llm") || !strcmp(k, "--freeze_group_decode_adapter")) {
-            int on = !strcmp(v, "true") || !strcmp(v, "1");
-            if (!on && strcmp(v, "false") && strcmp(v, "0"))
-                return fprintf(stderr, "omnishard plan: %s: expected true or false, got '%s'\n", k, v), 2;
-            *(k[9] == 'l' ? &fz.llm : &fz.group_decode_adapter) = on;
-        } else if (!strcmp(k, "--trainable_embed_rows")) fz.embed_rows = v;
-        else if (!strcmp(k, "--train_type") && (!strcmp(v, "lora") || !strcmp(v, "full"))) lora.rank = v[0] == 'l';
-        else if (!strcmp(k, "--lora_rank")) lora_rank = atoi(v);
-        else if (!strcmp(k, "--lora_dropout")) lora.dropout = (float)atof(v);
-        else if (!strcmp(k, "--target_modules")) targets = v;
-        else if (!strcmp(k, "--new_rows_init")) {
-            if (strcmp(v, "mean_resizing") && strcmp(v, "normal"))
-                return fprintf(stderr, "omnishard plan: --new_rows_init: '%s' is not supported (supported: "
-                                       "mean_resizing, normal)\n", v), 2;
-            new_rows = v;
-        }
-        else if (!strcmp(k, "--torch_dtype")) {
-            if (strcmp(v, "float32") && strcmp(v, "fp32") && strcmp(v, "bfloat16") && strcmp(v, "bf16"))
-                return fprintf(stderr, "omnishard plan: --torch_dtype: '%s' is not supported (supported: float32, fp32, "
-                                       "bfloat16 or bf16)\n", v), 2;
-            bf16 = v[0] == 'b';
-        } else if (!strcmp(k, "--device_memory")) {
-            if (parse_bytes(v, &dev) < 0) return fprintf(stderr, "omnishard plan: --device_memory: expected e.g. 32GB, got '%s'\n", v), 2;
-        } else return fprintf(stderr, "omnishard plan: unknown option '%s'\n", k), usage(stderr), 2;
-    }
-    if ((!model && !config) || nproc < 1 || L < 2 || B < 1 || accum < 1 || G < 0 || G > OS_MAX_G) return usage(stderr), 2;
+    plan_args p = {.stages = "0,1,2,3", .ckpts = "true,false", .nproc = 1, .deepspeed = -1};
+    os_sft_args sa;
+    os_sft_args_defaults(&sa);
+    int nsft;
+    const os_opt *sft = os_sft_options(&nsft);
+    const os_opt_group groups[] = {{"plan options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &p},
+                                   {"training options (omnishard sft --help)", sft, nsft, &sa}};
+    const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2};
+    int rc = os_opts_parse(&c, argc, argv);
+    if (rc == 1) return os_opts_usage(&c, stdout), 0;
+    if (rc == 0 && !sa.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    char one[2] = {(char)('0' + p.deepspeed), 0};
+    const char *model = sa.model, *config = p.config, *type = sa.model_type, *stages = p.deepspeed >= 0 ? one : p.stages;
+    const char *ckpts = p.ckpts, *new_rows = sa.new_rows_init, *speech = sa.speech_encoder;
+    long nproc = (long)p.nproc, L = (long)sa.max_length, B = (long)(p.batch ? p.batch : sa.per_device_train_batch_size);
+    long G = sa.code_layer >= 0 ? sa.code_layer : 3, accum = (long)sa.gradient_accumulation_steps;
+    int bf16 = !strcmp(sa.torch_dtype, "bfloat16");
+    double dev = p.device_memory;
+    os_freeze_opts fz = {sa.freeze_llm, sa.freeze_encoder_projector, sa.freeze_group_decode_adapter, sa.trainable_embed_rows};
+    os_lora_config lora = {0, (float)sa.lora_alpha, (float)sa.lora_dropout, 0};
     os_qwen2_config cfg;
     if (load_config(model, config, &cfg) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     os_omni_config oc;
@@ -149,10 +173,9 @@ int cmd_plan(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/slam_omni.json", model);
         if (os_omni_config_load(p, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     }
-    if (lora.rank) {
-        if (lora_rank < 1 || os_lora_parse_targets(targets, &lora.targets) < 0)
-            return fprintf(stderr, "omnishard plan: %s\n", lora_rank < 1 ? "--lora_rank: expected >= 1" : os_errmsg()), 2;
-        lora.rank = lora_rank;
+    if (!strcmp(sa.train_type, "lora")) {
+        if (os_lora_parse_targets(sa.target_modules, &lora.targets) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+        lora.rank = sa.lora_rank;
         oc.lora = lora;
     }
     os_whisper_config wc;

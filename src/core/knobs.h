@@ -1,7 +1,8 @@
 // The OMNISHARD_* environment variables (docs/operations.md "Environment variables"): read here and nowhere else,
 // once, and checked; the rest of the program takes the values from os_knobs(). main() calls os_knobs_check() first,
 // so a bad value stops any command before it starts; a library used without main (the unit tests) reads them on
-// first use. OMNISHARD_HEAD_BALANCE, which changes a run's collectives, is in the start-up agreement.
+// first use. A knob that changes what a run computes is also an option: OMNISHARD_HEAD_BALANCE gives
+// --head_balance its default (the start-up agreement compares both).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -9,7 +10,7 @@
 typedef struct {
     const char *bf16_gemm;   // OMNISHARD_BF16_GEMM: onednn, onednn_gemm, onednn_matmul, sgemm; NULL: from the CPU
     int gemm_times;          // OMNISHARD_GEMM_TIMES=1: the products' times at exit
-    int head_balance;        // OMNISHARD_HEAD_BALANCE: 1 (default) the head's rows move between ranks, 0 not
+    int head_balance;        // OMNISHARD_HEAD_BALANCE: the default of --head_balance (1 unless 0)
     int hugepages;           // OMNISHARD_HUGEPAGES: 1 (default) the pool asks for transparent huge pages, 0 not
     int log_samples;         // OMNISHARD_LOG_SAMPLES=1: each step's sample ids in logging.jsonl
     int no_blas_fix;         // OMNISHARD_NO_BLAS_FIX set: OpenBLAS chooses its own core type

@@ -1,6 +1,7 @@
 #include "train/agree.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "core/rng.h"
 #include "zero/comm.h"
 #include <stdio.h>
@@ -93,23 +94,31 @@ int os_agree_values(const char *const *names, const char *const *values, int n) 
     return k ? os_errf("%s", text) : 0;
 }
 
-int os_agree_options(const os_sft_args *a) {
-    int n = os_sft_args_count(), m = 0;
+int os_agree_table(const os_opt *opts, int n, const void *obj, const char *const *xnames, const char *const *xvalues,
+                   int nx) {
     enum { V = 2048 };
     char *buf = os_alloc((size_t)n * V, "start-up agreement"), *names = os_alloc((size_t)n * 64, "start-up agreement");
-    const char **nm = os_alloc(sizeof(char *) * (size_t)(n + 1), "start-up agreement");
-    const char **val = os_alloc(sizeof(char *) * (size_t)(n + 1), "start-up agreement");
-    for (int i = 0; i < n; i++) {
-        const char *name;
-        if (!os_sft_args_value(a, i, &name, buf + (size_t)m * V, V)) continue;
-        snprintf(names + (size_t)m * 64, 64, "--%s", name);
-        nm[m] = names + (size_t)m * 64, val[m] = buf + (size_t)m * V, m++;
+    const char **nm = os_alloc(sizeof(char *) * (size_t)(n + nx), "start-up agreement");
+    const char **val = os_alloc(sizeof(char *) * (size_t)(n + nx), "start-up agreement");
+    int m = 0;
+    for (; m < nx; m++) nm[m] = xnames[m], val[m] = xvalues[m];
+    for (int i = 0, k = 0; i < n; i++) {
+        if (opts[i].per_rank) continue;
+        os_opts_value(&opts[i], obj, buf + (size_t)k * V, V);
+        snprintf(names + (size_t)k * 64, 64, "--%s", opts[i].name);
+        nm[m] = names + (size_t)k * 64, val[m] = buf + (size_t)k * V, m++, k++;
     }
-    // the environment settings that change the run's collectives
-    nm[m] = "OMNISHARD_HEAD_BALANCE", val[m] = a->head_balance ? "1" : "0", m++;
     int rc = os_agree_values(nm, val, m);
     os_free(buf), os_free(names), os_free(nm), os_free(val);
     return rc;
+}
+
+int os_agree_options(const os_sft_args *a) {
+    int n;
+    const os_opt *opts = os_sft_options(&n);
+    // the environment settings that change the run's collectives (OMNISHARD_HEAD_BALANCE: --head_balance's default)
+    const char *xn[] = {"OMNISHARD_HEAD_BALANCE"}, *xv[] = {os_knobs()->head_balance ? "1" : "0"};
+    return os_agree_table(opts, n, a, xn, xv, 1);
 }
 
 void os_digest_text(int64_t bytes, uint64_t digest, char *out, size_t n) {

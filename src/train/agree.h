@@ -12,6 +12,10 @@ int os_agree_parse(int rc);
 // Every option of the table except the per-rank ones (os_sft_args_value): 0 when all ranks have the same values,
 // else -1 with "ranks disagree on --NAME: rank 0 has 'A', rank R has 'B'" for each differing option.
 int os_agree_options(const os_sft_args *a);
+// The same for any option table: nx (name, value) pairs first, then every option of opts[n] in obj except the
+// per-rank ones, by canonical value (os_opts_value).
+int os_agree_table(const os_opt *opts, int n, const void *obj, const char *const *xnames, const char *const *xvalues,
+                   int nx);
 // The same for n (name, value) pairs, e.g. file digests; what names them in the message ("dataset file").
 int os_agree_values(const char *const *names, const char *const *values, int n);
 // Every rank learns whether any failed (rc < 0 on that rank): 0 when none did, else -1 on every rank; a rank

@@ -1,5 +1,6 @@
 // sft options, named as ms-swift / Hugging Face TrainingArguments name them.
 #pragma once
+#include "core/opts.h"
 #include "train/step.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ typedef struct {
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
     int mask_equal_length_audio;
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
-    int head_balance;   // not an option: OMNISHARD_HEAD_BALANCE (1, unset: the head's rows move between ranks; 0: stay)
+    int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
     int lora_rank, merge_lora;
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
@@ -36,6 +37,10 @@ typedef struct {
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv);
 // The option list with help, ranges and allowed values (omnishard sft --help).
 void os_sft_args_usage(FILE *f);
+// The defaults of every option (os_sft_args_parse starts from them); the table itself (omnishard plan parses the
+// training options with it, into an os_sft_args)
+void os_sft_args_defaults(os_sft_args *a);
+const os_opt *os_sft_options(int *n);
 // The options table has os_sft_args_count() entries. Entry i: *name (without "--") and its parsed value as
 // canonical text in buf (the same value spelt differently gives the same text; every repeat of a repeatable
 // option). Returns 1 when the ranks must agree on it, 0 for the few options that may differ per rank.
