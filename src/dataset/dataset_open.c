@@ -49,8 +49,8 @@ static int convert_folder(const char **path) {
     size_t n;
     char *text = os_read_file(state, &n);
     if (!text)
-        return os_errf("%s: a folder; the dataset is a .jsonl file (pretokenized or SLAM-Omni records), or a folder that "
-                       "omnishard convert wrote (it holds convert_state.json)", *path);
+        return os_errf("%s: is a directory, expected the dataset: a .jsonl file (pretokenized or SLAM-Omni records), "
+                       "or a folder that omnishard convert wrote (it holds convert_state.json)", *path);
     cJSON *o = cJSON_Parse(text);
     os_free(text);
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options"), *done = cJSON_GetObjectItemCaseSensitive(o, "done");
