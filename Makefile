@@ -2,9 +2,19 @@
 # `make asan` builds the unit tests with ASan+UBSan into build-asan/ and runs them. `make fuzz` builds the fuzz
 # targets with clang's libFuzzer into build-fuzz/fuzz/ (tests/fuzz/README.md).
 # BUILD=dir puts every output under another folder (parallel builds of different people do not collide).
+# `make install PREFIX=DIR` installs the binary, tools and docs; `make PORTABLE=1` builds for any x86-64 (below).
 BUILD  ?= build
 CC     := mpicc
-OPT    ?= -O3 -march=native
+# -march=native: this machine's instruction set (the binary may not start on an older CPU). PORTABLE=1 builds for
+# any x86-64 since 2009 (x86-64-v2: SSE4.2, POPCNT); MARCH=x86-64-v3 (AVX2, FMA: Haswell and later) or another
+# -march value chooses another floor. OpenBLAS and oneDNN pick their kernels for the CPU they run on either way.
+ifeq ($(PORTABLE),1)
+MARCH  ?= x86-64-v2
+endif
+MARCH  ?= native
+OPT    ?= -O3 -march=$(MARCH)
+# make install PREFIX=DIR: DIR/bin/omnishard, DIR/share/omnishard/{tools,docs,README.md,LICENSE}
+PREFIX ?= /usr/local
 SAN    ?=
 # -fno-math-errno: libm calls need not set errno (nothing reads it after a math call), so loops calling sqrtf & co.
 # vectorise (k_adamw's was scalar: the errno check beside each vsqrtss kept it out of SIMD, 5x the time); results
@@ -75,9 +85,19 @@ asan:
 	@set -e; for t in build-asan/tests/test_*; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=0 $$t; done; echo "asan: all unit tests passed"
 	OMNISHARD_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest -q $(ASAN_PYTESTS)
 
+# the binary finds tools/convert_parquet.py (omnishard convert) in ../share/omnishard/tools from its own folder
+install: $(BUILD)/omnishard
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/omnishard/tools $(DESTDIR)$(PREFIX)/share/omnishard/docs/spec
+	install -m 755 $(BUILD)/omnishard $(DESTDIR)$(PREFIX)/bin/omnishard
+	install -m 644 tools/*.py $(DESTDIR)$(PREFIX)/share/omnishard/tools/
+	install -m 755 tools/*.sh $(DESTDIR)$(PREFIX)/share/omnishard/tools/
+	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/omnishard/docs/
+	install -m 644 docs/spec/*.md $(DESTDIR)$(PREFIX)/share/omnishard/docs/spec/
+	install -m 644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/omnishard/
+
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
 
-.PHONY: all test asan clean layering fuzz fuzz-targets
+.PHONY: all test asan clean layering fuzz fuzz-targets install
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
          $(wildcard $(BUILD)/obj/tests/fuzz/*.d)
