@@ -45,9 +45,8 @@ typedef struct {
 } os_omni_config;
 
 // The tensors of a decoder layer, in declaration order (their names and shapes: LAYER_TENSORS in omni.c), named once
-// for their ids (here), their weights and
-// gradients (model/layer.h) and the code that resolves the ones from the others (model/forward.c): X(arg, field)
-// for each.
+// for their ids (here), their weights and gradients (model/layer.h) and the code that resolves the ones from the
+// others (model/forward.c): X(arg, field) for each.
 #define OS_LAYER_TENSORS(X, arg) \
     X(arg, ln1) X(arg, q_w) X(arg, q_b) X(arg, k_w) X(arg, k_b) X(arg, v_w) X(arg, v_b) X(arg, o_w) X(arg, ln2) \
     X(arg, gate) X(arg, up) X(arg, down)
