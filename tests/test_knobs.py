@@ -1,5 +1,6 @@
 """The OMNISHARD_* variables (src/core/knobs.c, docs/operations.md "Environment variables"): read once, checked
 before any command starts (every bad value named at once, exit 2), and listed in the run's start-up settings."""
+import json
 import os
 import subprocess
 
@@ -34,3 +35,5 @@ def test_the_run_lists_the_variables_set(tmp_path_factory):
             env={"OMNISHARD_LOG_SAMPLES": "1", "OMNISHARD_LOGITS_ROWS": "4"}, timeout=120)
     assert "environment settings:" in p.stderr and "OMNISHARD_LOG_SAMPLES=1" in p.stderr and \
         "OMNISHARD_LOGITS_ROWS=4" in p.stderr, p.stderr
+    env = json.load(open(d / "o" / "args.json"))["resolved"]["environment"]
+    assert env["OMNISHARD_LOG_SAMPLES"] == "1" and env["OMNISHARD_LOGITS_ROWS"] == "4", env

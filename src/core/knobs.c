@@ -46,7 +46,7 @@ static void read_fault(void) {
     if (!v) return;
     int r, used = 0;
     long long s;
-    char kind[16] = "error";
+    char kind[8] = "error";
     int n = sscanf(v, "%d:%lld%n:%7[a-z]%n", &r, &s, &used, kind, &used);
     if (n < 2 || v[used] || r < 0 || s < 0 ||
         (strcmp(kind, "error") && strcmp(kind, "crash") && strcmp(kind, "exit") && strcmp(kind, "stall"))) {
@@ -99,12 +99,19 @@ int os_knobs_check(void) {
     return g_problems[0] ? os_errf("%s", g_problems) : 0;
 }
 
+int os_knobs_count(void) { return NKNOBS; }
+
+const char *os_knobs_entry(int i, const char **name) {
+    *name = NAMES[i];
+    return getenv(NAMES[i]);
+}
+
 void os_knobs_describe(char *buf, size_t n) {
     size_t k = 0;
     buf[0] = 0;
     for (int i = 0; i < NKNOBS && k < n; i++) {
-        const char *v = getenv(NAMES[i]);
-        if (v) k += (size_t)snprintf(buf + k, n - k, "%s%s=%s", k ? " " : "", NAMES[i], v);
+        const char *name, *v = os_knobs_entry(i, &name);
+        if (v) k += (size_t)snprintf(buf + k, n - k, "%s%s=%s", k ? " " : "", name, v);
     }
     if (!k) snprintf(buf, n, "(none)");
 }

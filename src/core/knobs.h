@@ -33,6 +33,9 @@ const os_knobs_t *os_knobs(void);
 int os_knobs_check(void);
 // "OMNISHARD_X=v OMNISHARD_Y=w" of the variables set, "(none)" when none: for the run's settings
 void os_knobs_describe(char *buf, size_t n);
+// variable i of os_knobs_count(): its name in *name, its value as set (NULL: not set)
+int os_knobs_count(void);
+const char *os_knobs_entry(int i, const char **name);
 // Test hook OMNISHARD_FAULT: at rank `rank`, step `step`: error (a user error: the message and exit 1), crash
 // (SIGSEGV), exit (the process vanishes without a word), stall (waits forever, signals aside); else nothing.
 void os_test_fault(int rank, int64_t step);

@@ -1,6 +1,7 @@
 // args.json (train/args_json.h).
 #include "train/args_json.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -46,6 +47,12 @@ int os_args_json_write(const os_sft_state *r) {
     if (a->resume_from_checkpoint) cJSON_AddStringToObject(res, "resumed_from", a->resume_from_checkpoint);
     else cJSON_AddNullToObject(res, "resumed_from");
     cJSON_AddNumberToObject(res, "resumed_at_step", (double)r->done);
+    cJSON *env = cJSON_CreateObject();   // the OMNISHARD_* variables set (core/knobs.h)
+    for (int i = 0; i < os_knobs_count(); i++) {
+        const char *name, *v = os_knobs_entry(i, &name);
+        if (v) cJSON_AddStringToObject(env, name, v);
+    }
+    cJSON_AddItemToObject(res, "environment", env);
     cJSON_AddItemToObject(o, "resolved", res);
     char *text = cJSON_Print(o), path[4300];
     cJSON_Delete(o);
