@@ -3,40 +3,28 @@
 #include "cli/commands.h"
 #include "core/err.h"
 #include "core/opts.h"
-#include "io/hfconfig.h"
-#include "model/omni.h"
-#include "persist/checkpoint.h"
 #include "persist/export.h"
+#include "session/session.h"
 #include "zero/comm.h"
-#include "session/model_runtime.h"
-#include "zero/runtime.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+// the checkpoint opened as a session (session/session.h: every bucket frozen, its slices re-cut for these ranks),
+// then written as a model directory
 static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) {
     char path[4200];
-    os_qwen2_config cfg;
-    os_omni_config oc;
-    if (os_checkpoint_verify_files(ckpt) < 0) return -1;   // before config.json is believed
-    snprintf(path, sizeof path, "%s/config.json", ckpt);
-    if (os_qwen2_config_load(path, &cfg) < 0) return -1;
-    os_omni_config_default(&oc, 0);
-    snprintf(path, sizeof path, "%s/slam_omni.json", ckpt);
-    int slam = os_omni_config_load(path, &oc);
-    if (slam < 0) return -1;
-    os_model m;
-    if (os_model_build(&m, &cfg, &oc) < 0) return -1;
-    for (int b = 0; b < m.reg.nb; b++) os_reg_freeze(&m.reg, b);   // parameters only: no gradients, no moments
-    zr_runtime rt;
+    snprintf(path, sizeof path, "%s/slam_omni.json", ckpt);   // written by sft for a SLAM-Omni or a LoRA model
     int N = comm_size();
-    os_runtime_init(&rt, &m.reg, N > 1 ? 3 : 0, comm_rank(), N);
-    int64_t step;
-    int rc = os_checkpoint_load(&m, &rt, ckpt, &step);
-    if (rc == 0) rc = os_export(&m, &rt, ckpt, out, merge_lora);
-    if (rc == 0 && comm_rank() == 0) os_info("omnishard export: step %lld of %s written to %s", (long long)step, ckpt, out);
-    zr_free(&rt);
-    os_model_free(&m);
+    os_session_opts o = {.model = ckpt, .slam = access(path, F_OK) == 0, .code_layer = -1, .num_latency_tokens = -1,
+                         .do_layershift = -1, .zero_stage = N > 1 ? 3 : 0, .seed = 42, .frozen = 1, .checkpoint = 1};
+    os_session s;
+    if (os_session_open(&s, &o, comm_rank(), N) < 0) return -1;   // (the process ends after the message)
+    int rc = os_export(&s.model, &s.rt, ckpt, out, merge_lora);
+    if (rc == 0 && comm_rank() == 0)
+        os_info("omnishard export: step %lld of %s written to %s", (long long)s.ckpt_step, ckpt, out);
+    os_session_close(&s);
     return rc;
 }
 

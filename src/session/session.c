@@ -34,7 +34,8 @@ static int model_config(const os_session_opts *a, os_qwen2_config *cfg, os_omni_
     }
     if (!a->checkpoint) oc->lora = a->lora;   // LoRA comes from the flags only (docs/training.md "LoRA"), or from
                                               // the checkpoint's slam_omni.json, which records the run's
-    snprintf(oc->speech_encoder, sizeof oc->speech_encoder, "%s", a->speech_encoder ? a->speech_encoder : "");
+    if (a->speech_encoder || !a->checkpoint)   // the encoder in use; a checkpoint opened without one keeps its record
+        snprintf(oc->speech_encoder, sizeof oc->speech_encoder, "%s", a->speech_encoder ? a->speech_encoder : "");
     if (a->n_loss_weights) {
         if (a->n_loss_weights != oc->G + 1)
             return os_errf("--loss_weights: expected %d values (text, then %d audio layers), got %d", oc->G + 1, oc->G, a->n_loss_weights);
@@ -73,6 +74,7 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
         k_gemm_set_bf16(1);
     }
     s->model_dir = a->model;
+    if (a->checkpoint && os_checkpoint_verify_files(a->model) < 0) return -1;   // before its config.json is believed
     os_qwen2_config cfg;
     os_omni_config oc;
     if (model_config(a, &cfg, &oc) < 0) return -1;
@@ -119,8 +121,7 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
         if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
-    int64_t step;
-    if (from_ckpt && os_checkpoint_load(m, &s->rt, a->model, &step) < 0) return -1;   // collective
+    if (from_ckpt && os_checkpoint_load(m, &s->rt, a->model, &s->ckpt_step) < 0) return -1;   // collective
     // the checkpoint pages just read would stay in this process's RSS for the whole run (4 bytes per F32
     // parameter of this rank's slices) although nothing reads them again during training
     os_st_dir_release_pages(s->ckpt);

@@ -26,8 +26,9 @@ typedef struct {
     int bf16;                      // bf16 mixed precision (docs/training.md "bf16 mixed precision")
     uint64_t seed;                 // initial values of parameters the checkpoint lacks
     int frozen;                    // every bucket frozen: no gradients, no AdamW moments (generation)
-    int checkpoint;                // model is OUTPUT_DIR/checkpoint-STEP of omnishard sft: its weights from the rank
-                                   // files (os_checkpoint_load), LoRA from its slam_omni.json (generation only)
+    int checkpoint;                // model is OUTPUT_DIR/checkpoint-STEP of omnishard sft: its files verified, its
+                                   // weights from the rank files (os_checkpoint_load), LoRA and the recorded speech
+                                   // encoder from its slam_omni.json (with frozen: generation, export)
     os_freeze_opts freeze;         // without frozen: what training freezes (model/freeze.h)
     const char *new_rows_init;     // rows a vocabulary resize adds: NULL or "mean_resizing" (the mean), else normal
 } os_session_opts;
@@ -41,6 +42,7 @@ typedef struct {
     os_speech speech;      // the speech input path (speech.on 0: none)
     const char *model_dir;
     int32_t pad_id;
+    int64_t ckpt_step;     // opened from a checkpoint (os_session_opts.checkpoint): the step it holds
 } os_session;
 
 // collective; 0 or -1 + message (the caller stops every rank)
