@@ -16,6 +16,9 @@ static int settle(os_sft_args *a) {
     int found = os_checkpoint_resolve(a->resume_from_checkpoint, a->output_dir, resume, sizeof resume);
     if (found == 2) a->resume_from_checkpoint = NULL;
     if (found == 1) a->resume_from_checkpoint = resume;   // named by the "resumed from" line
+    if (found >= 0 && a->resume_only_model && !a->resume_from_checkpoint)
+        return os_errf("--resume_only_model true needs --resume_from_checkpoint (the checkpoint whose parameters it "
+                       "loads; this run resumes none)");
     return found < 0 ? -1 : 0;
 }
 

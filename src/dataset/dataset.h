@@ -36,6 +36,7 @@ typedef struct {
     int latency, layershift;    // the model's num_latency_tokens and do_layershift (src/model/omni.h)
     int mask_equal;             // mask every audio label when text and audio have the same length (the reference's)
     int no_speech;              // 1: no speech encoder: a spoken question is an error naming FILE:LINE at open (training)
+    const char *system;         // --system: the system prompt of records without one (NULL: the task's default)
 } os_data_sizes;
 
 // Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or

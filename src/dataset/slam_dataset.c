@@ -71,6 +71,7 @@ static int parse(slam_ds *d, const slam_item *it, cJSON **o, os_slam_record *r) 
         cJSON_Delete(*o);
         return -1;
     }
+    if (r->default_system && d->c.system) r->system_prompt = d->c.system;   // --system
     return 0;
 }
 

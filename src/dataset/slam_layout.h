@@ -17,6 +17,7 @@ typedef struct {
     int layershift;             // do_layershift: layer g's audio ids at T + g*A (else every layer at T)
     int mask_equal;             // text and audio of the same length: every audio label -100 (the reference's)
     int no_speech;              // the model has no speech encoder: a record with a spoken question is an error at open
+    const char *system;         // the system prompt of a record without system_prompt (NULL: the task's default)
 } os_slam_config;
 
 // special ids (text ids absolute, audio ids raw: add T for input_ids)

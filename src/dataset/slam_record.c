@@ -79,7 +79,7 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
         str_field(o, path, line, "history", NULL, &r->history_text) < 0)
         return -1;
     if (r->wav && !r->wav[0]) return os_errf("%s:%lld: field 'source_wav': empty path", path, (long long)line);
-    if (!r->system_prompt) r->system_prompt = DEFAULT_PROMPT[r->task];
+    if (!r->system_prompt) r->system_prompt = DEFAULT_PROMPT[r->task], r->default_system = 1;
     if (!r->history_text) r->history_text = "";
     if (r->history_text[0] && r->task != OS_TASK_S2S)   // the reference adds history for s2s only (:269)
         return os_errf("%s:%lld: field 'history': only task_type s2s takes history, got task_type %s", path, (long long)line, TASKS[r->task]);

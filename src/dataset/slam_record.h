@@ -16,6 +16,7 @@ typedef struct {
     const char *answer;           // the answer text: target_text; asr: the transcript (below); answer_len bytes
     int64_t answer_len;
     const char *system_prompt;    // the record's, else the task's default
+    int default_system;           // 1: the record has no system_prompt (the task's default is in system_prompt)
     const cJSON *tokens;          // target_token array or NULL (asr: optional, laid out in the audio rows, not trained)
     int64_t ntokens;
     const char *empty;            // non-NULL: why the answer is empty (the record is skipped)

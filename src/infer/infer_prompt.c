@@ -115,7 +115,7 @@ int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *m
                             int64_t index, int64_t T_s) {
     memset(p, 0, sizeof *p);
     if (m->oc.G < 1) return os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0};
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL};
     os_dataset *ds = os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
     if (!ds) return -1;
     int rc = 0;

@@ -255,10 +255,11 @@ static int parse_manifest(ckpt_in *c, const os_registry *reg, int nb, int64_t *s
     return 0;
 }
 
-int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) {
+static int load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step, int moments) {
     ckpt_in c = {.dir = dir};
     const os_registry *reg = &m->reg;
     int nb = os_model_own_buckets(m), optim = 0, rc = parse_manifest(&c, reg, nb, step, &optim);
+    optim = optim && moments;
     zr_shard_source src = {c.world, c.slice, rank_file, &c, dir};
     if (rc == 0) rc = zr_shards_read(rt, nb, &src, optim);   // the speech encoder's buckets come from --speech_encoder
     for (int r = 0; c.files && r < c.world; r++) os_st_close(c.files[r]);
@@ -267,6 +268,12 @@ int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64
     int failed = comm_any_failed(rc < 0);
     if (failed && rc == 0) return os_err_echo("%s: another rank could not read the checkpoint", dir);
     return failed ? -1 : 0;
+}
+
+int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) { return load(m, rt, dir, step, 1); }
+
+int os_checkpoint_load_params(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step) {
+    return load(m, rt, dir, step, 0);
 }
 
 int os_checkpoint_verify_files(const char *dir) {

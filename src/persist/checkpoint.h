@@ -51,5 +51,7 @@ int os_checkpoint_check_run(const char *dir, const os_ckpt_run *saved, const os_
 int os_checkpoint_verify_files(const char *dir);
 // collective: load parameters (and moments unless the checkpoint has none) into rt; *step = the step it holds
 int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
+// the same with the moments left as they are (zero in a new run: --resume_only_model)
+int os_checkpoint_load_params(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
 // remove OUTPUT_DIR/checkpoint-*.tmp and OUTPUT_DIR/final_model.tmp.PID left by a crash or kill (rank 0)
 void os_checkpoint_cleanup(const char *output_dir);

@@ -82,6 +82,16 @@ static const os_opt opts[] = {
     B(resume_override_config, "resume although dataset, seed, max_length, truncation, split, model_type, "
                               "code_layer or loss weights differ from the checkpoint's run (default false)"),
     B(save_only_model, "checkpoints without optimizer state (default false)"),
+    B(resume_only_model, "with --resume_from_checkpoint: load the checkpoint's parameters only; the AdamW moments start "
+                         "from zero, while the step, the data position and the schedule continue (default false)"),
+    C(save_strategy, "steps|epoch|no", "when checkpoints are written: steps (every --save_steps, and at the end), "
+                                       "epoch (where each epoch ends, and at the end) or no (none: final_model only)"),
+    C(eval_strategy, "steps|epoch|no", "when the evaluation data is evaluated: steps (every --eval_steps, and at the "
+                                       "end), epoch (where each epoch ends, and at the end) or no (never)"),
+    S(system, "the system prompt of every SLAM-Omni record without its own system_prompt field (default: the task's; "
+              "docs/dataset.md)"),
+    C(attn_impl, "sdpa|eager|flash_attn|flash_attention_2", "attention: sdpa and eager name omnishard's one exact "
+                                                            "softmax attention; flash_attn needs a CUDA GPU (refused)"),
     S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
     C(train_type, "full|lora", "full (default) or lora: the LLM frozen, LoRA adapters on its linear layers (docs/training.md)"),
     N(lora_rank, INT, "[1,4096]", "LoRA rank r (default 8)"),
@@ -205,6 +215,10 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     if (!a->freeze_encoder)
         return os_errf("--freeze_encoder false: training the speech encoder is not supported (it is frozen, as in the "
                        "reference recipe)");
+    if (!strcmp(a->attn_impl, "flash_attn") || !strcmp(a->attn_impl, "flash_attention_2"))
+        return os_errf("--attn_impl %s: FlashAttention runs on CUDA GPUs only; omnishard trains on the CPU (--device cpu) "
+                       "with one exact softmax attention, what sdpa and eager compute: pass --attn_impl sdpa or eager",
+                       a->attn_impl);
     if (a->trainable_embed_rows && strcmp(a->trainable_embed_rows, "all") && strcmp(a->trainable_embed_rows, "new") &&
         strcmp(a->trainable_embed_rows, "audio") && strcmp(a->trainable_embed_rows, "none"))
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);

@@ -15,6 +15,8 @@ typedef struct {
     // ms-swift flags accepted only with the values omnishard implements (the options table lists them)
     const char *train_type, *torch_dtype, *ddp_backend, *device, *lazy_tokenize, *check_model, *report_to;
     const char *target_modules;   // LoRA targets (docs/training.md "LoRA")
+    const char *system;           // --system: the default system prompt of every task (a record's system_prompt wins)
+    const char *save_strategy, *eval_strategy, *attn_impl, *logging_dir;   // docs/training.md
     double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
         adam_epsilon, split_dataset_ratio, ddp_timeout, lora_alpha, lora_dropout;
     int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
@@ -26,6 +28,7 @@ typedef struct {
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
     int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
     int lora_rank, merge_lora;
+    int resume_only_model;   // the checkpoint's parameters only: AdamW moments from zero (docs/operations.md)
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];

@@ -51,7 +51,7 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
 
 int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval) {
     os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
-                       a->mask_equal_length_audio, T_s < 1};
+                       a->mask_equal_length_audio, T_s < 1, a->system};
     *train = os_dataset_open(a->dataset, &z, a->model, a->max_length, a->truncation_strategy);
     *eval = a->val_dataset && *train ? os_dataset_open(a->val_dataset, &z, a->model, a->max_length, a->truncation_strategy) : NULL;
     int rc = *train && (*eval || !a->val_dataset) ? 0 : -1;
@@ -78,7 +78,9 @@ int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval) {
     return 0;
 }
 
-int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total) {
+int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total, int epoch_end) {
+    if (!strcmp(a->eval_strategy, "no")) return 0;
+    if (!strcmp(a->eval_strategy, "epoch")) return step == total || epoch_end;
     int64_t every = a->eval_steps > 0 ? a->eval_steps : a->save_steps;
     return step == total || (every > 0 && step % every == 0);
 }

@@ -19,8 +19,9 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res);
 int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval);
 // With --split_dataset_ratio and no --val_dataset: replace *train by its training part, *eval = the held-out part.
 int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval);
-// Whether optimizer step `step` of `total` is followed by an evaluation (--eval_steps, default --save_steps).
-int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total);
+// Whether optimizer step `step` of `total` (epoch_end: the step ended an epoch) is followed by an evaluation
+// (--eval_strategy: steps: every --eval_steps, default --save_steps; epoch; no; and the last step unless no).
+int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total, int epoch_end);
 // Evaluate and log to logging.jsonl and stderr (a non-finite loss as null); *loss = the weighted loss over all ranks.
 // Collective; 0 or -1 + message. The caller stops the run on a non-finite *loss (src/train/sft.c).
 int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, double epoch, double *loss);

@@ -56,6 +56,12 @@ static int save(os_sft_state *r, int64_t step) {
     return 0;
 }
 
+// --save_strategy: steps (every --save_steps), epoch (where an epoch ends) or no; the last step saves unless no
+static int save_due(const os_sft_args *a, int64_t step, int epoch_end) {
+    if (!strcmp(a->save_strategy, "epoch")) return epoch_end;
+    return !strcmp(a->save_strategy, "steps") && a->save_steps > 0 && step % a->save_steps == 0;
+}
+
 // what a step's micro-batches report: their data losses, parameter terms, per-term sums and times
 typedef struct {
     double loss_sum, term_loss;
@@ -182,9 +188,9 @@ static int train_step(os_sft_state *r, int64_t step) {
     os_steplog_step(&r->log, r->m, step, epoch, sl.loss_sum, sl.nonempty, sl.term_loss, &sl.acc, lr, gnorm,
                     r->bucket_norms, os_now() - t0, &r->s.rt,
                     a->logging_steps > 0 && (step % a->logging_steps == 0 || step == r->total));
-    if (r->ev && os_sft_eval_due(a, step, r->total) && evaluate(r, step, epoch)) return 1;
-    if (a->save_steps > 0 && step % a->save_steps == 0) return save(r, step);
-    return 0;
+    int epoch_end = r->cur.pos == 0;   // os_data_advance moved to the next epoch's start
+    if (r->ev && os_sft_eval_due(a, step, r->total, epoch_end) && evaluate(r, step, epoch)) return 1;
+    return save_due(a, step, epoch_end) ? save(r, step) : 0;
 }
 
 // after the last step: the final checkpoint (unless the last step saved one) and final_model
@@ -195,7 +201,7 @@ static int save_final(os_sft_state *r) {
                "--max_length %lld, --truncation_strategy %s; docs/dataset.md); no model written",
                (long long)os_dataset_skipped_total(r->ds, comm_allreduce_max_i64), (long long)a->max_length,
                a->truncation_strategy);
-    if (r->saved < r->total && save(r, r->total)) return 1;
+    if (strcmp(a->save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
     char out[4200];
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     os_stop_if_failed(os_export(r->m, &r->s.rt, a->model, out, a->merge_lora));

@@ -190,14 +190,20 @@ static void count_steps(os_sft_state *r) {
 static void load_checkpoint(os_sft_state *r) {
     const os_sft_args *a = r->a;
     int64_t loaded = 0;
-    os_stop_if_failed(os_checkpoint_load(r->m, &r->s.rt, a->resume_from_checkpoint, &loaded));
+    os_stop_if_failed((a->resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
+                                                                     a->resume_from_checkpoint, &loaded));
     r->start = r->done + 1;
     if (r->rank == 0)
         os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples trained on; global "
                 "batch %lld, was %lld)", a->resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
                 (long long)r->cur.pos, (long long)r->nsamp, (long long)r->seen, (long long)r->GB,
                 (long long)r->was.global_batch);
-    if (!r->was.optimizer_state) {
+    if (a->resume_only_model) {
+        r->adam_base = r->done;   // as below, by request
+        if (r->rank == 0)
+            os_info("omnishard: --resume_only_model: the parameters of %s only; the AdamW moments start from zero "
+                    "(bias correction restarts at 1), the step, data position and schedule continue", a->resume_from_checkpoint);
+    } else if (!r->was.optimizer_state) {
         r->adam_base = r->done;   // zero moments: the bias correction restarts with them
         if (r->rank == 0)
             os_info("omnishard: WARNING: %s was saved with --save_only_model: it holds no optimizer state, so the "

@@ -1,0 +1,126 @@
+"""ms-swift's everyday sft flags (issue 22, item 5; docs/training.md "ms-swift's sft options"): --system,
+--save_strategy / --eval_strategy (steps, epoch, no), --resume_only_model, --attn_impl."""
+import json, os
+
+import pytest
+from safetensors.numpy import load_file
+
+from oracle import slam_samples_ref as ref
+from omni_run import logs, run, sft, tiny_slam, weights
+from test_input_checks import parse_error
+
+T, A = 512, 80
+
+
+@pytest.fixture(scope="module")
+def slam(tmp_path_factory):
+    d = tmp_path_factory.mktemp("slam")
+    ref.make_model_dir(str(d / "model"), T=T, A=A, G=3, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
+    return d
+
+
+def with_system(records, prompt):
+    return [dict(r, system_prompt=prompt) for r in records]
+
+
+def test_system_overrides_the_task_default_and_a_record_keeps_its_own(slam, tmp_path):
+    """--system X trains exactly as records carrying system_prompt X; a record's own system_prompt wins over
+    --system (ms-swift: the dataset's system first); without --system the task's default prompt is used."""
+    recs = ref.make_records(3, A=A, seed=4)
+    X, Y = "You answer in one short sentence. ", "A record's own prompt. "
+    files = {"plain": recs, "x": with_system(recs, X), "mixed": recs[:1] + with_system(recs[1:], Y)}
+    for name, rs in files.items():
+        ref.write_jsonl(tmp_path / f"{name}.jsonl", rs)
+    m = str(slam / "model")
+    common = ["--max_length", 4096, "--per_device_train_batch_size", 3, "--logging_steps", 1]
+
+    def loss(data, *extra):
+        out = tmp_path / f"o-{data}-{len(extra)}"
+        sft(m, str(tmp_path / f"{data}.jsonl"), str(out), 1, [*common, *extra])
+        return logs(out)[0]["loss"]
+
+    given = loss("plain", "--system", X)
+    assert given == loss("x")                 # --system X == every record saying X
+    assert given != loss("plain")             # and it changed what was trained on (the task default otherwise)
+    ref.write_jsonl(tmp_path / "mixed_want.jsonl", with_system(recs[:1], X) + with_system(recs[1:], Y))
+    assert loss("mixed", "--system", X) == loss("mixed_want")   # records with their own prompt keep it
+    args = json.load(open(tmp_path / "o-plain-2" / "args.json"))
+    assert args["system"] == X
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_slam(tmp_path_factory, "strategies", 4, val_samples=2)
+
+
+def epochs_run(tiny, out, *extra):
+    """2 epochs of 4 samples, batch 2: 4 steps, the epochs end at steps 2 and 4"""
+    return sft(str(tiny / "model"), str(tiny / "data.jsonl"), str(out), 0,
+               ["--num_train_epochs", 2, "--per_device_train_batch_size", 2, "--val_dataset", str(tiny / "val.jsonl"),
+                *extra])
+
+
+def checkpoints(out):
+    return sorted(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("checkpoint-"))
+
+
+def eval_steps(out):
+    return [l["step"] for l in logs(out) if "eval_loss" in l]
+
+
+@pytest.mark.parametrize("save,evaluate,saved,evaluated", [
+    ("steps", "steps", [1, 2, 3, 4], [1, 2, 3, 4]),   # --save_steps 1 --eval_steps 1 as before
+    ("epoch", "epoch", [2, 4], [2, 4]),
+    ("no", "no", [], []),
+    ("epoch", "steps", [2, 4], [1, 2, 3, 4]),
+])
+def test_save_and_eval_strategies(tiny, tmp_path, save, evaluate, saved, evaluated):
+    out = tmp_path / "o"
+    epochs_run(tiny, out, "--save_steps", 1, "--eval_steps", 1, "--save_strategy", save, "--eval_strategy", evaluate)
+    assert checkpoints(out) == saved
+    assert eval_steps(out) == evaluated
+    assert os.path.exists(out / "final_model" / "model.safetensors")   # final_model is written under every strategy
+    assert [l["step"] for l in logs(out) if "loss" in l and "eval_loss" not in l] == [1, 2, 3, 4]
+
+
+def test_resume_only_model_loads_the_parameters_only(tiny, tmp_path):
+    """--resume_only_model from a full checkpoint == resuming a --save_only_model checkpoint of the same step
+    (parameters, zero AdamW moments, step and data position kept); != the full resume, whose moments continue."""
+    m, d = str(tiny / "model"), str(tiny / "data.jsonl")
+    full, only = tmp_path / "full", tmp_path / "only"
+    base = ["--save_steps", 1, "--per_device_train_batch_size", 2]
+    sft(m, d, str(full), 1, base)
+    sft(m, d, str(only), 1, [*base, "--save_only_model", "true"])
+    got, want, cont = tmp_path / "got", tmp_path / "want", tmp_path / "cont"
+    sft(m, d, str(got), 3, [*base, "--resume_from_checkpoint", str(full / "checkpoint-1"), "--resume_only_model"])
+    sft(m, d, str(want), 3, [*base, "--resume_from_checkpoint", str(only / "checkpoint-1")])
+    sft(m, d, str(cont), 3, [*base, "--resume_from_checkpoint", str(full / "checkpoint-1")])
+    wg, ww, wc = (weights(str(o / "final_model")) for o in (got, want, cont))
+    assert all((wg[k] == ww[k]).all() for k in ww)
+    assert any((wg[k] != wc[k]).any() for k in wc)
+    assert [l["step"] for l in logs(got)] == [2, 3]   # the step continues (and the log of the resumed run starts at 2)
+    assert [l["loss"] for l in logs(got)] == [l["loss"] for l in logs(want)]
+
+
+def test_resume_only_model_needs_a_checkpoint(tmp_path):
+    err = parse_error(tmp_path, "--resume_only_model", "true")
+    assert "--resume_only_model true needs --resume_from_checkpoint" in err, err
+
+
+@pytest.mark.parametrize("value", ["flash_attn", "flash_attention_2"])
+def test_flash_attention_is_refused_on_the_cpu(tmp_path, value):
+    err = parse_error(tmp_path, "--attn_impl", value)
+    assert f"--attn_impl {value}: FlashAttention runs on CUDA GPUs only" in err and "sdpa or eager" in err, err
+
+
+def test_attn_impl_values(tmp_path):
+    for ok in ("sdpa", "eager"):
+        assert "nomodel/config.json" in parse_error(tmp_path, "--attn_impl", ok)
+    err = parse_error(tmp_path, "--attn_impl", "xformers")
+    assert "--attn_impl: 'xformers' is not supported (supported: sdpa, eager, flash_attn or flash_attention_2)" in err
+
+
+@pytest.mark.parametrize("name", ["save_strategy", "eval_strategy"])
+def test_a_strategy_outside_the_list_is_refused(tmp_path, name):
+    err = parse_error(tmp_path, f"--{name}", "best")
+    assert f"--{name}: 'best' is not supported (supported: steps, epoch or no)" in err, err
