@@ -7,7 +7,7 @@ import pytest
 from oracle import slam_omni_ref as ref
 from omni_run import MPIRUN
 from conftest import BIN
-from fault_run import gone_within, run_with_fault, start_tagged, tagged_pids
+from fault_run import cleanup, gone_within, run_with_fault, start_tagged, tagged_pids, wait_for_steps
 
 TIMEOUT = 3
 
@@ -78,4 +78,48 @@ def test_rank_stalled_before_finalize_ends_the_others_in_mpi_finalize(tiny, tmp_
     m = re.search(rf"omnishard: rank 0: MPI_Finalize did not complete within {TIMEOUT} s \(--ddp_timeout\): another "
                   r"rank of the job did not reach it", err)
     assert m and "omnishard sft: done" in err[:m.start()], err
+    assert (out / "final_model" / "model.safetensors").exists()
+
+
+def test_a_killed_rank_ends_the_others_at_once(tiny, tmp_path):
+    """issue 24: kill -9 of one rank: the survivors, waiting in a collective the dead rank never joins, notice within
+    about a second that it died (its process is gone from the host), say so and end, instead of waiting for
+    mpirun's SIGKILL (30 s later with the recommended odls_base_sigkill_timeout 30) or the deadline (600 s here).
+    mpirun itself stops forwarding the ranks' output once a rank has died and waits out its own SIGKILL timeout, so
+    each rank's stderr goes to a file of its own."""
+    out = tmp_path / "o"
+    cmd = [*MPIRUN, "--mca", "odls_base_sigkill_timeout", "30", "-np", "3", "sh", "-c",
+           f'exec "$0" "$@" 2>{tmp_path}/rank.$OMPI_COMM_WORLD_RANK',
+           *sft_cmd(tiny, out, ["--deepspeed", "zero3", "--ddp_timeout", "600"])]
+    p, tag = start_tagged(cmd)
+    try:
+        wait_for_steps(out, 3, p)
+        os.kill(tagged_pids(tag)[1], signal.SIGKILL)
+        t0 = time.time()
+        while tagged_pids(tag) and time.time() - t0 < 8:
+            time.sleep(0.1)
+        assert not tagged_pids(tag), f"ranks still running 8 s after kill -9 of rank 1: {tagged_pids(tag)}"
+    finally:
+        cleanup(tag, ranks_only=False)
+        p.kill()
+        p.communicate()
+    for r in (0, 2):
+        err = (tmp_path / f"rank.{r}").read_text()
+        line = [l for l in err.splitlines() if l.startswith(f"omnishard: rank {r}: ") and "ended while this rank waits in" in l]
+        assert line and "rank 1 (pid " in line[0] and "the job cannot continue; ending now" in line[0], err
+        assert re.search(r"at step \d+", line[0]) and "No checkpoint has been written yet" in line[0], line[0]
+
+
+def test_a_signal_during_the_final_save_says_the_run_completes(tiny, tmp_path):
+    """issue 24: SIGTERM during the final save (test hook: OMNISHARD_FAULT=RANK:0:term, step 0 = the start of the
+    final save) is not acted on: the line says so (not 'stopping at the end of the step'), the run completes with
+    its final_model and exit 0, and the rank says at the end that the signal was not acted on."""
+    out = tmp_path / "o"
+    cmd = [*MPIRUN, "-np", "2", *sft_cmd(tiny, out, ["--max_steps", "2"])]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", OMNISHARD_FAULT="1:0:term"))
+    assert p.returncode == 0, p.stderr
+    assert "omnishard: rank 1: SIGTERM received during the final save" in p.stderr, p.stderr
+    assert "the run completes and exits 0" in p.stderr and "stopping at the end of the step" not in p.stderr, p.stderr
+    assert "omnishard: rank 1: SIGTERM received during the final save was not acted on: the run completed" in p.stderr
     assert (out / "final_model" / "model.safetensors").exists()

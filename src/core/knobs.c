@@ -49,8 +49,8 @@ static void read_fault(void) {
     char kind[8] = "error";
     int n = sscanf(v, "%d:%lld%n:%7[a-z]%n", &r, &s, &used, kind, &used);
     if (n < 2 || v[used] || r < 0 || s < 0 ||
-        (strcmp(kind, "error") && strcmp(kind, "crash") && strcmp(kind, "exit") && strcmp(kind, "stall"))) {
-        problem("expected RANK:STEP or RANK:STEP:KIND with KIND error, crash, exit or stall (a test hook), got '%s'",
+        (strcmp(kind, "error") && strcmp(kind, "crash") && strcmp(kind, "exit") && strcmp(kind, "stall") && strcmp(kind, "term"))) {
+        problem("expected RANK:STEP or RANK:STEP:KIND with KIND error, crash, exit, stall or term (a test hook), got '%s'",
                 "OMNISHARD_FAULT", v);
         return;
     }
@@ -121,6 +121,10 @@ void os_test_fault(int rank, int64_t step) {
     if (t->fault.rank != rank || t->fault.step != step) return;
     if (!strcmp(t->fault.kind, "crash")) raise(SIGSEGV);
     if (!strcmp(t->fault.kind, "exit")) _exit(3);
+    if (!strcmp(t->fault.kind, "term")) {   // a SIGTERM to this rank, which goes on
+        raise(SIGTERM);
+        return;
+    }
     while (!strcmp(t->fault.kind, "stall")) pause();
     os_die("injected fault (OMNISHARD_FAULT=%s) at step %lld", getenv("OMNISHARD_FAULT"), (long long)step);
 }

@@ -22,7 +22,7 @@ typedef struct {
     struct {                 // OMNISHARD_FAULT=RANK:STEP[:KIND]: os_test_fault injects KIND at that rank and step
         int rank;            // -1: none
         int64_t step;
-        char kind[8];        // error | crash | exit | stall
+        char kind[8];        // error | crash | exit | stall | term (SIGTERM, then on); step 0: the final save
     } fault;
 } os_knobs_t;
 

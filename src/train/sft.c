@@ -219,7 +219,10 @@ int os_sft_run(const os_sft_args *a) {
     for (int64_t step = r.start; step <= r.total && !exit_code; step++) exit_code = train_step(&r, step);
     if (!exit_code) {
         os_stop_boundary(r.total);
+        os_stop_final(0);
+        os_test_fault(r.rank, 0);   // step 0: the start of the final save
         exit_code = save_final(&r);
+        if (!exit_code) os_stop_final(1);
     }
     if (!exit_code) os_test_fault(r.rank, r.total + 1);   // step total + 1: after the work, before MPI_Finalize
     if (exit_code) os_stop_if_failed(os_steplog_close(&r.log));

@@ -17,7 +17,7 @@ static char g_note[2][8500];   // "Last complete checkpoint: ..." (the handler r
 // read by the collective paths only
 static char g_ckpt[4200], g_write_msg[4096];
 static int64_t g_ckpt_step = -1, g_total;
-static volatile sig_atomic_t g_started;
+static volatile sig_atomic_t g_started, g_final;
 static int g_write_failed;
 
 static size_t put(char *b, size_t n, size_t cap, const char *s) {
@@ -42,9 +42,16 @@ static void on_signal(int sig) {
     while (v && i > 0);
     size_t n = put(b, 0, sizeof b, g_prefix);
     n = put(b, n, sizeof b, sig == SIGINT ? "SIGINT" : "SIGTERM");
-    n = put(b, n, sizeof b, g_started ? " received during step " : " received before the first step");
-    if (g_started) n = put(b, n, sizeof b, num + i), n = put(b, n, sizeof b, g_of_total);
-    n = put(b, n, sizeof b, "; stopping at the end of the step (a second signal stops at once). ");
+    if (g_final) {
+        n = put(b, n, sizeof b, " received during the final save (the last checkpoint and final_model): it is not "
+                                "interrupted; the run completes and exits 0 (a second signal stops at once, leaving "
+                                "what is being written incomplete). ");
+    } else {
+        n = put(b, n, sizeof b, g_started ? " received during step " : " received before the first step");
+        if (g_started) n = put(b, n, sizeof b, num + i), n = put(b, n, sizeof b, g_of_total);
+        n = put(b, n, sizeof b, "; stopping at the end of the step when every rank reaches it, at once if a rank has "
+                                "died (a second signal stops at once). ");
+    }
     n = put(b, n, sizeof b, g_note[g_note_cur]);
     b[n++] = '\n';
     if (write(2, b, n) < 0) {
@@ -57,6 +64,7 @@ void os_stop_install(void) {
     if (os_rank >= 0) snprintf(g_prefix, sizeof g_prefix, "%somnishard: rank %d: ", nl, os_rank);
     else snprintf(g_prefix, sizeof g_prefix, "%somnishard: ", nl);
     if (g_ckpt_step < 0) snprintf(g_note[g_note_cur], sizeof g_note[0], "No checkpoint has been written yet.");
+    comm_set_stop_note(g_note[g_note_cur]);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -85,6 +93,13 @@ void os_stop_checkpoint(const char *dir, int64_t step) {
     snprintf(g_note[next], sizeof g_note[next], "Last complete checkpoint: %s (continue with --resume_from_checkpoint %s)",
              dir, dir);
     g_note_cur = next;
+    comm_set_stop_note(g_note[next]);
+}
+
+void os_stop_final(int done) {
+    g_final = !done;
+    if (done && g_sig)
+        os_report("%s received during the final save was not acted on: the run completed", g_sig == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 void os_stop_write_failed(void) {

@@ -13,6 +13,9 @@ void os_stop_install(void);
 void os_stop_step(int64_t step, int64_t total);
 // the newest complete checkpoint directory and its step (named when the run stops)
 void os_stop_checkpoint(const char *dir, int64_t step);
+// the final save (the last checkpoint, final_model) begins (done 0): a signal then says it completes first; ends
+// (done 1): a rank that got a signal during it says that the run completed
+void os_stop_final(int done);
 // record os_errmsg() as this rank's failed write; rank-local: the run ends at the next os_stop_boundary
 void os_stop_write_failed(void);
 // collective at a step boundary, `done` steps completed: returns when nothing happened, otherwise ends every rank

@@ -16,6 +16,9 @@ _Noreturn void comm_abort(int code);      // stop every rank now (MPI_Abort)
 // deadline; 1800 until set; MPI needs not be started) ends the job with a report naming the collective, the step and the ranks that did not
 // arrive. The step is only for those messages (0: start-up).
 void comm_set_timeout(double seconds);
+// the text (the last complete checkpoint) a rank adds when it ends inside a collective: a peer rank died, or a stop
+// signal came and the collective cannot complete
+void comm_set_stop_note(const char *note);
 void comm_set_step(int64_t step);
 
 void comm_barrier(void);

@@ -2,10 +2,14 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
+#include "core/rng.h"
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 // A wait first spins on MPI_Testall (as MPI_Wait would: Open MPI progresses non-blocking collectives only inside
 // MPI calls, and yields the core in them when oversubscribed), reading the clock every 256 tests; after LISTEN_S it
@@ -34,7 +38,58 @@ static struct {
     enum wd_kind kind;
 } g_hist[HISTORY];
 
-void wd_init(int rank, int size) { g_rank = rank, g_size = size; }
+// Each rank's process id and a key of its process-id namespace (host name, boot id, pid namespace): a waiting rank
+// checks, once a second, that the ranks sharing its namespace are still running, so a peer killed outright (kill -9,
+// the OOM killer, a crash) ends the wait at once instead of at the deadline or mpirun's SIGKILL.
+static int64_t (*g_peer)[2];
+static char g_note[1024];   // "Last complete checkpoint: ..." (wd_set_note)
+
+static int64_t namespace_key(void) {
+    char host[256] = "", ns[128] = "", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f && !fgets(boot, sizeof boot, f)) boot[0] = 0;
+    if (f) fclose(f);
+    if (n <= 0 || !boot[0]) return 0;   // unknown: no peer is checked
+    uint64_t h = os_fnv1a(os_fnv1a(os_fnv1a(OS_FNV_BASIS, host, strlen(host)), ns, (size_t)n), boot, strlen(boot));
+    return (int64_t)(h | 1);
+}
+
+void wd_init(int rank, int size) {
+    g_rank = rank, g_size = size;
+    if (size < 2) return;
+    int64_t mine[2] = {getpid(), namespace_key()};
+    g_peer = os_alloc(sizeof *g_peer * (size_t)size, "rank processes");
+    MPI_Allgather(mine, 2, MPI_INT64_T, g_peer, 2, MPI_INT64_T, MPI_COMM_WORLD);   // right after MPI_Init
+}
+
+void wd_set_note(const char *note) { snprintf(g_note, sizeof g_note, "%s", note); }
+
+// 1 when process pid has ended (gone, or a zombie not yet reaped)
+static int ended(int64_t pid) {
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');   // "pid (comm) S ..."
+    return p && p[1] == ' ' && p[2] == 'Z';
+}
+
+// "rank 1 (pid 123)" for each rank of this rank's namespace whose process has ended, into out; how many
+static int dead_peers(char *out, size_t n) {
+    int dead = 0;
+    size_t k = 0;
+    out[0] = 0;
+    for (int r = 0; g_peer && g_peer[g_rank][1] && r < g_size; r++)
+        if (r != g_rank && g_peer[r][1] == g_peer[g_rank][1] && ended(g_peer[r][0]) && k + 48 < n)
+            k += (size_t)snprintf(out + k, n - k, "%srank %d (pid %lld)", dead++ ? ", " : "", r, (long long)g_peer[r][0]);
+    return dead;
+}
 void wd_set_timeout(double seconds) { g_timeout = seconds; }
 double wd_timeout(void) { return g_timeout; }
 void wd_set_step(int64_t step) { g_step = step; }
@@ -92,8 +147,17 @@ static void describe(char *out, size_t n, int64_t seq, enum wd_kind kind, int64_
 // print the report, let the other reporting ranks print theirs, then end the job.
 static _Noreturn void expire(int64_t seq, double waited, int trigger) {
     // a rank told to stop (SIGINT/SIGTERM: mpirun tearing the job down, Ctrl-C) that cannot finish a collective ends
-    // without a report of its own; the ranks that saw the collective fail report it (docs/operations.md)
-    if (os_stop_signal) _Exit(128 + os_stop_signal);
+    // without a watchdog report of its own (the ranks that saw the collective fail report it), saying so in one line
+    if (os_stop_signal) {
+        char what[160];
+        describe(what, sizeof what, seq, kind_of(seq), g_step);
+        fprintf(stderr, "omnishard: rank %d: %s cannot complete (%s): the step will not end; ending now (exit %d, "
+                "the signal received earlier). %s\n", g_rank, what,
+                trigger < 0 ? "past --ddp_timeout" : "another rank reported it stuck past --ddp_timeout",
+                128 + (int)os_stop_signal, g_note);
+        fflush(stderr);
+        _Exit(128 + os_stop_signal);
+    }
     static int64_t mine[S_N], done[S_N];
     mine[S_ISSUED] = g_issued, mine[S_WAITING] = seq, mine[S_KIND] = kind_of(seq), mine[S_STEP] = g_step;
     send_all(mine, TAG_STATE);
@@ -152,11 +216,23 @@ static _Noreturn void expire(int64_t seq, double waited, int trigger) {
     _Exit(1);
 }
 
+// ranks of this host have died while this rank waits in collective seq: nothing can complete; end now
+static _Noreturn void peer_died(int64_t seq, const char *dead, int n) {
+    char what[160];
+    describe(what, sizeof what, seq, kind_of(seq), g_step);
+    int code = os_stop_signal ? 128 + (int)os_stop_signal : 1;
+    fprintf(stderr, "omnishard: rank %d: %s on this host %s ended while this rank waits in %s: the job cannot "
+            "continue; ending now (exit %d%s). %s\n", g_rank, dead, n > 1 ? "have" : "has", what, code,
+            os_stop_signal ? ", the signal received" : "", g_note);
+    fflush(stderr);
+    _Exit(code);
+}
+
 void wd_wait(MPI_Request *r, int n, int64_t seq) {
     int done = 0;
     MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
     if (done) return;
-    double t0 = os_now(), t = 0;
+    double t0 = os_now(), t = 0, check = SPIN_S;
     for (unsigned it = 1;; it++) {
         MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (done) return;
@@ -167,6 +243,12 @@ void wd_wait(MPI_Request *r, int n, int64_t seq) {
         if (pending(TAG_STATE, &src)) expire(seq, t, src);
         if (g_timeout > 0 && t >= g_timeout) expire(seq, t, -1);
         if (t < SPIN_S) continue;
+        if (t >= check) {   // once a second: the ranks of this host still running?
+            char dead[512];
+            int nd = dead_peers(dead, sizeof dead);
+            if (nd) peer_died(seq, dead, nd);
+            check = t + 1;
+        }
         nap();
     }
 }

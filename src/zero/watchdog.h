@@ -14,7 +14,10 @@ enum wd_kind {
     WD_NKINDS
 };
 
+// collective right after MPI_Init (every rank's process id and namespace, for the check of dead peers)
 void wd_init(int rank, int size);
+// the text a rank ending in a collective adds to its last line ("Last complete checkpoint: ...")
+void wd_set_note(const char *note);
 void wd_set_timeout(double seconds);   // <= 0: no deadline
 double wd_timeout(void);
 void wd_set_step(int64_t step);
