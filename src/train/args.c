@@ -19,7 +19,8 @@
 #define STR(x) XSTR(x)
 #define F(n) .name = #n, .off = offsetof(os_sft_args, n)
 #define S(n, h) {F(n), .type = OS_OPT_STR, .help = h}
-#define P(n, h) {F(n), .type = OS_OPT_STR, .help = h, .per_rank = 1}
+#define D(n, mv, h) {F(n), .type = OS_OPT_STR, .metavar = mv, .help = h}
+#define Q(n, mv, h) {F(n), .type = OS_OPT_STR, .metavar = mv, .help = h, .per_rank = 1}
 #define C(n, ch, h) {F(n), .type = OS_OPT_CHOICE, .choices = ch, .help = h}
 #define N(n, t, r, h) {F(n), .type = OS_OPT_##t, .range = r, .help = h}
 #define B(n, h) {F(n), .type = OS_OPT_BOOL, .help = h}
@@ -31,9 +32,9 @@ static void show_param_loss(const void *obj, char *buf, size_t n);
 static int parse_target_modules(void *obj, const char *v);
 static void show_target_modules(const void *obj, char *buf, size_t n);
 static const os_opt opts[] = {
-    S(model, "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
-    S(dataset, "training data: .jsonl (pretokenized or SLAM-Omni records) (required)"),
-    S(output_dir, "where logging.jsonl, checkpoints and the final model go (required)"),
+    D(model, "DIR", "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
+    D(dataset, "FILE|DIR", "training data: .jsonl (pretokenized or SLAM-Omni records), or a folder omnishard convert wrote (required)"),
+    D(output_dir, "DIR", "where logging.jsonl, checkpoints and the final model go (required)"),
     B(overwrite_output_dir, "a --output_dir that holds an earlier run: remove its files (logging.jsonl, args.json, "
                             "checkpoint-N, final_model, images) first; without it such a directory is refused, unless "
                             "the run resumes a checkpoint of it (default false)"),
@@ -67,7 +68,7 @@ static const os_opt opts[] = {
     N(save_steps, I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
     N(save_total_limit, I64, "[0,inf)", "keep the newest N checkpoints (and the best by eval_loss), 0 = all (default 0)"),
     N(eval_steps, I64, "[0,inf)", "evaluate every N steps, 0 = at save_steps (needs val_dataset or split_dataset_ratio)"),
-    S(val_dataset, "evaluation data"),
+    D(val_dataset, "FILE|DIR", "evaluation data"),
     N(split_dataset_ratio, F64, "[0,1)", "fraction of dataset held out for evaluation (default 0)"),
     C(new_rows_init, "mean_resizing|normal", "embedding/lm_head rows the checkpoint lacks (vocabulary resize): "
                                              "mean_resizing (default, transformers >= 4.46: N(mean, 1e-9 cov) of its rows) "
@@ -77,7 +78,7 @@ static const os_opt opts[] = {
     {.name = "deepspeed", .off = offsetof(os_sft_args, zero_stage), .type = OS_OPT_STAGE,
      .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
     B(gradient_checkpointing, "recompute each layer in the backward (default true)"),
-    S(resume_from_checkpoint, "checkpoint directory to continue from; true: the latest complete checkpoint of "
+    D(resume_from_checkpoint, "DIR|true", "checkpoint directory to continue from; true: the latest complete checkpoint of "
                               "--output_dir; a run's output directory: its latest complete checkpoint; false: none"),
     B(resume_override_config, "resume although dataset, seed, max_length, truncation, split, model_type, "
                               "code_layer or loss weights differ from the checkpoint's run (default false)"),
@@ -92,7 +93,7 @@ static const os_opt opts[] = {
               "docs/dataset.md)"),
     C(attn_impl, "sdpa|eager|flash_attn|flash_attention_2", "attention: sdpa and eager name omnishard's one exact "
                                                             "softmax attention; flash_attn needs a CUDA GPU (refused)"),
-    S(speech_encoder, "Hugging Face Whisper directory for speech questions"),
+    D(speech_encoder, "DIR", "Hugging Face Whisper directory for speech questions"),
     C(train_type, "full|lora", "full (default) or lora: the LLM frozen, LoRA adapters on its linear layers (docs/training.md)"),
     N(lora_rank, INT, "[1,4096]", "LoRA rank r (default 8)"),
     N(lora_alpha, F64, "(0,3.4e38]", "LoRA alpha: the update is scaled by alpha / r (default 32)"),
@@ -105,17 +106,17 @@ static const os_opt opts[] = {
     {.name = "freeze_projector", .type = OS_OPT_BOOL, .off = offsetof(os_sft_args, freeze_encoder_projector),
      .help = "same as --freeze_encoder_projector"},
     B(freeze_group_decode_adapter, "freeze the group-decode adapter (default false)"),
-    S(trainable_embed_rows, "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | audio | none "
+    D(trainable_embed_rows, "ROWS", "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | audio | none "
                             "(default all; none with --freeze_llm)"),
-    P(cache_speech_features, "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
+    Q(cache_speech_features, "DIR", "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
     {.name = "param_loss", .type = OS_OPT_CUSTOM, .parse = parse_param_loss, .show = show_param_loss,
      .metavar = "TERM", .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     B(head_balance, "the head's rows move between ranks to even out its work (default true; OMNISHARD_HEAD_BALANCE=0 "
                     "makes the default false; docs/training.md \"Balancing the head across ranks\")"),
     N(ddp_timeout, F64, "[0,31536000]", "seconds a rank waits in one collective before the job ends with a report naming the "
                                       "ranks that did not arrive; 0 = wait forever, at most a year (default 1800, docs/operations.md)"),
-    S(dump_grads, "write the first step's reduced gradients to this safetensors file"),
-    P(dump_logits, "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
+    D(dump_grads, "FILE", "write the first step's reduced gradients to this safetensors file"),
+    Q(dump_logits, "FILE", "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
     // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
     C(torch_dtype, "float32|fp32|bfloat16|bf16", "training precision: float32 (default), or bfloat16 mixed "
                                                  "precision: GEMMs on bf16 inputs with fp32 accumulation, fp32 "
@@ -131,7 +132,8 @@ static const os_opt opts[] = {
 #undef STR
 #undef XSTR
 #undef S
-#undef P
+#undef D
+#undef Q
 #undef C
 #undef N
 #undef B
