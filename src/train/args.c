@@ -30,6 +30,8 @@ static void show_loss_weights(const void *obj, char *buf, size_t n);
 static int parse_param_loss(void *obj, const char *v);
 static void show_param_loss(const void *obj, char *buf, size_t n);
 static int parse_target_modules(void *obj, const char *v);
+static int parse_report_to(void *obj, const char *v);
+static void show_report_to(const void *obj, char *buf, size_t n);
 static void show_target_modules(const void *obj, char *buf, size_t n);
 static const os_opt opts[] = {
     D(model, "DIR", "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
@@ -126,7 +128,9 @@ static const os_opt opts[] = {
     N(dataloader_num_workers, I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),
     C(lazy_tokenize, "true|True", "SLAM-Omni text is tokenized when a sample is first used"),
     C(check_model, "false|False", "compare the model files with a model hub (never done here)"),
-    C(report_to, "none", "metric sinks besides OUTPUT_DIR/logging.jsonl"),
+    X(report_to, "metric sinks besides OUTPUT_DIR/logging.jsonl: none (default), tensorboard or all (TensorBoard event "
+                 "files under --logging_dir); wandb is refused (it needs a network)"),
+    S(logging_dir, "folder of the TensorBoard event files (default OUTPUT_DIR/runs, as ms-swift)"),
 };
 #undef F
 #undef STR
@@ -171,7 +175,7 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->gradient_checkpointing = 1;
     a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
     a->freeze_encoder = 1;
-    a->target_modules = "all-linear";
+    a->target_modules = "all-linear", a->report_to = "none";
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
     a->head_balance = os_knobs()->head_balance;
 }
@@ -207,6 +211,21 @@ static int parse_target_modules(void *obj, const char *v) {
     ((os_sft_args *)obj)->target_modules = v;
     return os_lora_parse_targets(v, &targets);
 }
+
+// --report_to: none, tensorboard or all (every sink omnishard has: TensorBoard); wandb named with its reason
+static int parse_report_to(void *obj, const char *v) {
+    os_sft_args *a = obj;
+    if (!strcmp(v, "wandb"))
+        return os_errf("--report_to wandb: Weights & Biases sends the metrics to its server over the network, which "
+                       "omnishard does not do; use --report_to tensorboard (event files under --logging_dir) or read "
+                       "OUTPUT_DIR/logging.jsonl");
+    if (strcmp(v, "none") && strcmp(v, "tensorboard") && strcmp(v, "all"))
+        return os_errf("--report_to: '%s' is not supported (supported: none, tensorboard or all)", v);
+    a->report_to = v;
+    return 0;
+}
+
+static void show_report_to(const void *obj, char *buf, size_t n) { snprintf(buf, n, "%s", ((const os_sft_args *)obj)->report_to); }
 
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     os_sft_args_defaults(a);

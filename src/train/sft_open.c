@@ -228,6 +228,11 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->output_dir, a->save_total_limit, &r->run);
     if (a->resume_from_checkpoint) load_checkpoint(r);
     os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
+    if (strcmp(a->report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
+        char dir[4300];
+        snprintf(dir, sizeof dir, "%s/runs", a->output_dir);
+        os_stop_if_failed(os_steplog_tensorboard(&r->log, a->logging_dir ? a->logging_dir : dir));
+    }
     r->log_samples = os_knobs()->log_samples;
     r->saved = r->start - 1;
     r->bucket_norms = os_alloc(sizeof(double) * (size_t)r->m->reg.nb, "bucket grad norms");

@@ -4,6 +4,7 @@
 #include "core/timer.h"
 #include "io/atomic.h"
 #include "train/stop.h"
+#include "train/tblog.h"
 #include "zero/comm.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -51,6 +52,13 @@ int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t tot
     return 0;
 }
 
+int os_steplog_tensorboard(os_steplog *l, const char *tb_dir) {
+    if (!l->root) return 0;
+    if (os_tfevents_open(&l->tb, tb_dir) < 0) return -1;
+    os_info("omnishard sft: TensorBoard events in %s", l->tb.path);
+    return 0;
+}
+
 // a stream for the next line (NULL after a failure: nothing more is written)
 static FILE *line_begin(os_steplog *l) {
     if (l->failed) return NULL;
@@ -84,6 +92,10 @@ static void line_end(os_steplog *l, FILE *f) {
         }
         p += w;
         left -= (size_t)w;
+    }
+    if (!l->failed && l->tb.f && !l->tb.failed && os_tblog_line(&l->tb, l->line, l->line_len) < 0) {
+        l->tb.failed = 1;   // the run ends at the step boundary, naming the event file
+        os_stop_write_failed();
     }
     free(l->line);
     l->line = NULL;
@@ -268,5 +280,6 @@ int os_steplog_close(os_steplog *l) {
     }
     if (l->root && l->tty) fputc('\n', stderr);
     l->fd = -1;
+    if (os_tfevents_close(&l->tb) < 0 && rc == 0) rc = -1;
     return rc;
 }

@@ -3,6 +3,7 @@
 // Each line is formatted in memory and written with one checked write; a failed write (disk full) cuts the file
 // back to its last complete line and is recorded with os_stop_write_failed (the run ends at the step boundary).
 #pragma once
+#include "io/tfevents.h"
 #include "train/step.h"
 #include <stdio.h>
 
@@ -28,11 +29,14 @@ typedef struct {
     double phase[OS_NPHASE];   // this rank's phase times of the step being logged (set by the caller)
     double win_sum[OS_WIN_N];  // the window's sums of the per-step values (rank 0), and how many steps had each
     int64_t win_n[OS_WIN_N];
+    os_tfevents tb;   // --report_to tensorboard: every line's numbers as scalars too (tb.f NULL: off)
 } os_steplog;
 
 // keep_through >= 0 (resume): keep the earlier run's lines up to that step and drop the later ones (rewritten
 // atomically), so every step is logged once; -1: start a new log. 0, or -1 + message on rank 0 (not collective)
 int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t total_steps, int64_t keep_through);
+// rank 0: also write every line's numbers to a new TensorBoard event file in tb_dir (train/tblog.h); 0 or -1 + message
+int os_steplog_tensorboard(os_steplog *l, const char *tb_dir);
 // loss_sum: sum of this rank's micro-batch losses; nonempty: global count of micro-batches with samples
 void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoch, double loss_sum, int64_t nonempty,
                      double term_loss, const os_step_stats *acc, double lr, double grad_norm,
@@ -48,5 +52,5 @@ typedef struct os_eval_result {   // an evaluation's losses over all ranks (os_e
     double seconds;
 } os_eval_result;
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r);
-// fsync and close (rank 0); 0, or -1 + message naming the file
+// fsync and close (rank 0; the event file too); 0, or -1 + message naming the file
 int os_steplog_close(os_steplog *l);
