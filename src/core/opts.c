@@ -217,6 +217,8 @@ int os_opts_parse(const os_opt_cmd *c, int argc, char **argv) {
         if (bare) v = "true";
         else if (!v) v = i + 1 < argc ? argv[++i] : NULL;
         if (!v) os_errf("option '--%s' needs a value", o->name);
+        if (v && o->list && o->parse(obj, NULL) == 0)   // the first word, then each before the next --option
+            while (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) && o->parse(obj, v) == 0) v = argv[++i];
         if (!v || parse_value(obj, o, v) < 0) k = add_error(text, k, sizeof text);
     }
     return k ? os_errf("%s (omnishard %s --help lists the options)", text, c->command) : 0;

@@ -33,6 +33,8 @@ typedef struct os_opt {
     const char *metavar;   // the value's name in --help (default by type: TEXT, N, X, BOOL ...)
     int (*parse)(void *obj, const char *value);            // CUSTOM: 0, or -1 with the message stored
     void (*show)(const void *obj, char *buf, size_t n);   // CUSTOM: canonical text
+    int list;   // CUSTOM: takes the words after it up to the next --option (--dataset A B): parse(obj, NULL) at each
+                // occurrence (a repeat replaces the earlier list), then parse(obj, word) per word
 } os_opt;
 
 // One table and the struct it fills. A command may parse several groups at once (plan: its own options, then the

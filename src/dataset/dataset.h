@@ -21,6 +21,9 @@ struct os_dataset {
     // [n] or NULL: 1 = sample i was found unusable when this rank first built it (lazy tokenization); get
     // then returns a one-position sample without targets. Counted over all ranks by os_dataset_skipped_total.
     const uint8_t *lazy_skipped;
+    // a mix of several files (dataset/mix.h): the datasets it draws from (skips are counted per file); else 0
+    os_dataset *const *sources;
+    int nsources;
 };
 
 // Pretokenized JSONL: {"input_ids": [[...] x R], "labels": [[...] x R]} per line. Samples longer than

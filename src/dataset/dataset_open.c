@@ -117,7 +117,7 @@ static os_dataset *view(os_dataset *full, int64_t *index, int64_t n, int *refs) 
     view_ds *v = os_alloc(sizeof *v, "dataset view");
     v->base = *full;
     v->base.n = n, v->base.get = view_get, v->base.free = view_free, v->base.wav_path = full->wav_path ? view_wav : NULL;
-    v->base.lazy_skipped = NULL;   // counted on the full dataset
+    v->base.lazy_skipped = NULL, v->base.nsources = 0;   // counted on the full dataset
     v->full = full, v->index = index, v->refs = refs;
     ++*refs;
     return &v->base;
@@ -153,6 +153,10 @@ int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *b
     const view_ds *v = d->get == view_get ? (const view_ds *)d : NULL;
     os_dataset *full = v ? v->full : d;
     int64_t total = 0, chunk[4096];
+    if (full->nsources) {   // a mix: each file's records once, however often they were sampled
+        for (int k = 0; k < full->nsources; k++) total += os_dataset_skipped_total(full->sources[k], allreduce_max);
+        return total;
+    }
     if (full->lazy_skipped)   // the same sample may have been built on several ranks: take the max per sample
         for (int64_t s = 0; s < full->n; s += 4096) {
             int64_t m = full->n - s < 4096 ? full->n - s : 4096;

@@ -25,6 +25,11 @@
 #define N(n, t, r, h) {F(n), .type = OS_OPT_##t, .range = r, .help = h}
 #define B(n, h) {F(n), .type = OS_OPT_BOOL, .help = h}
 #define X(n, h) {F(n), .type = OS_OPT_CUSTOM, .parse = parse_##n, .show = show_##n, .help = h}
+#define L(n, h) {F(n), .type = OS_OPT_CUSTOM, .parse = parse_##n, .show = show_##n, .list = 1, .metavar = "PATH[#N] ..", .help = h}
+static int parse_dataset(void *obj, const char *v);
+static void show_dataset(const void *obj, char *buf, size_t n);
+static int parse_val_dataset(void *obj, const char *v);
+static void show_val_dataset(const void *obj, char *buf, size_t n);
 static int parse_loss_weights(void *obj, const char *v);
 static void show_loss_weights(const void *obj, char *buf, size_t n);
 static int parse_param_loss(void *obj, const char *v);
@@ -35,7 +40,8 @@ static void show_report_to(const void *obj, char *buf, size_t n);
 static void show_target_modules(const void *obj, char *buf, size_t n);
 static const os_opt opts[] = {
     D(model, "DIR", "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
-    D(dataset, "FILE|DIR", "training data: .jsonl (pretokenized or SLAM-Omni records), or a folder omnishard convert wrote (required)"),
+    L(dataset, "training data (required): one or more files (.jsonl/.json: pretokenized or SLAM-Omni records) or "
+               "folders omnishard convert wrote, mixed; PATH#N takes N samples of PATH (repeats it when N exceeds it)"),
     D(output_dir, "DIR", "where logging.jsonl, checkpoints and the final model go (required)"),
     B(overwrite_output_dir, "a --output_dir that holds an earlier run: remove its files (logging.jsonl, args.json, "
                             "checkpoint-N, final_model, images) first; without it such a directory is refused, unless "
@@ -70,7 +76,7 @@ static const os_opt opts[] = {
     N(save_steps, I64, "[0,inf)", "checkpoint every N steps, 0 = only at the end (default 500)"),
     N(save_total_limit, I64, "[0,inf)", "keep the newest N checkpoints (and the best by eval_loss), 0 = all (default 0)"),
     N(eval_steps, I64, "[0,inf)", "evaluate every N steps, 0 = at save_steps (needs val_dataset or split_dataset_ratio)"),
-    D(val_dataset, "FILE|DIR", "evaluation data"),
+    L(val_dataset, "evaluation data: one or more files or folders, PATH#N as --dataset"),
     N(split_dataset_ratio, F64, "[0,1)", "fraction of dataset held out for evaluation (default 0)"),
     C(new_rows_init, "mean_resizing|normal", "embedding/lm_head rows the checkpoint lacks (vocabulary resize): "
                                              "mean_resizing (default, transformers >= 4.46: N(mean, 1e-9 cov) of its rows) "
@@ -131,6 +137,10 @@ static const os_opt opts[] = {
     X(report_to, "metric sinks besides OUTPUT_DIR/logging.jsonl: none (default), tensorboard or all (TensorBoard event "
                  "files under --logging_dir); wandb is refused (it needs a network)"),
     S(logging_dir, "folder of the TensorBoard event files (default OUTPUT_DIR/runs, as ms-swift)"),
+    B(dataset_shuffle, "the samples of several --dataset files (or PATH#N) in one order keyed by --data_seed, else "
+                       "file after file (default true, ms-swift's; one whole file is never reordered: the epochs are)"),
+    {F(data_seed), .type = OS_OPT_I64, .range = "[0,inf)", .unset = "-1",
+     .help = "seed of the data: PATH#N sampling, mixing, --split_dataset_ratio and the epochs' order (default --seed)"},
 };
 #undef F
 #undef STR
@@ -142,6 +152,7 @@ static const os_opt opts[] = {
 #undef N
 #undef B
 #undef X
+#undef L
 #define NOPTS ((int)(sizeof opts / sizeof opts[0]))
 
 static const char USAGE[] = "usage: omnishard sft --model DIR --dataset FILE --output_dir DIR [options]\n"
@@ -178,6 +189,51 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->target_modules = "all-linear", a->report_to = "none";
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
     a->head_balance = os_knobs()->head_balance;
+    a->dataset_shuffle = 1, a->data_seed = -1;
+}
+
+// a word of --dataset / --val_dataset added to *list (NULL: a new occurrence, the list emptied); #N checked here
+static int list_add(const char **list, int *n, const char **first, const char *name, const char *v) {
+    if (!v) {
+        *n = 0, *first = NULL;
+        return 0;
+    }
+    if (*n == OS_MAX_SOURCES) return os_errf("--%s: at most %d files", name, OS_MAX_SOURCES);
+    char *path;
+    int64_t sample;
+    if (os_data_source_parse(v, &path, &sample) < 0) return -1;
+    os_free(path);
+    list[(*n)++] = v;
+    *first = list[0];
+    return 0;
+}
+
+static int parse_dataset(void *obj, const char *v) {
+    os_sft_args *a = obj;
+    return list_add(a->datasets, &a->ndatasets, &a->dataset, "dataset", v);
+}
+
+static int parse_val_dataset(void *obj, const char *v) {
+    os_sft_args *a = obj;
+    return list_add(a->val_datasets, &a->nval_datasets, &a->val_dataset, "val_dataset", v);
+}
+
+// the list as given, words joined by a space
+static void show_list(const char *const *list, int n, char *buf, size_t size) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k < size; i++) k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? " " : "", list[i]);
+    if (!n) snprintf(buf, size, "(not given)");
+}
+
+static void show_dataset(const void *obj, char *buf, size_t n) {
+    const os_sft_args *a = obj;
+    show_list(a->datasets, a->ndatasets, buf, n);
+}
+
+static void show_val_dataset(const void *obj, char *buf, size_t n) {
+    const os_sft_args *a = obj;
+    show_list(a->val_datasets, a->nval_datasets, buf, n);
 }
 
 // The ranges are those the option's consumer can represent (docs/training.md "Option ranges"): float for what
@@ -231,6 +287,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     os_sft_args_defaults(a);
     int rc = os_opts_parse(command(a), argc, argv);
     if (rc != 0) return rc;
+    if (a->data_seed < 0) a->data_seed = a->seed;
     if (!a->model || !a->dataset || !a->output_dir)
         return os_errf("--model, --dataset and --output_dir are required (omnishard sft --help)");
     if (!a->freeze_encoder)

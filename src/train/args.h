@@ -1,6 +1,7 @@
 // sft options, named as ms-swift / Hugging Face TrainingArguments name them.
 #pragma once
 #include "core/opts.h"
+#include "dataset/mix.h"
 #include "train/step.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,12 @@ typedef struct {
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];
     int nterms;
+    // --dataset / --val_dataset: each "PATH" or "PATH#N" (docs/dataset.md "Mixing datasets"); dataset and
+    // val_dataset above are the first of each (NULL: none given)
+    const char *datasets[OS_MAX_SOURCES], *val_datasets[OS_MAX_SOURCES];
+    int ndatasets, nval_datasets;
+    int dataset_shuffle;   // the mixed samples in one seeded order (ms-swift's default true)
+    int64_t data_seed;     // the data's seed: sampling, mixing, split and epoch order (-1 given: --seed's)
 } os_sft_args;
 
 // Parse argv (argv[0] is the command name). Returns 0, 1 when --help or -h was given (nothing printed), -1 +

@@ -52,8 +52,12 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
 int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval) {
     os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
                        a->mask_equal_length_audio, T_s < 1, a->system};
-    *train = os_dataset_open(a->dataset, &z, a->model, a->max_length, a->truncation_strategy);
-    *eval = a->val_dataset && *train ? os_dataset_open(a->val_dataset, &z, a->model, a->max_length, a->truncation_strategy) : NULL;
+    uint64_t seed = (uint64_t)a->data_seed;
+    *train = os_dataset_open_list(a->datasets, a->ndatasets, &z, a->model, a->max_length, a->truncation_strategy,
+                                  a->dataset_shuffle, seed, "train");
+    *eval = a->val_dataset && *train ? os_dataset_open_list(a->val_datasets, a->nval_datasets, &z, a->model, a->max_length,
+                                                            a->truncation_strategy, a->dataset_shuffle, seed, "val")
+                                     : NULL;
     int rc = *train && (*eval || !a->val_dataset) ? 0 : -1;
     int64_t Bm = a->per_device_train_batch_size, live = *train ? (*train)->live : 0;
     if (rc == 0 && live && Bm > live)
@@ -72,7 +76,7 @@ int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval) {
         return 0;
     }
     os_dataset *full = *train;
-    if (os_dataset_split(full, a->split_dataset_ratio, (uint64_t)a->seed, train, eval) < 0) return -1;   // same on every rank
+    if (os_dataset_split(full, a->split_dataset_ratio, (uint64_t)a->data_seed, train, eval) < 0) return -1;   // same on every rank
     os_info("evaluation: %lld of %lld samples held out (--split_dataset_ratio %g)", (long long)(*eval)->n,
             (long long)full->n, a->split_dataset_ratio);
     return 0;

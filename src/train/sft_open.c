@@ -26,12 +26,26 @@ static void agree_on_config(const os_sft_args *a) {
     if (os_agree_values(&name, &val, 1) < 0) os_die_err();
 }
 
-static void agree_on_data(const os_dataset *train, const os_dataset *eval) {
-    char v[2][128];
-    const char *names[2] = {"the --dataset file", "the --val_dataset file"}, *vals[2] = {v[0], v[1]};
-    os_digest_text(train->bytes, train->digest, v[0], sizeof v[0]);
-    if (eval) os_digest_text(eval->bytes, eval->digest, v[1], sizeof v[1]);
-    if (os_agree_values(names, vals, eval ? 2 : 1) < 0) os_die_err();
+// each file of a mix by name, then the mix itself (its digest covers the sampling: #N, shuffle, --data_seed)
+static void agree_on_data(os_dataset *train, os_dataset *eval) {
+    enum { MAXV = 2 * (OS_MAX_SOURCES + 1) };
+    static char name[MAXV][4200], v[MAXV][128];
+    const char *names[MAXV], *vals[MAXV];
+    int n = 0;
+    for (int e = 0; e < 2; e++) {
+        os_dataset *d = e ? eval : train, *src[OS_MAX_SOURCES];
+        const char *what = e ? "--val_dataset" : "--dataset";
+        if (!d) continue;
+        int ns = os_dataset_sources(d, src), mixed = ns > 1 || src[0] != d;
+        for (int k = 0; k < ns + mixed; k++, n++) {
+            const os_dataset *x = k < ns ? src[k] : d;
+            if (k < ns) snprintf(name[n], sizeof name[n], "the %s file %s", what, x->path);
+            else snprintf(name[n], sizeof name[n], "the %s mix '%s' (its sampling)", what, d->path);
+            os_digest_text(x->bytes, x->digest, v[n], sizeof v[n]);
+            names[n] = name[n], vals[n] = v[n];
+        }
+    }
+    if (os_agree_values(names, vals, n) < 0) os_die_err();
 }
 
 // the settings a resumed run must share with the run that wrote the checkpoint (docs/training.md, "Resume rules")
@@ -44,11 +58,31 @@ static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) {
     va_end(ap);
 }
 
+// the --dataset list as given (shown next to its digest in resume messages)
+static void dataset_text(const os_sft_args *a, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < a->ndatasets && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " " : "", a->datasets[i]);
+}
+
+// a checkpoint from before --data_seed existed: its data order came from --seed
+static void data_seed_was_seed(os_ckpt_run *was) {
+    for (int j = 0; j < was->n; j++)
+        if (!strcmp(was->key[j], "--data_seed")) return;
+    for (int j = 0; j < was->n && was->n < OS_RUN_KEYS; j++)
+        if (!strcmp(was->key[j], "--seed")) {
+            snprintf(was->key[was->n], sizeof was->key[0], "--data_seed");
+            memcpy(was->val[was->n++], was->val[j], sizeof was->val[0]);
+            return;
+        }
+}
+
 // the settings as given
 static void run_args(const os_sft_args *a, os_ckpt_run *r) {
     memset(r, 0, sizeof *r);
-    snprintf(r->dataset, sizeof r->dataset, "%s", a->dataset);
+    dataset_text(a, r->dataset, sizeof r->dataset);
     run_set(r, "--seed", "%lld", (long long)a->seed);
+    run_set(r, "--data_seed", "%lld", (long long)a->data_seed);
     run_set(r, "--max_length", "%lld", (long long)a->max_length);
     run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
     run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
@@ -122,6 +156,7 @@ static void open_session(os_sft_state *r) {
         run_args(a, &r->run);
         if (a->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->code_layer);
         int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
+        if (rc == 0) data_seed_was_seed(&r->was);
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
         os_stop_if_failed(rc);
     }
@@ -140,11 +175,13 @@ static void open_data(os_sft_state *r) {
     os_stop_if_failed(os_sft_datasets(a, r->m, T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
-    os_stop_if_failed(os_pretok_speech_len(r->ds, T_s));
-    if (r->ev) os_stop_if_failed(os_pretok_speech_len(r->ev, T_s));
+    for (int e = 0; e < 2; e++) {   // each file of a mix
+        os_dataset *d = e ? r->ev : r->ds, *src[OS_MAX_SOURCES];
+        for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
+    }
     os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
     r->nsamp = r->ds->n, r->K = a->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
-    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->seed);
+    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data_seed);
     if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
 }
 
@@ -154,7 +191,7 @@ static void data_position(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->resume_from_checkpoint) {
         os_ckpt_run late = {.n = 0};
-        snprintf(late.dataset, sizeof late.dataset, "%s", a->dataset);
+        dataset_text(a, late.dataset, sizeof late.dataset);
         run_model(r->m, r->digest, &late);
         os_stop_if_failed(os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &late, a->resume_override_config));
         r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
