@@ -8,6 +8,7 @@ docs/training.md): the sgemm path (rounded values in OpenBLAS sgemm) sums like P
 difference of an fp32 result flips the rounding of the next product's input, so it matches within bf16 class
 bounds; "autocast" differs from both by its bf16 outputs.
 """
+import functools
 import os
 import subprocess
 import pytest
@@ -107,10 +108,17 @@ def test_default_path_vs_pytorch(setup):
     assert loss <= 1e-3 and w <= 5e-2, (loss, grads, w)
 
 
+@functools.lru_cache(maxsize=None)
+def accum2(setup):
+    """1 rank x 2 micro-batches of 2: trained once, compared with every stage's 2-rank run (its output directory is
+    written once: a second run into it would be refused as a used output directory)"""
+    return omnishard(setup, "accum2", None, ["--gradient_accumulation_steps", "2"])
+
+
 @pytest.mark.parametrize("stage", [0, 3])
 def test_n_ranks_equal_accumulation(setup, stage):
     """2 ranks x batch 2 == 1 rank x 2 micro-batches of 2, in bf16 (docs/training.md: the bound)"""
-    one = omnishard(setup, "accum2", None, ["--gradient_accumulation_steps", "2"])
+    one = accum2(setup)
     two = omnishard(setup, f"np2s{stage}", None, ["--zero_stage", stage], np_=2)
     assert sum(x["head_rows_moved"] for x in two[1]) > 0   # rows moved between the ranks (docs/training.md)
     for x, y in zip(two[1], one[1]):
