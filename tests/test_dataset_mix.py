@@ -108,3 +108,23 @@ def test_a_bad_line_is_named_with_its_own_file(tiny, tmp_path):
 def test_hash_zero_is_refused(tiny, tmp_path):
     p = train(tiny, tmp_path / "o", 1, 1, [f"{tiny / 'a.jsonl'}#0"], ["--max_steps", 1], check=False)
     assert p.returncode > 0 and "#0" in p.stderr and "1 <= N" in p.stderr, p.stderr
+
+
+def test_speech_inputs_of_every_file(tmp_path):
+    """two files whose spoken samples name different WAVs, mixed in file order, train exactly as one file holding
+    both (a sample's WAV is looked up in its own file: a wrong wav_index gives another speech input, another loss)"""
+    from test_speech_train import write_wav, write_data, G, T, A, HID
+    d = tmp_path
+    ref.make_model(str(d / "model"), hidden=32, layers=1, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G, tied=True, seed=0)
+    ref.add_projector(str(d / "model"), 16, HID, 32)
+    ref.make_encoder(str(d / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
+    write_wav(d / "low.wav", 0.3, 300, seed=1), write_wav(d / "high.wav", 0.6, 900, seed=2)
+    write_data(d / "s1.jsonl", 2, {0: "low.wav", 1: "low.wav"}, seed=5)
+    write_data(d / "s2.jsonl", 2, {0: "high.wav", 1: "high.wav"}, seed=6)
+    (d / "both.jsonl").write_text(open(d / "s1.jsonl").read() + open(d / "s2.jsonl").read())
+    common = ["--speech_encoder", d / "enc", "--max_steps", 2, "--per_device_train_batch_size", 2, "--max_length", 64]
+    run(["sft", "--model", d / "model", "--dataset", d / "s1.jsonl", d / "s2.jsonl", "--dataset_shuffle", "false",
+         "--output_dir", d / "mixed", *common])
+    run(["sft", "--model", d / "model", "--dataset", d / "both.jsonl", "--output_dir", d / "one", *common])
+    a, b = steps(d / "mixed"), steps(d / "one")
+    assert [x["loss"] for x in a] == [x["loss"] for x in b]
