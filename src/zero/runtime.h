@@ -47,12 +47,13 @@ typedef struct {
 // rank its own part: zr_local(rt, b, ZR_PARAMETERS) or zr_fill).
 void zr_init(zr_runtime *rt, zr_registry *reg, int stage, int rank, int nranks);
 void zr_free(zr_runtime *rt);
-// Where this rank's part of bucket b lives for `what` (elements of the padded bucket):
-//   parameters  what it keeps between steps: the whole bucket at stage 0-2, its slice [r*S, (r+1)*S) at 3 (write
-//               the initial values there after zr_init)
-//   gradients   the part it reduces and updates: the whole bucket at stage 0, its slice at 1-3 (stage 0/1: in the
-//               full gradient buffer; 2/3: the reduced slice, which exists only within a step: p is NULL before
-//               the step's first reduction into it and after AdamW); none for a frozen bucket
+// Where this rank's part of bucket b lives for `what` (elements of the padded bucket; policies: zero/policy.h):
+//   parameters  what it keeps between steps: the whole bucket when replicated (stages 0-2), its slice
+//               [r*S, (r+1)*S) when sharded (3) (write the initial values there after zr_init)
+//   gradients   the part it updates: the whole bucket (update whole: stage 0) or its slice (by slice: 1-3); in the
+//               full gradient buffer when all-reduced (0/1), the reduced slice when reduce-scattered (2/3), which
+//               exists only within a step: p is NULL before the step's first reduction into it and after AdamW;
+//               none for a frozen bucket
 //   exp_avg(_sq) the AdamW moments: its part (as for gradients) within the bucket's trained range; none when frozen
 zr_span zr_local(const zr_runtime *rt, int b, zr_what what);
 // The same without a runtime: zr_part (zero/policy.h).
@@ -62,38 +63,39 @@ typedef int (*zr_fill_fn)(void *ctx, int tensor, int64_t start, int64_t n, float
 int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx);
 
 // bf16 mixed precision (on 1; after zr_init, with k_gemm's bf16 mode on): the products read the matrices
-// (zr_tensor.gemm) rounded once, never rounding them per product. Stage 0-2: each bucket holding a matrix keeps a
-// rounded copy (2 bytes per element on the oneDNN path, 4 on the sgemm one), refreshed at the first gather after
-// its parameters changed (AdamW, zr_fill, zr_shards_read). Stage 3: zr_gather_compute and zr_prefetch gather such a
-// bucket in bf16 (each rank rounds its slice; 2 bytes per element on the wire) plus its fp32 tensors (norms,
-// biases) exactly; the fp32 master slices, gradients and AdamW are unchanged. The values the products read are
-// bitwise those of rounding in every product.
+// (zr_tensor.gemm) rounded once, never rounding them per product (zero/gather_bf16.h). Parameters replicated (stages
+// 0-2): each bucket holding a matrix keeps a rounded copy (2 bytes per element on the oneDNN path, 4 on the sgemm one),
+// refreshed at the first gather after its parameters changed (AdamW, zr_fill, zr_shards_read). Sharded (stage 3):
+// zr_gather_compute and zr_prefetch gather such a bucket in bf16 (each rank rounds its slice; 2 bytes per element on
+// the wire) plus its fp32 tensors (norms, biases) exactly; the fp32 master slices, gradients and AdamW are unchanged.
+// The values the products read are bitwise those of rounding in every product.
 void zr_set_bf16(zr_runtime *rt, int on);
-// Parameter values of bucket b were written through zr_local: drop its rounded copy (stage 0-2, bf16)
+// Parameter values of bucket b were written through zr_local: drop its rounded copy (replicated parameters, bf16)
 void zr_params_changed(zr_runtime *rt, int b);
 
 // ---- scopes ----
-void zr_prefetch(zr_runtime *rt, int b);       // start the all-gather of b early (stage 3; no-op otherwise), for
-                                                // zr_gather_compute (in bf16 under zr_set_bf16)
+// start the all-gather of b early (parameters sharded; no-op otherwise), for zr_gather_compute (in bf16 under
+// zr_set_bf16)
+void zr_prefetch(zr_runtime *rt, int b);
 float *zr_gather(zr_runtime *rt, int b);        // open a gather scope; returns the full bucket buffer
-// open a gather scope for the model's products: under bf16 at stage 3, the buffer holds exact values only in the
-// fp32 tensors (zr_tensor.gemm 0); the matrices' addresses are bound to their rounded gathered copy (their fp32
-// values are not there: read them only as products' operands). Otherwise zr_gather. A zr_gather of a bucket so
-// gathered completes it with an fp32 all-gather.
+// open a gather scope for the model's products: under bf16 with sharded parameters, the buffer holds exact values only
+// in the fp32 tensors (zr_tensor.gemm 0); the matrices' addresses are bound to their rounded gathered copy (their fp32
+// values are not there: read them only as products' operands). Otherwise zr_gather. A zr_gather of a bucket so gathered
+// completes it with an fp32 all-gather.
 float *zr_gather_compute(zr_runtime *rt, int b);
-void zr_release(zr_runtime *rt, int b);         // close it (stage 3: the last close drops the buffer)
+void zr_release(zr_runtime *rt, int b);         // close it (sharded: the last close drops the buffer)
 // Frozen buckets (registry trainable 0) have no gradient: zr_grad_open returns NULL, zr_grad_close does nothing and
 // zr_grad gives NULL for their parameters (the kernels then skip that gradient), on every rank alike.
 float *zr_grad_open(zr_runtime *rt, int b);     // open a gradient scope; returns the full gradient buffer
-void zr_grad_close(zr_runtime *rt, int b);      // close: zero what is outside the trained range; stage 2/3
-                                                // start the reduce-scatter into the slice (the buffer is dropped
-                                                // when it completes: at the latest at the next zr_grad_open or
-                                                // close, or when the optimizer side reads gradients)
-// Rows ids[0..n) (sorted, distinct, in range) of 2-D parameter pid ([rows, cols]) into out[n, cols], with no
-// gather scope. Stage 3: collective (every rank calls it at the same point, each with its own ids): the ranks' row
-// lists are exchanged and every row of their union is all-reduced from the slices holding its elements (one
-// non-zero term per element: the values exactly, except that a stored -0.0 reads as +0.0), so a rank moves
-// rows x cols values in place of the whole bucket. Other stages: a copy.
+// close: zero what is outside the trained range; gradients reduce-scattered: start the reduce-scatter into the
+// slice (the buffer is dropped when it completes: at the latest at the next zr_grad_open or close, or when the
+// optimizer side reads gradients)
+void zr_grad_close(zr_runtime *rt, int b);
+// Rows ids[0..n) (sorted, distinct, in range) of 2-D parameter pid ([rows, cols]) into out[n, cols], with no gather
+// scope. Parameters sharded: collective (every rank calls it at the same point, each with its own ids): the ranks' row
+// lists are exchanged and every row of their union is all-reduced from the slices holding its elements (one non-zero
+// term per element: the values exactly, except that a stored -0.0 reads as +0.0), so a rank moves rows x cols values in
+// place of the whole bucket. Replicated: a copy.
 void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float *out);
 #define zr_param(rt, pid) zr_param_at(rt, pid, __func__)
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
@@ -101,13 +103,15 @@ float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
 
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
-// stage 0/1: all-reduce the full gradients (sum over ranks); stage 2/3: complete the reduce-scatter in flight
+// gradients all-reduced (stage 0/1): all-reduce the full gradients (sum over ranks); reduce-scattered (2/3):
+// complete the reduce-scatter in flight
 void zr_reduce_grads(zr_runtime *rt);
 // global gradient L2 norm over trainable buckets (identical on every rank); per_bucket (may be NULL, [nb])
 // receives each bucket's global norm (0 for frozen buckets) — gradients are readable per module at any stage
 double zr_grad_norm(zr_runtime *rt, double *per_bucket);
 // AdamW (PyTorch semantics) on this rank's part with gradients scaled by gscale, then zero the gradients and
-// (stage 1/2) all-gather updated parameters. step is 1-based. Weight decay skips 1-D tensors (biases, norms).
+// (gather_after_update: stage 1/2) all-gather the updated parameters. step is 1-based. Weight decay skips 1-D tensors
+// (biases, norms).
 void zr_adamw_step(zr_runtime *rt, float lr, float beta1, float beta2, float eps, float wd, float gscale, int64_t step);
 // The first parameter (registry order) of a trainable bucket with a NaN/Inf in its gradient (grads 1, between
 // zr_reduce_grads and zr_adamw_step) or its value (grads 0), over every rank's part (collective; the same answer
@@ -115,8 +119,8 @@ void zr_adamw_step(zr_runtime *rt, float lr, float beta1, float beta2, float eps
 int zr_first_nonfinite(zr_runtime *rt, int grads);
 // bytes of model state (params, grads, moments) this rank holds permanently
 int64_t zr_model_state_bytes(const zr_runtime *rt);
-// copy the full values of bucket b into out[numel] on every rank (gathers at stage 3)
+// copy the full values of bucket b into out[numel] on every rank (gathers sharded parameters)
 void zr_read_bucket(zr_runtime *rt, int b, float *out);
 // copy the reduced gradient of trainable bucket b into out[numel] on every rank (between zr_reduce_grads and
-// zr_adamw_step; gathers the slices at stage 2/3). Collective.
+// zr_adamw_step; gathers the slices when reduce-scattered). Collective.
 void zr_read_grads(zr_runtime *rt, int b, float *out);
