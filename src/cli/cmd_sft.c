@@ -5,12 +5,14 @@
 #include "persist/checkpoint_limit.h"
 #include "train/agree.h"
 #include "train/args.h"
+#include "train/ds_config.h"
 #include "train/sft.h"
 #include "zero/comm.h"
 
-// what the options name, looked at before the run: a Hub id instead of a directory (nothing is downloaded);
+// what the options name, looked at before the run: a --deepspeed JSON file applied; a Hub id instead of a directory (nothing is downloaded);
 // --resume_from_checkpoint true (or a run directory): its latest complete checkpoint; false: no resume
-static int settle(os_sft_args *a) {
+static int settle(os_sft_args *a, int argc, char **argv) {
+    if (a->deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
     if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
     static char resume[4300];
     int found = os_checkpoint_resolve(a->resume_from_checkpoint, a->output_dir, resume, sizeof resume);
@@ -27,7 +29,7 @@ int cmd_sft(int argc, char **argv) {
     // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops;
     // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
-    if (rc == 0) rc = settle(&a);
+    if (rc == 0) rc = settle(&a, argc, argv);
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);

@@ -36,6 +36,8 @@ static int parse_param_loss(void *obj, const char *v);
 static void show_param_loss(const void *obj, char *buf, size_t n);
 static int parse_target_modules(void *obj, const char *v);
 static int parse_report_to(void *obj, const char *v);
+static int parse_deepspeed(void *obj, const char *v);
+static void show_deepspeed(const void *obj, char *buf, size_t n);
 static void show_report_to(const void *obj, char *buf, size_t n);
 static void show_target_modules(const void *obj, char *buf, size_t n);
 static const os_opt opts[] = {
@@ -83,8 +85,9 @@ static const os_opt opts[] = {
                                              "or normal (N(0, 0.02))"),
     N(seed, I64, "[0,inf)", "data order and new-parameter initialisation (default 42)"),
     N(zero_stage, INT, "[0,3]", "ZeRO stage (default 0; --deepspeed zero3 also works)"),
-    {.name = "deepspeed", .off = offsetof(os_sft_args, zero_stage), .type = OS_OPT_STAGE,
-     .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
+    {.name = "deepspeed", .type = OS_OPT_CUSTOM, .parse = parse_deepspeed, .show = show_deepspeed, .metavar = "CONFIG",
+     .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage; ms-swift's default-zero2 | default-zero3 too), or a "
+             "DeepSpeed JSON config file (docs/training.md \"DeepSpeed config files\")"},
     B(gradient_checkpointing, "recompute each layer in the backward (default true)"),
     D(resume_from_checkpoint, "DIR|true", "checkpoint directory to continue from; true: the latest complete checkpoint of "
                               "--output_dir; a run's output directory: its latest complete checkpoint; false: none"),
@@ -266,6 +269,33 @@ static int parse_target_modules(void *obj, const char *v) {
     unsigned targets;
     ((os_sft_args *)obj)->target_modules = v;
     return os_lora_parse_targets(v, &targets);
+}
+
+// --deepspeed: a ZeRO stage by name (ms-swift's zeroN and its older default-zeroN), or a DeepSpeed JSON file read
+// once the other options are known (os_ds_config_apply, called by omnishard sft)
+static int parse_deepspeed(void *obj, const char *v) {
+    os_sft_args *a = obj;
+    a->deepspeed_file = NULL;
+    if (!strncmp(v, "zero", 4) && v[4] >= '0' && v[4] <= '3' && !v[5]) return a->zero_stage = v[4] - '0', 0;
+    if (!strcmp(v, "default-zero2") || !strcmp(v, "default-zero3")) return a->zero_stage = v[12] - '0', 0;
+    if (!strncmp(v, "zero", 4) && strstr(v, "offload") && !strchr(v, '/') && !strstr(v, ".json"))
+        return os_errf("--deepspeed %s: offloading is not implemented; omnishard keeps parameters, gradients and AdamW "
+                       "state in host memory already (it trains on the CPU): use zero2 or zero3", v);
+    size_t n = strlen(v);
+    if (n < 5 || strcmp(v + n - 5, ".json")) {
+        FILE *f = fopen(v, "rb");
+        if (!f) return os_errf("--deepspeed: expected zero0, zero1, zero2, zero3, default-zero2, default-zero3 or a DeepSpeed "
+                               "JSON config file, got '%s'", v);
+        fclose(f);
+    }
+    a->deepspeed_file = v;
+    return 0;
+}
+
+static void show_deepspeed(const void *obj, char *buf, size_t n) {
+    const os_sft_args *a = obj;
+    if (a->deepspeed_file) snprintf(buf, n, "%s (content fnv1a64 %016llx)", a->deepspeed_file, (unsigned long long)a->ds_hash);
+    else snprintf(buf, n, "zero%d", a->zero_stage);
 }
 
 // --report_to: none, tensorboard or all (every sink omnishard has: TensorBoard); wandb named with its reason

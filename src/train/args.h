@@ -29,7 +29,11 @@ typedef struct {
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
     int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
     int lora_rank, merge_lora;
-    int resume_only_model;   // the checkpoint's parameters only: AdamW moments from zero (docs/operations.md)
+    int resume_only_model;
+    // --deepspeed FILE.json (train/ds_config.h): the file, its FNV-1a 64, train_batch_size (0: auto), what it did
+    const char *deepspeed_file, *ds_notes;
+    uint64_t ds_hash;
+    int64_t ds_train_batch_size;   // the checkpoint's parameters only: AdamW moments from zero (docs/operations.md)
     float loss_weights[OS_MAX_G + 1];
     int n_loss_weights;
     os_param_term terms[OS_MAX_TERMS];

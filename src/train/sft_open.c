@@ -1,4 +1,5 @@
 #include "train/sft_open.h"
+#include "train/ds_config.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/knobs.h"
@@ -147,6 +148,7 @@ static void open_session(os_sft_state *r) {
     if (a->zero_stage == 0 && r->N > 1 && r->rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
     agree_on_config(a);
+    if (a->ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->ds_notes);
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
     os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
     // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
@@ -181,6 +183,7 @@ static void open_data(os_sft_state *r) {
     }
     os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
     r->nsamp = r->ds->n, r->K = a->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
+    os_stop_if_failed(os_ds_config_check_batch(a, r->N, r->GB));
     os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data_seed);
     if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
 }
