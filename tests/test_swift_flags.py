@@ -1,13 +1,14 @@
 """ms-swift's everyday sft flags (issue 22, item 5; docs/training.md "ms-swift's sft options"): --system,
 --save_strategy / --eval_strategy (steps, epoch, no), --resume_only_model, --attn_impl."""
-import json, os
+import json, os, re
 
 import pytest
 from safetensors.numpy import load_file
 
 from oracle import slam_samples_ref as ref
 from omni_run import logs, run, sft, tiny_slam, weights
-from test_input_checks import parse_error
+from conftest import ROOT
+from test_input_checks import help_options, parse_error
 
 T, A = 512, 80
 
@@ -124,3 +125,28 @@ def test_attn_impl_values(tmp_path):
 def test_a_strategy_outside_the_list_is_refused(tmp_path, name):
     err = parse_error(tmp_path, f"--{name}", "best")
     assert f"--{name}: 'best' is not supported (supported: steps, epoch or no)" in err, err
+
+
+def swift_table():
+    doc = open(ROOT / "docs" / "training.md").read()
+    part = doc.split("## ms-swift's sft options", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `--(\w+)` \| (honoured|values|as `--\w+`|rejected) \|", part, re.M)
+
+
+def test_the_ms_swift_options_table(tmp_path):
+    """docs/training.md "ms-swift's sft options": honoured and values options are sft's, an "as" target is sft's,
+    a rejected one is refused at once (every unknown option is named in the one message)"""
+    rows = swift_table()
+    assert len(rows) > 100 and len({n for n, _ in rows}) == len(rows)
+    known = {n for n, _ in help_options()}
+    for name, what in rows:
+        if what in ("honoured", "values"):
+            assert name in known, name
+        elif what.startswith("as"):
+            assert name not in known and what[6:-1] in known, (name, what)
+    rejected = [n for n, w in rows if w == "rejected"]
+    for i in range(0, len(rejected), 8):   # a few per run: the message has a bounded length
+        some = rejected[i:i + 8]
+        err = parse_error(tmp_path, *[x for n in some for x in (f"--{n}", "1")])
+        for n in some:
+            assert f"unknown option '--{n}'" in err, (n, err)
