@@ -49,6 +49,19 @@ def test_system_overrides_the_task_default_and_a_record_keeps_its_own(slam, tmp_
     assert args["system"] == X
 
 
+def test_a_resume_keeps_the_system_prompt(slam, tmp_path):
+    """--system changes the samples: a resume with another one is refused as another dataset would be"""
+    data = tmp_path / "d.jsonl"
+    ref.write_jsonl(data, ref.make_records(2, A=A, seed=5))
+    m, out = str(slam / "model"), tmp_path / "o"
+    sft(m, str(data), str(out), 1, ["--max_length", 4096, "--save_steps", 1])
+    p = sft(m, str(data), str(out), 2, ["--max_length", 4096, "--resume_from_checkpoint", "true", "--system", "Be brief. "],
+            check=False)
+    assert p.returncode != 0
+    assert f"--system: {out}/checkpoint-1 was trained with (the task's default), this run has Be brief. " in p.stderr, p.stderr
+    sft(m, str(data), str(out), 2, ["--max_length", 4096, "--resume_from_checkpoint", "true"])   # the same: resumes
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return tiny_slam(tmp_path_factory, "strategies", 4, val_samples=2)

@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/knobs.h"
+#include "core/rng.h"
 #include "dataset/pretok.h"
 #include "io/dirlock.h"
 #include "train/rundir.h"
@@ -78,6 +79,22 @@ static void data_seed_was_seed(os_ckpt_run *was) {
         }
 }
 
+#define TASK_SYSTEM "(the task's default)"
+// a checkpoint from before --system existed: trained with the task's default system prompt
+static void system_was_default(os_ckpt_run *was) {
+    for (int j = 0; j < was->n; j++)
+        if (!strcmp(was->key[j], "--system")) return;
+    if (was->n < OS_RUN_KEYS) run_set(was, "--system", TASK_SYSTEM);
+}
+
+// --system as recorded: the text, or its FNV-1a 64 when longer than a record's value holds
+static void run_system(const os_sft_args *a, os_ckpt_run *r) {
+    if (!a->system) run_set(r, "--system", TASK_SYSTEM);
+    else if (strlen(a->system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", a->system);
+    else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(a->system),
+                 (unsigned long long)os_fnv1a(0xcbf29ce484222325ull, a->system, strlen(a->system)));
+}
+
 // the settings as given
 static void run_args(const os_sft_args *a, os_ckpt_run *r) {
     memset(r, 0, sizeof *r);
@@ -88,6 +105,7 @@ static void run_args(const os_sft_args *a, os_ckpt_run *r) {
     run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
     run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
     run_set(r, "--model_type", "%s", a->model_type);
+    run_system(a, r);
 }
 
 // the settings as the model and the data resolved them (the --dataset file's digest; slam_omni.json, defaults)
@@ -158,7 +176,7 @@ static void open_session(os_sft_state *r) {
         run_args(a, &r->run);
         if (a->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->code_layer);
         int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
-        if (rc == 0) data_seed_was_seed(&r->was);
+        if (rc == 0) data_seed_was_seed(&r->was), system_was_default(&r->was);
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
         os_stop_if_failed(rc);
     }
