@@ -20,14 +20,14 @@ def parse_error(tmp_path, *extra):
     return p.stderr
 
 
-RANGES = [
-    ("learning_rate", "-1e-4", "[0,inf)"), ("adam_beta1", "1", "[0,1)"), ("adam_beta1", "-0.1", "[0,1)"),
-    ("adam_beta2", "1", "[0,1)"), ("adam_beta2", "-1", "[0,1)"), ("adam_epsilon", "-1e-8", "[0,inf)"),
-    ("weight_decay", "-0.1", "[0,inf)"), ("max_grad_norm", "-1", "[0,inf)"), ("num_train_epochs", "-1", "(0,inf)"),
-    ("num_train_epochs", "0", "(0,inf)"), ("warmup_ratio", "1", "[0,1)"), ("warmup_ratio", "-0.1", "[0,1)"),
+RANGES = [   # the ranges their consumers can represent (issue 24: float 3.4e38, int counts, epochs 1e9)
+    ("learning_rate", "-1e-4", "[0,3.4e38]"), ("adam_beta1", "1", "[0,1)"), ("adam_beta1", "-0.1", "[0,1)"),
+    ("adam_beta2", "1", "[0,1)"), ("adam_beta2", "-1", "[0,1)"), ("adam_epsilon", "-1e-8", "[0,3.4e38]"),
+    ("weight_decay", "-0.1", "[0,3.4e38]"), ("max_grad_norm", "-1", "[0,3.4e38]"), ("num_train_epochs", "-1", "(0,1e9]"),
+    ("num_train_epochs", "0", "(0,1e9]"), ("warmup_ratio", "1", "[0,1)"), ("warmup_ratio", "-0.1", "[0,1)"),
     ("split_dataset_ratio", "1", "[0,1)"), ("split_dataset_ratio", "-0.5", "[0,1)"),
-    ("per_device_train_batch_size", "0", "[1,inf)"), ("gradient_accumulation_steps", "0", "[1,inf)"),
-    ("max_length", "1", "[2,inf)"), ("zero_stage", "4", "[0,3]"), ("code_layer", "9", "[1,8]"), ("code_layer", "0", "[1,8]"),
+    ("per_device_train_batch_size", "0", "[1,2147483647]"), ("gradient_accumulation_steps", "0", "[1,2147483647]"),
+    ("max_length", "1", "[2,2147483647]"), ("zero_stage", "4", "[0,3]"), ("code_layer", "9", "[1,8]"), ("code_layer", "0", "[1,8]"),
     ("seed", "-1", "[0,inf)"), ("max_steps", "-2", "[0,inf)"), ("logging_steps", "0", "[1,inf)"),
     ("save_steps", "-1", "[0,inf)"), ("eval_steps", "-1", "[0,inf)"), ("warmup_steps", "-1", "[0,inf)"),
     ("dataloader_num_workers", "4", "[0,0]"),
