@@ -1,6 +1,6 @@
 // What cutting a product into blocks costs the single-threaded sgemm: CPU time (this thread's clock, so the load
 // of other jobs on the machine changes it little) of each training-step product computed whole and cut into P
-// blocks along the longer of M and N, as k_gemm_run cuts it for its threads (src/kernels/linear.c), every block
+// blocks along the longer of M and N, as k_gemm_run cuts it for its threads (src/kernels/gemm.c), every block
 // run on this one thread. Rounds alternate the cuts (1, 2, 4, 8 blocks); per cut the best call of the round,
 // then the median over rounds. usage: gemm_split [rounds, default 5] [rows, default 512]
 // Prints per shape the whole product's GFLOP/s (CPU time) and each cut's CPU time as a ratio to it, and checks that

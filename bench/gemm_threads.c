@@ -3,7 +3,7 @@
 // round so that both see the same machine load:
 //   ranks:  each thread computes the whole mix on its own copies of the operands, one after the other, single-
 //           threaded products (as 2 ranks x 1 thread do: no synchronisation until the end of the mix);
-//   split:  one copy, every product cut over both threads by k_gemm_run (src/kernels/linear.c), as 1 rank x 2
+//   split:  one copy, every product cut over both threads by k_gemm_run (src/kernels/gemm.c), as 1 rank x 2
 //           threads does; the threads meet at the end of every product.
 //   cut=N:  the same with the cut of this file (below) into N even blocks taken dynamically (N = 2, 4, 8), and
 //   tail:   4 blocks of 3/8, 3/8, 1/8, 1/8 of the longer side (a thread that starts late finds small blocks left).
