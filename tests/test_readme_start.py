@@ -42,3 +42,6 @@ def test_readme_start(tmp_path):
     answer = json.loads(run(["infer", "--model", out / "final_model", "--speech_encoder", whisper,
                              "--wav", tmp_path / "question.wav", "--max_new_tokens", 8]).stdout)
     assert isinstance(answer["codec"], list) and all(0 <= t < 80 - 64 for t in answer["codec"]), answer
+    # the trained model records its encoder (slam_omni.json): plan counts it without --speech_encoder
+    again = run(["plan", "--model", out / "final_model", "--nproc", 2, "--max_length", 256]).stdout
+    assert f"speech encoder {whisper}" in again, again

@@ -178,8 +178,12 @@ int cmd_plan(int argc, char **argv) {
         lora.rank = sa.lora_rank;
         oc.lora = lora;
     }
+    int recorded = !speech && oc.speech_encoder[0];
+    if (recorded) speech = oc.speech_encoder;   // a model trained with speech: the encoder its slam_omni.json records
     os_whisper_config wc;
-    if (speech && os_plan_speech_config(speech, &oc, &wc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    if (speech && os_plan_speech_config(speech, &oc, &wc) < 0)
+        return fprintf(stderr, "omnishard plan: %s%s\n", os_errmsg(), recorded ? " (the encoder the model's "
+                       "slam_omni.json records; give --speech_encoder DIR)" : ""), 1;
     os_model m;
     if (os_model_build(&m, &cfg, &oc) < 0 || (speech && os_whisper_declare(&m.enc, &m.reg, &wc) < 0) ||
         os_model_freeze(&m, &fz) < 0)
