@@ -4,6 +4,9 @@
 // which buffers live where and who synchronises.
 // Each compute member has the signature, shapes and accumulate rules of the k_ kernel of the same name in
 // kernels.h (the CPU backend's implementation). The buffer members stand for memset/memcpy on the backend's memory.
+// Reductions (xent_fwd_bwd, sumsq) write their results into scalars on the backend's memory, never return them:
+// the host reads them with download, at one point per micro-batch (train/step.c) and one for the gradient norm
+// (zero/runtime.c), so nothing inside the forward and backward waits for the device.
 #pragma once
 #include <stdint.h>
 
@@ -11,6 +14,13 @@ enum { OS_PRE_A = 1, OS_PRE_B = 2 };   // gemm_rounded: which operands come roun
 
 typedef struct {
     const char *name;
+    // the backend's memory: bytes allocated zeroed (what: named in the out-of-memory message) and freed (NULL is
+    // fine); bytes copied host -> backend (upload) and backend -> host (download). download returns when the bytes
+    // are on the host: it waits for every call issued before it (the synchronisation point)
+    void *(*alloc)(int64_t bytes, const char *what);
+    void (*free)(void *p);
+    void (*upload)(void *dst, const void *src, int64_t bytes);
+    void (*download)(void *dst, const void *src, int64_t bytes);
     // buffers: n floats zeroed / copied (dst and src on the backend's memory)
     void (*zero)(float *x, int64_t n);
     void (*copy)(float *dst, const float *src, int64_t n);
@@ -67,14 +77,15 @@ typedef struct {
     void (*relu_fwd)(float *out, const float *inp, int64_t N);
     void (*conv1d_fwd)(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                        int64_t Cout, int64_t K, int64_t stride, int64_t pad);
-    // softmax cross-entropy (fused forward + backward on a chunk of rows)
-    double (*xent_fwd_bwd)(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
-                           int64_t *ncorrect);
+    // softmax cross-entropy (fused forward + backward on a chunk of rows): *sum += the rows' summed loss,
+    // *ncorrect += their correct argmax (both scalars on the backend's memory)
+    void (*xent_fwd_bwd)(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
+                         double *sum, int64_t *ncorrect);
     // elementwise
     void (*add)(float *out, const float *a, const float *b, int64_t N);
     void (*axpy)(float *y, float a, const float *x, int64_t N);
     void (*scale)(float *x, float a, int64_t N);
-    double (*sumsq)(const float *x, int64_t N);
+    void (*sumsq)(const float *x, int64_t N, double *out);   // *out = sum x^2 (a scalar on the backend's memory)
     // optimizer
     void (*adamw)(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
                   float gscale, int64_t step);

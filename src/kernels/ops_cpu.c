@@ -1,13 +1,26 @@
 // The CPU backend of the device seam (kernels/ops.h): the kernels of kernels.h on host memory.
 #include "kernels/ops.h"
+#include "core/alloc.h"
 #include "kernels/kernels.h"
 #include <string.h>
+
+static void *alloc(int64_t bytes, const char *what) { return os_alloc((size_t)bytes, what); }
+static void move(void *dst, const void *src, int64_t bytes) { memcpy(dst, src, (size_t)bytes); }   // up and down
+static void xent(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale, double *sum,
+                 int64_t *ncorrect) {
+    *sum += k_xent_fwd_bwd(logits, ld, labels, N, V, dscale, ncorrect);
+}
+static void sumsq(const float *x, int64_t N, double *out) { *out = k_sumsq(x, N); }
 
 static void zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 static void copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
 
 const os_ops os_ops_cpu = {
     .name = "cpu",
+    .alloc = alloc,
+    .free = os_free,
+    .upload = move,
+    .download = move,
     .zero = zero,
     .copy = copy,
     .gemm = k_gemm,
@@ -40,11 +53,11 @@ const os_ops os_ops_cpu = {
     .gelu_fwd = k_gelu_fwd,
     .relu_fwd = k_relu_fwd,
     .conv1d_fwd = k_conv1d_fwd,
-    .xent_fwd_bwd = k_xent_fwd_bwd,
+    .xent_fwd_bwd = xent,
     .add = k_add,
     .axpy = k_axpy,
     .scale = k_scale,
-    .sumsq = k_sumsq,
+    .sumsq = sumsq,
     .adamw = k_adamw,
 };
 

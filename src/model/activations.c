@@ -93,11 +93,13 @@ void os_acts_init(os_model_acts *a, const os_model *m) {
     a->live = -1;
     a->xs = os_alloc(sizeof(float *) * (size_t)(m->nlayers + 1), "layer inputs");
     a->acts = os_alloc(sizeof(os_layer_act) * (size_t)(m->nlayers > 0 ? m->nlayers : 1), "layer activations");
+    a->head.sums = os_k->alloc((int64_t)sizeof(os_loss_sums), "head loss sums");
 }
 
 void os_acts_free(os_model_acts *a) {
     if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
     os_free(a->arena), os_free(a->xs), os_free(a->acts);
+    os_k->free(a->head.sums);
     memset(a, 0, sizeof *a);
 }
 

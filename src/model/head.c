@@ -72,8 +72,10 @@ static void expand_dh(const os_model *m, float *dhn, const int64_t *idx, int64_t
 
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s) {
+    static const os_loss_sums zero;
     int64_t N = t->B * t->L, C = m->C, V = m->V;
     memset(s, 0, sizeof *s);
+    os_k->upload(buf->sums, &zero, (int64_t)sizeof zero);
     if (t->last) {
         last_logits(m, w->lm_head, t, buf);
         return;
@@ -82,7 +84,7 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     float scale[OS_MAX_G + 1] = {0};
     // every row in the first class when the logits are wanted (fixed), else the rows with a target by class
     os_head_rows r = {.cnt = {N, 0, 0}, .nterms = t->labels ? (int)m->oc.G + 1 : 0, .hn = buf->hn, .y = buf->y,
-                      .ldy = N, .scale = scale, .sums = s, .dhn = buf->dhn, .fixed = t->logits != NULL};
+                      .ldy = N, .scale = scale, .sums = buf->sums, .dhn = buf->dhn, .fixed = t->logits != NULL};
     for (int k = 0; k < r.nterms; k++) {
         s->count[k] = targets(m, t, k, buf->y + k * N);
         scale[k] = s->count[k] && g ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
@@ -98,4 +100,10 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     os_k->gemm_unpin();
     if (idx && hd.dh) expand_dh(m, buf->dhn, idx, n, N, buf->logits);
     os_free(idx);
+}
+
+void os_head_read_sums(const os_head_buf *buf, os_loss_sums *s) {
+    os_loss_sums d;
+    os_k->download(&d, buf->sums, (int64_t)sizeof d);
+    memcpy(s->sum, d.sum, sizeof d.sum), memcpy(s->correct, d.correct, sizeof d.correct);
 }

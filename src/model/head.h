@@ -17,10 +17,13 @@
 
 // hn, rstd = rmsnorm(x[N, C])
 void os_head_norm_fwd(const os_model *m, const float *norm, const float *x, int64_t N, os_head_buf *buf);
-// logits of hn, the losses (into s) and, with g, their backward into g and (t->dh) buf->dhn; with labels and no
+// logits of hn, the losses (s: the targets' counts; the sums and correct counts stay in buf->sums until
+// os_head_read_sums) and, with g, their backward into g and (t->dh) buf->dhn; with labels and no
 // t->logits, hn and y come back reordered (the rows grouped by their targets' class)
 void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_grads *g, const os_head_task *t,
                   os_head_buf *buf, os_loss_sums *s);
+// the last os_head_loss's sums and correct counts into s (its counts as they are): waits for the head's kernels
+void os_head_read_sums(const os_head_buf *buf, os_loss_sums *s);
 // dx[N, C] = dL/dx through the final norm from buf->dhn (overwritten); dnorm += its weight gradient
 void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const float *x, int64_t N,
                       const os_head_buf *buf, float *dx);

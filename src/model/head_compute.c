@@ -42,8 +42,8 @@ static void xent(const pass *p, int k, float *lg, int64_t ld, int64_t r0, int64_
         int o = r->owner ? r->owner[a] : 0;
         for (b = r->owner ? a + 1 : r0 + n; b < r0 + n && r->owner[b] == o; b++) {}
         os_loss_sums *s = &r->sums[o];
-        s->sum[k] += os_k->xent_fwd_bwd(lg + (a - r0) * ld, ld, r->y + k * r->ldy + a, b - a, ncols,
-                                        r->scale[o * (OS_MAX_G + 1) + k], &s->correct[k]);
+        os_k->xent_fwd_bwd(lg + (a - r0) * ld, ld, r->y + k * r->ldy + a, b - a, ncols,
+                           r->scale[o * (OS_MAX_G + 1) + k], &s->sum[k], &s->correct[k]);
     }
 }
 

@@ -30,10 +30,13 @@ typedef struct {
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the stash
 // (model/head_stash.h) of srows = os_head_stash_rows rows: dls [srows, V] (dlogits), als [srows, G*A] (adapter
 // output gradient), ain [srows, A] (adapter input); NULL otherwise.
+// sums: the micro-batch's loss sums and correct counts on the backend's memory (the cross-entropy adds into them;
+// os_head_read_sums brings them to the host), allocated with the activations (os_acts_init).
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
     int32_t *y;
     void *dls, *als, *ain;
+    os_loss_sums *sums;
 } os_head_buf;
 
 // The head of one micro-batch: the model, its resolved weights and gradients, its buffers.
@@ -60,7 +63,7 @@ typedef struct {
     int64_t ldy;
     const int *owner;          // [n] or NULL
     const float *scale;        // [owners, OS_MAX_G + 1]
-    os_loss_sums *sums;        // [owners]
+    os_loss_sums *sums;        // [owners], on the backend's memory
     float *dhn;                // [n, C]: dL/dhn of each row, written with hd->dh
     int fixed;                 // the rows are the micro-batch's, in order, their logits wanted: they cannot move
 } os_head_rows;

@@ -116,7 +116,8 @@ typedef struct {
     float *hn, *dhn, *scale;
     int32_t *y;
     int *owner;
-    os_loss_sums *sums;   // [S], sums[me] this rank's own rows'
+    os_loss_sums *dsums;  // [S] on the backend's memory, what the head adds into; sums[me] this rank's own rows'
+    os_loss_sums *sums;   // [S] their host copy, read once the rows are computed (the answers are host messages)
     int64_t start[NCLS], *at;
 } here_rows;
 
@@ -129,7 +130,8 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
     H->y = os_alloc_uninit(sizeof(int32_t) * (size_t)(Nc * x->K1 + 1), "head targets here");
     H->owner = os_alloc(sizeof(int) * (size_t)(Nc + 1), "head row owners");
     H->scale = os_alloc(sizeof(float) * (size_t)(x->S * NT), "head owners' gradient scales");
-    H->sums = os_alloc(sizeof(os_loss_sums) * (size_t)x->S, "head owners' loss sums");
+    H->dsums = os_k->alloc((int64_t)sizeof(os_loss_sums) * x->S, "head owners' loss sums");
+    H->sums = os_alloc(sizeof(os_loss_sums) * (size_t)x->S, "head owners' loss sums (host)");
     H->at = os_alloc(sizeof(int64_t) * (size_t)(x->nm + 1), "head moved rows");
     memcpy(H->scale + x->me * NT, r->scale, sizeof(float) * NT);
     // where each move's rows start in its sender's message: after the rows of the sender's earlier moves here
@@ -160,13 +162,14 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
         }
     }
     H->r = (os_head_rows){.nterms = r->nterms, .hn = H->hn, .y = H->y, .ldy = Nc, .owner = H->owner,
-                          .scale = H->scale, .sums = H->sums, .dhn = H->dhn};
+                          .scale = H->scale, .sums = H->dsums, .dhn = H->dhn};
     for (int c = 0; c < NCLS; c++) H->r.cnt[c] = (c + 1 < NCLS ? H->start[c + 1] : row) - H->start[c];
     os_free(cur), os_free(first);
 }
 
 static void here_free(here_rows *H) {
     os_free(H->hn), os_free(H->dhn), os_free(H->y), os_free(H->owner), os_free(H->scale), os_free(H->sums);
+    os_k->free(H->dsums);
     os_free(H->at);
 }
 
@@ -189,20 +192,23 @@ static void pack_back(const exch *x, const here_rows *H, msgs *out) {
 // this rank's rows' results: the kept rows' from here, the moved rows' from their receivers' answers
 static void take_back(const exch *x, const here_rows *H, msgs *in, const os_head_rows *r) {
     int64_t C = x->C;
-    for (int t = 0; t < x->K1; t++) r->sums->sum[t] += H->sums[x->me].sum[t];
-    for (int t = 0; t < x->K1; t++) r->sums->correct[t] += H->sums[x->me].correct[t];
+    os_loss_sums acc;   // r's sums (on the backend's memory) added to on the host
+    os_k->download(&acc, r->sums, (int64_t)sizeof acc);
+    for (int t = 0; t < x->K1; t++) acc.sum[t] += H->sums[x->me].sum[t];
+    for (int t = 0; t < x->K1; t++) acc.correct[t] += H->sums[x->me].correct[t];
     for (int c = 0; c < NCLS && x->dh; c++)
         os_k->copy(r->dhn + x->ostart[c] * C, H->dhn + H->start[c] * C, x->kept[c] * C);
     for (int p = 0; p < x->S; p++) {
         if (!x->kout[p]) continue;
         back_msg g = back_at(x, in->buf + in->off[p]);
-        for (int t = 0; t < x->K1; t++) r->sums->sum[t] += g.sum[t], r->sums->correct[t] += g.correct[t];
+        for (int t = 0; t < x->K1; t++) acc.sum[t] += g.sum[t], acc.correct[t] += g.correct[t];
         if (!x->dh) continue;
         int64_t *list = os_alloc(sizeof(int64_t) * (size_t)x->kout[p], "head moved rows");
         rows_to(x, p, list);
         for (int64_t i = 0; i < x->kout[p]; i++) os_k->copy(r->dhn + list[i] * C, g.dh + i * C, C);
         os_free(list);
     }
+    os_k->upload(r->sums, &acc, (int64_t)sizeof acc);
 }
 
 static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
@@ -236,6 +242,8 @@ static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
     here_rows H;
     here_fill(&H, &x, r, &in);
     os_head_compute(hd, &H.r);
+    // the answers travel as host messages: the balanced head's one wait for its kernels
+    os_k->download(H.sums, H.dsums, (int64_t)sizeof(os_loss_sums) * S);
     // the answers back
     msgs_free(&out), msgs_free(&in);
     out = msgs_new(&x, x.kin, back_bytes, "head answers out"), in = msgs_new(&x, x.kout, back_bytes, "head answers in");

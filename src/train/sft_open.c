@@ -8,6 +8,7 @@
 #include "io/dirlock.h"
 #include "train/rundir.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "train/agree.h"
 #include "train/evaluate.h"
 #include "train/stop.h"
@@ -156,6 +157,7 @@ static int trainer_open(os_sft_state *r) {
         for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->terms[k].prefix, strlen(a->terms[k].prefix));
         if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->terms[k].prefix);
     }
+    if (a->nterms) t->term_vals = os_k->alloc((int64_t)sizeof(double) * m->reg.np * a->nterms, "parameter term sums");
     return 0;
 }
 
@@ -300,6 +302,7 @@ void os_sft_close(os_sft_state *r) {
     os_loader_close(&r->train);
     if (r->ev) os_loader_close(&r->eval);
     os_free(r->bucket_norms);
+    os_k->free(r->trainer.term_vals);
     os_ckpt_keeper_free(&r->keep);
     r->ds->free(r->ds);
     if (r->ev) r->ev->free(r->ev);

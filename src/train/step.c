@@ -3,6 +3,8 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "model/head.h"
 #include "model/forward.h"
 #include "session/model_runtime.h"
 #include "session/speech.h"
@@ -25,16 +27,42 @@ static int trains_below_head(const os_trainer *t) {
 }
 
 // the runtime's gradients as the model's backward reaches them (model/weights.h): a close adds the parameter loss
-// terms over the bucket (design invariant 5) before the runtime closes it
+// terms over the bucket (design invariant 5) before the runtime closes it; their values are read at the end of
+// the micro-batch, bucket by bucket in the order applied (terms)
 typedef struct {
     os_trainer *t;
-    os_step_stats *st;
+    int *terms, nterms, cap;   // the buckets whose terms were applied, in order
 } grad_ctx;
+
+static void apply_terms(grad_ctx *g, int b) {
+    if (!g->t->nterms) return;
+    os_apply_param_terms(g->t, b);
+    if (g->nterms == g->cap) {
+        int *more = os_alloc(sizeof(int) * (size_t)(2 * g->cap + 8), "parameter term order");
+        if (g->nterms) memcpy(more, g->terms, sizeof(int) * (size_t)g->nterms);
+        os_free(g->terms);
+        g->terms = more, g->cap = 2 * g->cap + 8;
+    }
+    g->terms[g->nterms++] = b;
+}
+
+// the micro-batch's one wait for its kernels: the head's loss sums and the parameter terms' values to the host
+static void read_scalars(os_trainer *t, grad_ctx *g, os_step_stats *st) {
+    os_loss_sums ls = {0};
+    os_head_read_sums(&t->acts->head, &ls);
+    memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->correct, ls.correct, sizeof ls.correct);
+    if (!g->nterms) return;
+    int64_t n = (int64_t)t->m->reg.np * t->nterms;
+    double *vals = os_alloc(sizeof(double) * (size_t)n, "parameter term sums (host)");
+    os_k->download(vals, t->term_vals, (int64_t)sizeof(double) * n);
+    for (int i = 0; i < g->nterms; i++) st->term_loss += os_param_terms_value(t, g->terms[i], vals);
+    os_free(vals);
+}
 
 static void grad_open(void *ctx, int b) { zr_grad_open(((grad_ctx *)ctx)->t->rt, b); }
 static void grad_close(void *ctx, int b) {
     grad_ctx *g = ctx;
-    g->st->term_loss += os_apply_param_terms(g->t, b);
+    apply_terms(g, b);
     zr_grad_close(g->t->rt, b);
 }
 static float *grad_at(void *ctx, int pid, const char *caller) { return zr_grad_at(((grad_ctx *)ctx)->t->rt, pid, caller); }
@@ -52,7 +80,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .labels = b->labels, .keymask = b->keymask,
                          .speech = b->speech, .proj = proj, .dproj = dproj};
     os_weights w = os_runtime_weights(t->rt);
-    grad_ctx gc = {t, st};
+    grad_ctx gc = {.t = t};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
     int fo = t->forward_only;
     os_model_opts o = {.grads = fo ? NULL : &g, .dscale = dscale, .below = !fo && trains_below_head(t),
@@ -65,21 +93,21 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_loss_sums ls;
     os_model_forward(t->acts, &in, &w, &o, &ls);
-    memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->count, ls.count, sizeof ls.count);
-    memcpy(st->correct, ls.correct, sizeof ls.correct);
+    memcpy(st->count, ls.count, sizeof ls.count);
     st->head_moved = hb.moved;
-    for (int k = 0; k <= m->oc.G; k++)
-        if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
     if (o.below) {
         os_model_backward(t->acts, &in, &w, &o);
         if (t->speech) os_speech_bwd(t->speech, &w, &g);   // projector gradients from dproj (+ its terms at the close)
     } else if (!fo) {
         // nothing trained below the head: no further backward (no bucket is gathered for it on any rank); parameter
         // terms over the frozen buckets below still have their values (and no gradient)
-        for (int64_t l = 0; l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_layer[l]);
-        for (int64_t l = 0; m->b_lora && l < nl; l++) st->term_loss += os_apply_param_terms(t, m->b_lora[l]);
-        st->term_loss += os_apply_param_terms(t, m->b_embed);
+        for (int64_t l = 0; l < nl; l++) apply_terms(&gc, m->b_layer[l]);
+        for (int64_t l = 0; m->b_lora && l < nl; l++) apply_terms(&gc, m->b_lora[l]);
+        apply_terms(&gc, m->b_embed);
         if (t->speech) os_speech_bwd(t->speech, &w, &g);
     }
-    os_free(proj), os_free(dproj);
+    read_scalars(t, &gc, st);
+    for (int k = 0; k <= m->oc.G; k++)
+        if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
+    os_free(proj), os_free(dproj), os_free(gc.terms);
 }

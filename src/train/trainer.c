@@ -25,9 +25,8 @@ int os_param_term_parse(const char *s, os_param_term *out) {
 
 // Loss terms over the parameters of bucket b: evaluated inside its gather scope, their gradient added to the
 // bucket's gradient before it is reduced (design invariant 5). Called with b's gradient scope open.
-double os_apply_param_terms(os_trainer *t, int b) {
+void os_apply_param_terms(os_trainer *t, int b) {
     float dscale = t->term_scale;
-    double loss = 0.0;
     const os_registry *r = &t->m->reg;
     for (int k = 0; k < t->nterms; k++) {
         const os_param_term *pt = &t->terms[k];
@@ -39,16 +38,26 @@ double os_apply_param_terms(os_trainer *t, int b) {
             const float *p = zr_param(t->rt, i);
             float *g = zr_grad(t->rt, i);   // NULL: frozen (the term has a value but moves nothing)
             int64_t ne = r->p[i].numel;
-            if (pt->kind == OS_TERM_L2) {
-                loss += pt->coef * os_k->sumsq(p, ne);
-                if (g) os_k->axpy(g, 2.0f * pt->coef * dscale, p, ne);
-            } else {
-                double s = 0.0;
-                for (int64_t j = 0; j < ne; j++) s += p[j];
-                loss += 0.0 * s;   // d(0 * sum p)/dp = 0: nothing to add, but the value is honest (NaN stays NaN)
-            }
+            os_k->sumsq(p, ne, &t->term_vals[(int64_t)i * t->nterms + k]);
+            if (pt->kind == OS_TERM_L2 && g) os_k->axpy(g, 2.0f * pt->coef * dscale, p, ne);
         }
         if (gathered) zr_release(t->rt, b);
+    }
+}
+
+double os_param_terms_value(const os_trainer *t, int b, const double *vals) {
+    double loss = 0.0;
+    const os_registry *r = &t->m->reg;
+    for (int k = 0; k < t->nterms; k++) {
+        const os_param_term *pt = &t->terms[k];
+        size_t n = strlen(pt->prefix);
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+            if (strncmp(r->p[i].name, pt->prefix, n)) continue;
+            double s = vals[(int64_t)i * t->nterms + k];
+            // dummy: d(0 * sum p)/dp = 0, nothing to add, but the value is honest: 0 * sum p^2 is NaN exactly
+            // where 0 * sum p is (a NaN or infinite element; float squares summed in double do not overflow)
+            loss += pt->kind == OS_TERM_L2 ? pt->coef * s : 0.0 * s;
+        }
     }
     return loss;
 }

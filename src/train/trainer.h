@@ -23,6 +23,8 @@ typedef struct {
     int head_balance;     // with several ranks, the head's rows move between them (train/head_balance.h)
     os_param_term *terms;
     int nterms;
+    double *term_vals;    // [parameters * nterms] on the backend's memory: sum p^2 of parameter i under term k at
+                          // [i * nterms + k] (os_apply_param_terms), read by the step (os_param_terms_value)
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
     int forward_only;     // evaluation: losses only, no backward, no gradient scope, no parameter terms (every
                           // rank must be in the same mode: the gradient scopes' collectives are skipped)
@@ -42,5 +44,8 @@ typedef struct {
 
 // Parse "l2:COEF:PREFIX" or "dummy:PREFIX"; -1 + message on bad syntax.
 int os_param_term_parse(const char *s, os_param_term *out);
-// Evaluate the loss terms over bucket b's parameters (its gradient scope must be open); returns their value.
-double os_apply_param_terms(os_trainer *t, int b);
+// Apply the loss terms over bucket b's parameters (its gradient scope must be open): their gradients added, their
+// parameters' sums into t->term_vals (the parameters do not change within a step, so a second call writes the same).
+void os_apply_param_terms(os_trainer *t, int b);
+// Their value over bucket b, from vals: a host copy of t->term_vals taken after os_apply_param_terms(t, b).
+double os_param_terms_value(const os_trainer *t, int b, const double *vals);

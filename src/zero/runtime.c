@@ -350,12 +350,15 @@ void zr_reduce_grads(zr_runtime *rt) {
 
 double zr_grad_norm(zr_runtime *rt, double *per_bucket) {
     double t0 = os_now();
-    double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms"), tot = 0.0;
+    double *ds = os_k->alloc((int64_t)sizeof(double) * rt->nb, "grad norms"), tot = 0.0;
+    double *ss = os_alloc(sizeof(double) * (size_t)rt->nb, "grad norms (host)");
     for (int b = 0; b < rt->nb; b++) {
         if (!rt->reg->b[b].trainable) continue;
         zr_span g = local_grads(rt, b);
-        ss[b] = os_k->sumsq(g.p, g.n);   // vectorised (the scalar loop took 2% of a bf16 step)
+        os_k->sumsq(g.p, g.n, &ds[b]);   // vectorised (the scalar loop took 2% of a bf16 step)
     }
+    os_k->download(ss, ds, (int64_t)sizeof(double) * rt->nb);   // the optimizer step's wait for the backward
+    os_k->free(ds);
     if (update_sliced(rt)) comm_allreduce_sum_f64(ss, rt->nb);   // each rank summed its slice
     for (int b = 0; b < rt->nb; b++) {
         tot += ss[b];
