@@ -12,7 +12,7 @@
 // every variable, in the order of docs/operations.md's table (describe lists them in this order)
 static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
                                     "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
-                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_FAULT",
+                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_BACKEND", "OMNISHARD_FAULT",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
 
@@ -84,6 +84,12 @@ static void read_all(void) {
         else g.logits_rows = r;
     }
     g.tok_ranges = zero_one("OMNISHARD_TOK_RANGES", 0, "expected 1 (explicit Unicode ranges, a test hook) or 0, got '%s'");
+    if ((v = set("OMNISHARD_BACKEND"))) {
+        if (strcmp(v, "cpu") && strcmp(v, "guard"))
+            problem("expected cpu (the default) or guard (the CPU kernels with the backend's memory unreadable outside "
+                    "its calls, a test hook), got '%s'", "OMNISHARD_BACKEND", v);
+        else g.backend_guard = !strcmp(v, "guard");
+    }
     read_fault();
 }
 

@@ -92,4 +92,6 @@ typedef struct {
 } os_ops;
 
 extern const os_ops os_ops_cpu;   // kernels/ops_cpu.c: OpenBLAS + OpenMP
-extern const os_ops *os_k;        // the backend in use (os_ops_cpu)
+extern const os_ops *os_k;        // the backend in use (os_ops_cpu; main.c sets another from OMNISHARD_BACKEND)
+// kernels/ops_guard.c: the CPU kernels with the backend's memory out of the host's reach outside its calls (test hook)
+const os_ops *os_ops_guard(void);
