@@ -18,12 +18,14 @@
 
 static const char USAGE[] =
     "usage: omnishard infer --model DIR (--question TEXT | --wav FILE | --dataset FILE [--index I] | --multi_round)\n"
+    "       omnishard infer --model DIR --dataset FILE --output_file OUT.jsonl [--resume true]\n"
     "       [options]\n"
     "       mpirun -np N omnishard infer ... [--deepspeed zero3]\n"
     "\n"
     "Generates an answer (text + G layers of audio tokens) with a trained SLAM-Omni model and prints one JSON object\n"
     "on stdout: text, text_ids, audio (raw ids per layer), codec (the de-interleaved codec stream), ... (see\n"
-    "docs/inference.md). Greedy unless --do_sample true; the decoding defaults are SLAM-LLM's inference recipe's.\n";
+    "docs/inference.md); with --output_file, one JSON line per record of --dataset. Greedy unless --do_sample true;\n"
+    "the decoding defaults are SLAM-LLM's inference recipe's.\n";
 
 #define F(n) .off = offsetof(infer_args, n)
 #define NUM(nm, f, t, r, h) {.name = nm, F(f), .type = t, .range = r, .help = h}
@@ -39,6 +41,12 @@ static const os_opt OPTS[] = {
      .help = "a SLAM-Omni record file; --index picks the record, whose prompt and question are built as for "
              "training (its answer is not used)"},
     NUM("index", index, OS_OPT_I64, "[0,inf)", "the record of --dataset (default 0)"),
+    {.name = "output_file", F(output_file), .type = OS_OPT_STR,
+     .help = "with --dataset: decode every record, one JSON line each in dataset order (key, index, line, task, stop, "
+             "counts, seconds and the fields of a single answer) into this file, with progress and a summary on stderr"},
+    {.name = "resume", F(resume), .type = OS_OPT_BOOL,
+     .help = "with --output_file: keep the records already written there (a partial last line is cut off) and decode "
+             "the rest (default false: the file is written anew)"},
     {.name = "multi_round", F(multi_round), .type = OS_OPT_FLAG,
      .help = "a conversation: every line of stdin is a question (q: quit, c: clear the history, h: show it), "
              "answered after the history of the earlier rounds; one JSON object per round"},
@@ -144,6 +152,9 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     if (a->dataset && (a->question || a->wav || a->task || a->system))
         return os_errf("--dataset: the record gives the question, task and system prompt (no --question/--wav/--task/--system_prompt)");
     if (a->index >= 0 && !a->dataset) return os_errf("--index: only with --dataset");
+    if (a->output_file && (!a->dataset || a->index >= 0))
+        return os_errf("--output_file: only with --dataset and without --index (every record is decoded)");
+    if (a->resume && !a->output_file) return os_errf("--resume: only with --output_file");
     *index = a->index >= 0 ? a->index : 0;
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
     if (settle_choice(a, g) < 0) return -1;

@@ -1,5 +1,6 @@
 // omnishard infer's run (infer_run.h): one answer, or the multi-round conversation read from stdin.
 #include "cli/infer_run.h"
+#include "cli/infer_dataset.h"
 #include "cli/infer_json.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -12,15 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int os_infer_failed(int rc) {
-    int n = comm_any_failed(rc < 0);
-    if (!n) return 0;
-    if (rc < 0 && os_rank >= 0) fprintf(stderr, "omnishard infer: rank %d: %s\n", os_rank, os_errmsg());
-    else if (rc < 0) fprintf(stderr, "omnishard infer: %s\n", os_errmsg());
-    else if (comm_rank() == 0) fprintf(stderr, "omnishard infer: stopping: %d other rank(s) reported an error\n", n);
-    return 1;
-}
 
 typedef struct {
     const infer_args *a;
@@ -151,7 +143,7 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
     } else {
         if (comm_rank() == 0 && !(c.tok = load_tokenizer(a->model)))
             fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
-        code = answer(&c, a->question, NULL, index, 0, NULL);
+        code = a->output_file ? os_infer_dataset(&c.s, c.tok, a, g) : answer(&c, a->question, NULL, index, 0, NULL);
     }
     if (code == 0 && comm_rank() == 0) {   // what inference holds (docs/inference.md "Memory")
         int64_t params = 0;

@@ -2,6 +2,7 @@
 // SLAM-Omni records, the format told by the first record; holding out an evaluation split.
 #pragma once
 #include "dataset/batch.h"
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct os_dataset os_dataset;
@@ -16,6 +17,8 @@ struct os_dataset {
     void (*free)(os_dataset *d);
     // path of speech input wav_index (a sample's os_sample.wav_index); NULL member when there is no speech
     const char *(*wav_path)(os_dataset *d, int64_t wav_index);
+    // SLAM-Omni records (NULL otherwise): record i as it is in the file (its JSON text, valid until free) and its line
+    void (*record)(os_dataset *d, int64_t i, const char **text, size_t *len, int64_t *line);
     // how many samples returned by get stay valid at once (the last `live` gets); 0 = all, until free
     int64_t live;
     // [n] or NULL: 1 = sample i was found unusable when this rank first built it (lazy tokenization); get

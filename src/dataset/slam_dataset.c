@@ -202,6 +202,11 @@ static const char *slam_wav(os_dataset *base, int64_t wav_index) {
     return wav_index >= 0 && wav_index < base->n ? d->item[wav_index].wav : NULL;
 }
 
+static void slam_record(os_dataset *base, int64_t i, const char **text, size_t *len, int64_t *line) {
+    slam_ds *d = (slam_ds *)base;
+    *text = d->map + d->item[i].off, *len = (size_t)d->item[i].len, *line = d->item[i].line;
+}
+
 static void slam_free(os_dataset *base) {
     slam_ds *d = (slam_ds *)base;
     for (int64_t i = 0; i < base->n; i++) os_free(d->item[i].wav), os_free(d->item[i].ids);
@@ -293,6 +298,7 @@ os_dataset *os_slam_open(const char *path, const os_slam_config *c) {
     d->c = *c;
     if (d->c.speech_positions <= 0) d->c.speech_positions = OS_SPEECH_POSITIONS;
     d->base.path = path, d->base.get = slam_get, d->base.free = slam_free, d->base.wav_path = slam_wav, d->base.live = RING;
+    d->base.record = slam_record;
     int fd = open(path, O_RDONLY);
     struct stat st;
     int rc = 0;

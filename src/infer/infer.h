@@ -11,6 +11,7 @@
 // same forwards (any ZeRO stage); rank 0 picks the tokens and broadcasts them, so all ranks stay in lockstep.
 #pragma once
 #include "infer/choose.h"
+#include "dataset/dataset.h"
 #include "session/session.h"
 #include <stdint.h>
 
@@ -21,6 +22,7 @@ typedef struct {
     uint8_t *speech;       // [L] 1 = speech position (filled by the projector), NULL: none
     char *wav;             // the spoken question of the speech span (NULL: none)
     int asr;               // the input span ends with the asr marker (text answer only)
+    int task;              // the record's task (os_slam_task: 0 s2s, 1 asr, 2 tts)
 } os_infer_prompt;
 
 // From a text (or spoken, wav) question, as omnishard builds a SLAM-Omni record {"source_text": question,
@@ -34,6 +36,10 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
 // for training (src/dataset/slam_dataset.c) and cut before the answer. 0, or -1 + message.
 int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,
                             int64_t index, int64_t T_s);
+// The dataset of os_infer_prompt_dataset, opened once for many records (omnishard infer --output_file); NULL +
+// message. Its records: os_infer_prompt_record (0, or -1 + message naming the file and line).
+os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s);
+int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index);
 void os_infer_prompt_free(os_infer_prompt *p);
 
 typedef struct {

@@ -104,6 +104,7 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
         os_free(s.ids), os_free(s.labels), os_free(s.speech);
         if (parts.speech) p->wav = dup_str(wav);
         p->asr = asr;
+        p->task = r.task;
     }
     cJSON_Delete(o);
     os_free(pr), os_free(q);
@@ -111,29 +112,39 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
     return rc;
 }
 
+os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s) {
+    if (m->oc.G < 1) {
+        os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
+        return NULL;
+    }
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL};
+    return os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
+}
+
+int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index) {
+    memset(p, 0, sizeof *p);
+    os_sample s;
+    if (index < 0 || index >= ds->n)
+        return os_errf("--index %lld: %s has %lld usable record(s) (0..%lld; %lld skipped with an empty answer)",
+                       (long long)index, ds->path, (long long)ds->n, (long long)ds->n - 1, (long long)ds->skipped);
+    if (ds->get(ds, index, &s) < 0) return -1;
+    if (s.lead <= 0)
+        return os_errf("%s: pretokenized samples have no prompt/answer split; omnishard infer reads SLAM-Omni records "
+                       "(docs/dataset.md)", ds->path);
+    take(p, s.R, s.lead, s.L, s.ids, s.speech);
+    const char *wav = s.wav_index >= 0 && ds->wav_path ? ds->wav_path(ds, s.wav_index) : NULL;
+    if (wav) p->wav = dup_str(wav);
+    p->asr = s.task == OS_TASK_ASR;
+    p->task = s.task;
+    return 0;
+}
+
 int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,
                             int64_t index, int64_t T_s) {
     memset(p, 0, sizeof *p);
-    if (m->oc.G < 1) return os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL};
-    os_dataset *ds = os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
+    os_dataset *ds = os_infer_dataset_open(m, model_dir, path, T_s);
     if (!ds) return -1;
-    int rc = 0;
-    os_sample s;
-    if (index < 0 || index >= ds->n)
-        rc = os_errf("--index %lld: %s has %lld usable record(s) (0..%lld; %lld skipped with an empty answer)",
-                     (long long)index, path, (long long)ds->n, (long long)ds->n - 1, (long long)ds->skipped);
-    else if (ds->get(ds, index, &s) < 0)
-        rc = -1;
-    else if (s.lead <= 0)
-        rc = os_errf("%s: pretokenized samples have no prompt/answer split; omnishard infer reads SLAM-Omni records "
-                     "(docs/dataset.md)", path);
-    if (rc == 0) {
-        take(p, s.R, s.lead, s.L, s.ids, s.speech);
-        const char *wav = s.wav_index >= 0 && ds->wav_path ? ds->wav_path(ds, s.wav_index) : NULL;
-        if (wav) p->wav = dup_str(wav);
-        p->asr = s.task == OS_TASK_ASR;
-    }
+    int rc = os_infer_prompt_record(p, ds, index);
     ds->free(ds);
     return rc;
 }

@@ -1,0 +1,176 @@
+// omnishard infer --dataset FILE --output_file OUT (infer_run.h): every record of a test set decoded, one JSON line
+// each, in dataset order (docs/inference.md "A whole test set").
+#include "cli/infer_dataset.h"
+#include "cli/infer_json.h"
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/timer.h"
+#include "zero/comm.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const TASK_NAMES[] = {"s2s", "asr", "tts"};
+
+typedef struct {
+    int64_t records, steps, text, audio, stops[3];   // stops: eot, eoa, max_new_tokens
+} tally;
+
+static const char *const STOPS[] = {"eot", "eoa", "max_new_tokens"};
+
+// why generation stopped: the stream that ended last (eot at step ntext, eoa at step naudio - 1; text first on a
+// tie), or max_new_tokens when a stream had not ended
+static int stop_reason(const os_gen_result *r, int text_only) {
+    if (!r->text_end || (!text_only && !r->audio_end)) return 2;
+    return text_only || r->ntext >= r->naudio - 1 ? 0 : 1;
+}
+
+// Resume (rank 0): the complete lines of out, each the record its position says ("index" 0, 1, ..), are kept; a
+// partial last line (a killed run) is cut off. *done: the lines kept. 0, or -1 + message naming out:LINE.
+static int resume_scan(const char *out, int64_t n, int64_t *done) {
+    *done = 0;
+    FILE *f = fopen(out, "rb");
+    if (!f) return errno == ENOENT ? 0 : os_errf("--output_file %s: cannot read it to resume: %m", out);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long kept = 0;
+    int rc = 0;
+    while (rc == 0 && (len = getline(&line, &cap, f)) > 0 && line[len - 1] == '\n') {
+        cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
+        const cJSON *ix = o ? cJSON_GetObjectItemCaseSensitive(o, "index") : NULL;
+        if (!cJSON_IsNumber(ix) || ix->valuedouble != (double)*done || *done >= n)
+            rc = os_errf("--output_file %s:%lld: not line %lld of this run (its \"index\" must be %lld, of %lld records): "
+                         "give another --output_file, or --resume false to start it again", out, (long long)*done + 1,
+                         (long long)*done + 1, (long long)*done, (long long)n);
+        cJSON_Delete(o);
+        if (rc == 0) (*done)++, kept += (long)len;
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && truncate(out, kept) < 0) rc = os_errf("--output_file %s: cannot cut off its partial last line: %m", out);
+    return rc;
+}
+
+// the whole line at once; -1 + message
+static int write_line(int fd, const char *out, const char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, buf, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return os_errf("--output_file %s: write failed: %m", out);
+        buf += k, n -= (size_t)k;
+    }
+    return 0;
+}
+
+// the record's field name (or null) as JSON text
+static void put_field(FILE *f, const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    fprintf(f, "\"%s\": %s, ", name, t ? t : "null");
+    cJSON_free(t);
+}
+
+// the output line of record i: key, source_text, target_text (the record's, as the reference's question/gt files),
+// index, line, task, stop, counts, seconds, then the fields of a single answer
+static char *format_line(os_dataset *ds, int64_t i, const os_tokenizer *tok, const os_model *m, const os_infer_prompt *p,
+                         const os_gen_result *r, int text_only, int show_prompt, double sec, size_t *n) {
+    const char *text = "{}";
+    size_t len = 2;
+    int64_t line = 0;
+    if (ds->record) ds->record(ds, i, &text, &len, &line);
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, n);
+    if (!o || !f) {
+        if (f) fclose(f), free(buf);
+        cJSON_Delete(o);
+        return os_errf("%s:%lld: the record cannot be read again (the file changed since it was opened?)", ds->path,
+                       (long long)line), NULL;
+    }
+    fputc('{', f);
+    put_field(f, o, "key");
+    put_field(f, o, "source_text");
+    put_field(f, o, "target_text");
+    cJSON_Delete(o);
+    fprintf(f, "\"index\": %lld, \"line\": %lld, \"task\": \"%s\", \"stop\": \"%s\", \"text_tokens\": %lld, "
+            "\"audio_positions\": %lld, \"seconds\": %.6f, ", (long long)i, (long long)line, TASK_NAMES[p->task],
+            STOPS[stop_reason(r, text_only)], (long long)r->ntext, (long long)r->naudio, sec);
+    os_infer_print_opts po = {show_prompt, 0, ""};
+    os_infer_write(f, tok, m, p, r, text_only, &po);
+    fputs("}\n", f);
+    fclose(f);
+    return buf;
+}
+
+static void progress(const tally *t, int64_t done, int64_t n, double t0, int last) {
+    static double shown;
+    double now = os_now(), sec = now - t0;
+    if (!last && now - shown < 1.0) return;
+    shown = now;
+    double rps = sec > 0 ? (double)t->records / sec : 0.0;
+    os_info("omnishard infer: %lld/%lld records, %.2f records/s, %.1f tokens/s, ETA %.0f s", (long long)done,
+            (long long)n, rps, sec > 0 ? (double)t->steps / sec : 0.0, rps > 0 ? (double)(n - done) / rps : 0.0);
+}
+
+// one record: prompt, generation, its line on rank 0 (collective; 0 or 1 after the message)
+static int one(os_session *s, os_dataset *ds, int64_t i, const os_tokenizer *tok, const infer_args *a,
+               const os_gen_opts *g, int fd, tally *t) {
+    os_infer_prompt p;
+    os_gen_result r;
+    if (os_infer_failed(os_infer_prompt_record(&p, ds, i))) return os_infer_prompt_free(&p), 1;
+    double t0 = os_now();
+    int code = os_infer_failed(os_generate(s, &p, g, &r));
+    if (!code) {
+        int rc = 0, text_only = g->text_only || p.asr;
+        if (comm_rank() == 0) {
+            size_t n = 0;
+            char *buf = format_line(ds, i, tok, &s->model, &p, &r, text_only, a->show_prompt, os_now() - t0, &n);
+            rc = buf ? write_line(fd, a->output_file, buf, n) : -1;
+            free(buf);
+        }
+        code = os_infer_failed(rc);
+        t->records++, t->steps += r.steps, t->text += r.ntext, t->audio += r.naudio;
+        t->stops[stop_reason(&r, text_only)]++;
+        os_gen_result_free(&r);
+    }
+    os_infer_prompt_free(&p);
+    return code;
+}
+
+int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a, const os_gen_opts *g) {
+    os_dataset *ds = os_infer_dataset_open(&s->model, a->model, a->dataset, os_speech_positions(&s->model));
+    if (os_infer_failed(ds ? 0 : -1)) return ds ? ds->free(ds), 1 : 1;
+    int64_t done = 0, n = ds->n;
+    int fd = -1, rc = 0;
+    if (comm_rank() == 0) {
+        rc = a->resume ? resume_scan(a->output_file, n, &done) : 0;
+        if (rc == 0) fd = open(a->output_file, O_WRONLY | O_CREAT | O_APPEND | (a->resume ? 0 : O_TRUNC), 0644);
+        if (rc == 0 && fd < 0) rc = os_errf("--output_file %s: cannot write it: %m", a->output_file);
+        if (rc == 0 && done) os_info("omnishard infer: --resume: %lld of %lld records already in %s", (long long)done,
+                                     (long long)n, a->output_file);
+    }
+    int code = os_infer_failed(rc);
+    comm_bcast(&done, sizeof done, 0);
+    tally t = {0};
+    double t0 = os_now();
+    for (int64_t i = done; !code && i < n; i++) {
+        code = one(s, ds, i, tok, a, g, fd, &t);
+        if (!code && comm_rank() == 0) progress(&t, i + 1, n, t0, i + 1 == n);
+    }
+    if (fd >= 0 && close(fd) < 0 && !code) code = 1, fprintf(stderr, "omnishard infer: --output_file %s: %m\n", a->output_file);
+    if (!code && comm_rank() == 0) {
+        double k = t.records ? (double)t.records : 1.0;
+        os_info("omnishard infer: done: %lld records decoded into %s (%lld there before), mean %.1f steps, %.1f text "
+                "tokens, %.1f audio positions; stop: eot %lld, eoa %lld, max_new_tokens %lld", (long long)t.records,
+                a->output_file, (long long)done, (double)t.steps / k, (double)t.text / k, (double)t.audio / k,
+                (long long)t.stops[0], (long long)t.stops[1], (long long)t.stops[2]);
+    }
+    ds->free(ds);
+    return code;
+}

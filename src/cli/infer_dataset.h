@@ -1,0 +1,10 @@
+// omnishard infer --dataset FILE --output_file OUT: a whole test set (docs/inference.md "A whole test set").
+#pragma once
+#include "cli/infer_args.h"
+#include "infer/infer.h"
+#include "session/session.h"
+#include "tokenizer/tokenizer.h"
+
+// --dataset with --output_file: every record, one JSON line each (infer_dataset.c); tok NULL on ranks > 0 and
+// when there is no text decoding. Collective; 0, or 1 after the message.
+int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a, const os_gen_opts *g);
