@@ -85,8 +85,25 @@ def test_two_ranks_same_lines(setup, tmp_path):
     d, _, data = setup
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     batch(d, data, one)
-    batch(d, data, two, np_=2)
-    assert without_time(lines(two)) == without_time(lines(one))
+    p = batch(d, data, two, np_=2)   # ZeRO-3 (the default under mpirun): every rank decodes every record together
+    assert "split over" not in p.stderr and without_time(lines(two)) == without_time(lines(one))
+
+
+@pytest.mark.parametrize("np_,stage", [(2, 0), (3, 0), (2, 2)])
+def test_records_split_over_ranks(setup, tmp_path, np_, stage):
+    """--zero_stage 0-2 under mpirun: each rank decodes its own records alone (5 records: the last round is short at
+    3 ranks), rank 0 writes them in dataset order: the lines 1 rank writes"""
+    d, _, data = setup
+    one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
+    batch(d, data, one)
+    p = batch(d, data, many, "--zero_stage", stage, np_=np_)
+    assert without_time(lines(many)) == without_time(lines(one))
+    assert "done: 5 records" in p.stderr and "5/5 records" in p.stderr
+    assert f"split over {np_} ranks" in p.stderr
+    with open(many, "w") as f:   # resumed after 1 line: the rounds start at record 1
+        f.write(open(one).read().splitlines(keepends=True)[0])
+    p = batch(d, data, many, "--zero_stage", stage, "--resume", "true", np_=np_)
+    assert "done: 4 records" in p.stderr and without_time(lines(many)) == without_time(lines(one))
 
 
 @pytest.mark.parametrize("args,message", [

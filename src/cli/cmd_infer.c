@@ -43,7 +43,8 @@ static const os_opt OPTS[] = {
     NUM("index", index, OS_OPT_I64, "[0,inf)", "the record of --dataset (default 0)"),
     {.name = "output_file", F(output_file), .type = OS_OPT_STR,
      .help = "with --dataset: decode every record, one JSON line each in dataset order (key, index, line, task, stop, "
-             "counts, seconds and the fields of a single answer) into this file, with progress and a summary on stderr"},
+             "counts, seconds and the fields of a single answer) into this file, with progress and a summary on stderr; "
+             "under mpirun at --zero_stage 0-2 the records are split over the ranks"},
     {.name = "resume", F(resume), .type = OS_OPT_BOOL,
      .help = "with --output_file: keep the records already written there (a partial last line is cut off) and decode "
              "the rest (default false: the file is written anew)"},
@@ -157,6 +158,7 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     if (a->resume && !a->output_file) return os_errf("--resume: only with --output_file");
     *index = a->index >= 0 ? a->index : 0;
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
+    g->local = a->output_file && nranks > 1 && zero < 3;   // a whole test set, whole models: records split over ranks
     if (settle_choice(a, g) < 0) return -1;
     // a SLAM-Omni model as slam_omni.json describes it, every bucket frozen (no gradients, no AdamW moments)
     *so = (os_session_opts){.model = a->model, .slam = 1, .code_layer = -1, .num_latency_tokens = -1,

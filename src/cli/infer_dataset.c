@@ -118,28 +118,91 @@ static void progress(const tally *t, int64_t done, int64_t n, double t0, int las
             (long long)n, rps, sec > 0 ? (double)t->steps / sec : 0.0, rps > 0 ? (double)(n - done) / rps : 0.0);
 }
 
-// one record: prompt, generation, its line on rank 0 (collective; 0 or 1 after the message)
-static int one(os_session *s, os_dataset *ds, int64_t i, const os_tokenizer *tok, const infer_args *a,
-               const os_gen_opts *g, int fd, tally *t) {
+// what a record adds to the summary (exchanged between ranks when they split the records)
+typedef struct {
+    int64_t steps, text, audio, stop;
+} rec_stats;
+
+static void count(tally *t, const rec_stats *r) {
+    t->records++, t->steps += r->steps, t->text += r->text, t->audio += r->audio, t->stops[r->stop]++;
+}
+
+// Record i: prompt, generation and (where line is given) its output line (malloc'd) on this rank. split: this rank
+// alone (0, or -1 + message, not yet reported); else collectively, every rank alike (0, or 1 after the message).
+static int decode(os_session *s, os_dataset *ds, int64_t i, const os_tokenizer *tok, const infer_args *a,
+                  const os_gen_opts *g, int split, char **line, size_t *len, rec_stats *st) {
     os_infer_prompt p;
     os_gen_result r;
-    if (os_infer_failed(os_infer_prompt_record(&p, ds, i))) return os_infer_prompt_free(&p), 1;
+    int rc = os_infer_prompt_record(&p, ds, i);
+    if (!split && os_infer_failed(rc)) rc = 1;
     double t0 = os_now();
-    int code = os_infer_failed(os_generate(s, &p, g, &r));
-    if (!code) {
-        int rc = 0, text_only = g->text_only || p.asr;
-        if (comm_rank() == 0) {
-            size_t n = 0;
-            char *buf = format_line(ds, i, tok, &s->model, &p, &r, text_only, a->show_prompt, os_now() - t0, &n);
-            rc = buf ? write_line(fd, a->output_file, buf, n) : -1;
-            free(buf);
-        }
-        code = os_infer_failed(rc);
-        t->records++, t->steps += r.steps, t->text += r.ntext, t->audio += r.naudio;
-        t->stops[stop_reason(&r, text_only)]++;
+    if (rc == 0) rc = os_generate(s, &p, g, &r);
+    if (!split && rc == -1) rc = os_infer_failed(rc);
+    if (rc == 0) {
+        int text_only = g->text_only || p.asr;
+        *st = (rec_stats){r.steps, r.ntext, r.naudio, stop_reason(&r, text_only)};
+        if (line && !(*line = format_line(ds, i, tok, &s->model, &p, &r, text_only, a->show_prompt, os_now() - t0, len)))
+            rc = -1;
         os_gen_result_free(&r);
     }
     os_infer_prompt_free(&p);
+    return rc;
+}
+
+// every rank decodes the records one at a time together (any ZeRO stage); rank 0 writes. 0, or 1 after the message.
+static int collective(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
+                      const os_gen_opts *g, int fd, tally *t, double t0) {
+    int code = 0;
+    for (int64_t i = done; !code && i < ds->n; i++) {
+        char *line = NULL;
+        size_t len = 0;
+        rec_stats st;
+        int rc = decode(s, ds, i, tok, a, g, 0, comm_rank() == 0 ? &line : NULL, &len, &st);
+        if (rc == 0 && line) rc = write_line(fd, a->output_file, line, len);
+        free(line);
+        code = rc > 0 ? 1 : os_infer_failed(rc);
+        if (!code) count(t, &st);
+        if (!code && comm_rank() == 0) progress(t, i + 1, ds->n, t0, i + 1 == ds->n);
+    }
+    return code;
+}
+
+// ZeRO 0-2 (every rank holds the whole model): rank k decodes records done + j*N + k alone; after each round rank 0
+// gathers the N lines and writes them in dataset order. 0, or 1 after the message.
+static int split(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
+                 const os_gen_opts *g, int fd, tally *t, double t0) {
+    int N = comm_size(), me = comm_rank(), code = 0;
+    int64_t *lens = os_alloc(sizeof(int64_t) * (size_t)N, "line lengths");
+    rec_stats *all = os_alloc(sizeof(rec_stats) * (size_t)N, "record stats");
+    if (me == 0) os_info("omnishard infer: the records split over %d ranks, each decoding its own alone", N);
+    for (int64_t base = done; !code && base < ds->n; base += N) {
+        int64_t i = base + me, len64 = 0, most = 0;
+        char *line = NULL;
+        size_t len = 0;
+        rec_stats st = {0};
+        int rc = i < ds->n ? decode(s, ds, i, tok, a, g, 1, &line, &len, &st) : 0;
+        if ((code = os_infer_failed(rc))) {
+            free(line);
+            break;
+        }
+        len64 = (int64_t)len;
+        comm_allgather_bytes(&len64, lens, sizeof len64);
+        comm_allgather_bytes(&st, all, sizeof st);
+        for (int k = 0; k < N; k++) most = lens[k] > most ? lens[k] : most;
+        char *mine = os_alloc((size_t)most + 1, "output line"), *lines = os_alloc((size_t)(most * N) + 1, "output lines");
+        if (line) memcpy(mine, line, len);
+        free(line);
+        if (most) comm_allgather_bytes(mine, lines, most);
+        for (int k = 0; k < N && rc == 0 && base + k < ds->n; k++) {
+            count(t, &all[k]);
+            if (me == 0) rc = write_line(fd, a->output_file, lines + (int64_t)k * most, (size_t)lens[k]);
+        }
+        os_free(mine), os_free(lines);
+        code = os_infer_failed(rc);
+        int64_t upto = base + N < ds->n ? base + N : ds->n;
+        if (!code && me == 0) progress(t, upto, ds->n, t0, upto == ds->n);
+    }
+    os_free(lens), os_free(all);
     return code;
 }
 
@@ -159,10 +222,7 @@ int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a
     comm_bcast(&done, sizeof done, 0);
     tally t = {0};
     double t0 = os_now();
-    for (int64_t i = done; !code && i < n; i++) {
-        code = one(s, ds, i, tok, a, g, fd, &t);
-        if (!code && comm_rank() == 0) progress(&t, i + 1, n, t0, i + 1 == n);
-    }
+    if (!code) code = g->local ? split(s, ds, done, tok, a, g, fd, &t, t0) : collective(s, ds, done, tok, a, g, fd, &t, t0);
     if (fd >= 0 && close(fd) < 0 && !code) code = 1, fprintf(stderr, "omnishard infer: --output_file %s: %m\n", a->output_file);
     if (!code && comm_rank() == 0) {
         double k = t.records ? (double)t.records : 1.0;

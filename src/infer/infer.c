@@ -49,7 +49,7 @@ static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency
 }
 
 // the speech front end: the WAV is read and log-mel'd once (the encoder runs at the first forward only)
-static int prepare_speech(os_session *s, const os_infer_prompt *p) {
+static int prepare_speech(os_session *s, const os_infer_prompt *p, int local) {
     if (!s->speech.on && !p->wav) return 0;
     wav_view view = {.base = {.n = 1, .path = "the spoken question", .wav_path = view_wav}, .wav = p->wav};
     os_batch b;
@@ -57,7 +57,8 @@ static int prepare_speech(os_session *s, const os_infer_prompt *p) {
     if (p->speech) memcpy(b.speech, p->speech, (size_t)p->L);
     os_sample smp = {.R = p->R, .L = p->L, .wav_index = p->wav ? 0 : -1};
     int64_t index = 0;
-    int rc = agree(os_speech_prepare(&s->speech, &b, &view.base, &smp, &index, 1));
+    int rc = os_speech_prepare(&s->speech, &b, &view.base, &smp, &index, 1);
+    if (!local) rc = agree(rc);
     os_batch_free(&b);
     return rc;
 }
@@ -67,7 +68,8 @@ typedef struct {
     const os_model *m;
     const os_gen_opts *o;
     int64_t G, T, A;
-    float *ad;                  // the adapter bucket on rank 0 (NULL: none, or another rank)
+    int chooser;                // this rank picks the tokens (rank 0, or every rank decoding alone)
+    float *ad;                  // the adapter bucket on the chooser (NULL: none, or another rank)
     const float *Wa, *ba;       //   its weight [G*A, A] and bias [G*A]
     float *al;                  // [G*A] audio logits (rank 0)
     os_choice_work cw;          // rank 0
@@ -82,14 +84,15 @@ static void state_init(gen_state *g, os_session *s, const os_infer_prompt *p, co
     g->m = m, g->o = o, g->G = m->oc.G, g->T = m->oc.text_vocab, g->A = m->oc.audio_vocab;
     g->audio_end = o->text_only || p->asr;
     g->key = os_hash_str("omnishard infer sampling", o->seed);
+    g->chooser = o->local || comm_rank() == 0;
     g->gen = os_alloc(sizeof(int32_t) * (size_t)(g->G * o->max_new_tokens + 1), "audio ids by step");
-    if (m->b_adapter >= 0) {   // gathered once (every rank takes part at ZeRO-3), kept on rank 0
+    if (m->b_adapter >= 0) {   // gathered once (every rank takes part at ZeRO-3), kept on the chooser
         g->ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
         zr_read_bucket(&s->rt, m->b_adapter, g->ad);
-        if (comm_rank() != 0) os_free(g->ad), g->ad = NULL;
+        if (!g->chooser) os_free(g->ad), g->ad = NULL;
         else g->Wa = g->ad + s->rt.reg->p[m->adapter_w].offset, g->ba = g->ad + s->rt.reg->p[m->adapter_b].offset;
     }
-    if (comm_rank() != 0) return;
+    if (!g->chooser) return;
     g->al = os_alloc(sizeof(float) * (size_t)(g->G * g->A), "audio logits");
     os_choice_work_init(&g->cw, g->T > g->A ? g->T : g->A);
 }
@@ -139,7 +142,7 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     int64_t G = m->oc.G, R = G + 1, N = o->max_new_tokens, cap = p->L + N;
     memset(r, 0, sizeof *r);
     if (p->R != R) return os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)p->R, (long long)R);
-    if (prepare_speech(s, p) < 0) return -1;
+    if (prepare_speech(s, p, o->local) < 0) return -1;
     gen_state g;
     state_init(&g, s, p, o);
     int32_t *seq = os_alloc(sizeof(int32_t) * (size_t)(R * cap), "sequence");   // [R, cap]
@@ -151,8 +154,8 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     for (int64_t step = 0, L = p->L; step < N; step++, L++) {
         const float *z = os_gen_fwd_next(&fw, seq, L);
         int32_t tok[OS_MAX_G + 1];
-        if (comm_rank() == 0) choose_tokens(&g, r, z, step, tok);
-        comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
+        if (g.chooser) choose_tokens(&g, r, z, step, tok);
+        if (!o->local) comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
         if (record(&g, r, tok, step)) break;
         for (int64_t k = 0; k < G; k++) seq[k * cap + L] = os_audio_token(&m->oc, k, tok[k]);
         seq[G * cap + L] = tok[G];

@@ -50,6 +50,8 @@ typedef struct {
     uint64_t seed;            // sampling: the counter RNG stream (step, stream) -> uniform
     int text_only;            // audio rows pad_a from the start, no audio predicted (the reference's decode_text_only)
     int kv_cache;             // 1: prefill once, then one position per step; 0: the whole sequence every step
+    int local;                // 1: this rank decodes its own prompt alone, no collective (parameters not sharded:
+                              //   ZeRO 0-2; omnishard infer --output_file --zero_stage 0 splits records over ranks)
 } os_gen_opts;
 
 typedef struct {
@@ -65,6 +67,7 @@ typedef struct {
     int64_t ncodec;           //   special ids (>= A-64) left out
 } os_gen_result;
 
-// Collective; the same result on every rank. 0, or -1 + message on every rank (e.g. an unreadable WAV).
+// Collective (unless o->local); the same result on every rank. 0, or -1 + message on every rank (e.g. an unreadable
+// WAV).
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r);
 void os_gen_result_free(os_gen_result *r);
