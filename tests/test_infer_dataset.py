@@ -124,3 +124,35 @@ def test_resume_refuses_another_file(setup, tmp_path):
     p = run(["infer", "--model", d, "--dataset", data, "--output_file", out, "--resume", "true"], check=False)
     assert p.returncode == 1 and f"{out}:2: not line 2 of this run" in p.stderr
     assert out.read_text() == '{"index": 0}\n{"index": 5}\n'
+
+
+def test_spoken_questions(tmp_path):
+    """records with spoken questions (s2s and asr, tiny Whisper encoder) among text ones: every line equals the
+    single-record answer (itself checked against the reference in tests/test_infer.py), at 1 rank and with the
+    records split over 2 ranks (each rank's speech path alone)"""
+    import wave
+    import numpy as np
+    from oracle import slam_omni_ref as ref
+    d = tmp_path / "m"
+    sref.make_model_dir(str(d), T=512, A=A, G=3, hidden=32, layers=2, heads=4, kv_heads=2, inter=64, tied=True, seed=1)
+    ref.add_projector(str(d), 16, 24, 32)
+    ref.make_encoder(str(tmp_path / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
+    for k, hz in enumerate((440, 300)):
+        x = 0.5 * np.sin(2 * np.pi * hz * np.arange(8000 + 1600 * k) / 16000)
+        with wave.open(str(tmp_path / f"q{k}.wav"), "wb") as w:
+            w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+            w.writeframes((x * 32767).astype("<i2").tobytes())
+    recs = sref.make_records(4, A=A, seed=5)
+    recs[0]["source_wav"] = "q0.wav"
+    recs[2].update(source_wav="q1.wav", task_type="asr")
+    recs[3]["source_wav"] = "q1.wav"
+    data = tmp_path / "data.jsonl"
+    sref.write_jsonl(data, recs)
+    enc = ["--speech_encoder", tmp_path / "enc", "--max_new_tokens", 5]
+    singles = [infer(d, "--dataset", data, "--index", i, *enc) for i in range(4)]
+    for np_, extra in ((None, []), (2, ["--zero_stage", "0"])):
+        out = tmp_path / f"out{np_}.jsonl"
+        run(["infer", "--model", d, "--dataset", data, "--output_file", out, *enc, *extra], np_=np_, timeout=180)
+        got = lines(out)
+        assert [{k: v for k, v in r.items() if k not in EXTRA} for r in got] == singles, np_
+        assert [r["task"] for r in got] == ["s2s", "s2s", "asr", "s2s"] and got[2]["text_only"]
