@@ -188,6 +188,7 @@ int cmd_plan(int argc, char **argv) {
     if (os_model_build(&m, &cfg, &oc) < 0 || (speech && os_whisper_declare(&m.enc, &m.reg, &wc) < 0) ||
         os_model_freeze(&m, &fz) < 0)
         return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
+    m.logits_rows = os_knobs()->logits_rows;   // the head's chunk, as the run's session sets it
     os_plan_src *src = os_alloc(sizeof *src * (size_t)m.reg.np, "plan sources");
     if (load_sources(model, &m, &cfg, src) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     int mean_rows = !strcmp(new_rows, "mean_resizing");

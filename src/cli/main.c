@@ -4,7 +4,6 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "kernels/gemm.h"
-#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include <errno.h>
 #include <stdio.h>
@@ -47,7 +46,6 @@ int main(int argc, char **argv) {
     }
     const os_knobs_t *kn = os_knobs();   // the kernels' settings (the rest read os_knobs where they are used)
     if (kn->gemm_times) k_gemm_times_enable();
-    k_xent_set_chunk_rows(kn->logits_rows);
     if (kn->backend_guard) os_k = os_ops_guard();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);

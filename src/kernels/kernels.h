@@ -124,10 +124,9 @@ void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, 
 double k_xent_fwd_bwd(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale,
                       int64_t *ncorrect);
 // rows per chunk of N rows over a vocabulary of V columns (about 128 MB of logits; at least 64, at most N): the
-// head's chunk, and the activation plan's size of it; R rows instead after k_xent_set_chunk_rows(R > 0) (the test
-// hook OMNISHARD_LOGITS_ROWS: several chunks with a small vocabulary), called once at start
-int64_t k_xent_chunk_rows(int64_t V, int64_t N);
-void k_xent_set_chunk_rows(int64_t rows);
+// head's chunk, and the activation plan's size of it; forced > 0: forced rows instead (at most N; the model's
+// logits_rows, from the test hook OMNISHARD_LOGITS_ROWS: several chunks with a small vocabulary), 0: from V
+int64_t k_xent_chunk_rows(int64_t V, int64_t N, int64_t forced);
 
 // ---- AdamW with PyTorch's semantics (torch.optim.AdamW, foreach=False), on a flat range of n elements ----
 // g is multiplied by gscale first (gradient clipping) and zeroed as it is read. step is the 1-based step count.

@@ -5,14 +5,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-static int64_t g_rows;   // k_xent_set_chunk_rows; 0: from V
-
-void k_xent_set_chunk_rows(int64_t rows) { g_rows = rows; }
-
-int64_t k_xent_chunk_rows(int64_t V, int64_t N) {
+int64_t k_xent_chunk_rows(int64_t V, int64_t N, int64_t forced) {
     int64_t rows = ((int64_t)1 << 25) / (V > 0 ? V : 1);
     if (rows < 64) rows = 64;
-    if (g_rows > 0) rows = g_rows;
+    if (forced > 0) rows = forced;
     return rows < N ? rows : N;
 }
 

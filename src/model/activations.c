@@ -41,7 +41,7 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     os_layer_act la_dummy;
     int64_t B = s->B, L = s->L, N = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;
     int64_t G = m->oc.G, A = m->oc.audio_vocab, nl = m->nlayers, r = m->oc.lora.rank, tr = s->train;
-    int64_t nacts = tr && !s->recompute ? nl : 1, rows = k_xent_chunk_rows(V, N);
+    int64_t nacts = tr && !s->recompute ? nl : 1, rows = k_xent_chunk_rows(V, N, m->logits_rows);
     int64_t wide = F > C ? F : C;
     if (HD > wide) wide = HD;
     // LAYERS

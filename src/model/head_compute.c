@@ -135,7 +135,7 @@ void os_head_compute(const os_head *hd, const os_head_rows *r) {
     int64_t n = 0, r0 = 0;
     for (int c = 0; c < OS_HEAD_NCLS; c++) n += r->cnt[c];
     if (n > hd->N) n = hd->N;
-    int64_t rows = n > 0 ? k_xent_chunk_rows(m->V, n) : 1;
+    int64_t rows = n > 0 ? k_xent_chunk_rows(m->V, n, m->logits_rows) : 1;
     for (int c = 0; c < OS_HEAD_NCLS; c++) {
         int64_t left = r->cnt[c], c0, c1;
         os_head_class_cols(m, c, &c0, &c1);

@@ -13,5 +13,5 @@ void os_head_class_cols(const os_model *m, int c, int64_t *c0, int64_t *c1);
 // and the cross-entropy's passes over its columns; at least 1
 void os_head_row_costs(const os_head *hd, double cost[OS_HEAD_NCLS]);
 // r's losses into r->sums, with hd->g the weight gradients (+=) and with hd->dh r->dhn; logits chunks of
-// k_xent_chunk_rows(V, min(n, hd->N)) rows at most
+// k_xent_chunk_rows(V, min(n, hd->N), m->logits_rows) rows at most
 void os_head_compute(const os_head *hd, const os_head_rows *r);

@@ -3,7 +3,7 @@
 #include "kernels/ops.h"
 
 int64_t os_head_stash_rows(const os_model *m, int64_t N) {
-    int64_t rows = k_xent_chunk_rows(m->V, N), k = (OS_HEAD_STASH_K + rows - 1) / rows * rows;
+    int64_t rows = k_xent_chunk_rows(m->V, N, m->logits_rows), k = (OS_HEAD_STASH_K + rows - 1) / rows * rows;
     int wgrad = m->reg.b[m->b_head].trainable || (m->b_adapter >= 0 && m->reg.b[m->b_adapter].trainable);
     if (!wgrad) k = rows;   // no weight gradient to gather rows for: each chunk's own rows (dh, dA)
     return k < N ? k : N;

@@ -26,7 +26,7 @@ typedef struct {
 
 // the head's buffers (sizes: model/activations.c): hn [N, C], rstd [N], logits [rows, V] (at least [N, C]: also
 // the scratch of the head's row order), al [rows, G*A] and dA [rows, A] (adapter), dhn [N, C] (dL/d norm output;
-// training below the head), y [(G+1), N] targets; rows = k_xent_chunk_rows(V, N).
+// training below the head), y [(G+1), N] targets; rows = k_xent_chunk_rows(V, N, m->logits_rows).
 // Training while the products round their inputs (bf16, os_k->gemm_rounds() bytes per element): the stash
 // (model/head_stash.h) of srows = os_head_stash_rows rows: dls [srows, V] (dlogits), als [srows, G*A] (adapter
 // output gradient), ain [srows, A] (adapter input); NULL otherwise.

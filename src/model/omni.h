@@ -70,6 +70,9 @@ typedef struct {
     int proj_cw, proj_cb;                             // its convolution (cov1d-linear; else -1)
     int *b_lora;          // per layer: its LoRA bucket (NULL without LoRA)
     os_whisper enc;       // frozen speech encoder, declared after os_model_build (enc.nlayers 0: none)
+    int64_t logits_rows;  // a run's setting, not the checkpoint's: rows per logits chunk of the head, its stash and
+                          // the memory plan (k_xent_chunk_rows); 0 (os_model_build's): from V. Whoever opens the
+                          // model sets it from the knob read once (OMNISHARD_LOGITS_ROWS, a test hook)
 } os_model;
 
 // Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)

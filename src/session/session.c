@@ -98,6 +98,7 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (speech_config(s, a, &oc, &wc) < 0) return -1;
     os_model *m = &s->model;
     if (os_model_build(m, &cfg, &oc) < 0) return -1;
+    m->logits_rows = os_knobs()->logits_rows;   // the head's chunk (a test hook; 0: from V)
     if (a->speech_encoder && os_whisper_declare(&m->enc, &m->reg, &wc) < 0) return os_err_ctx("%s", a->speech_encoder);
     int nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;   // the encoder's buckets come last
     os_name_map map = {"", ""};

@@ -629,6 +629,18 @@ static void test_xent(void) {
     pool_free();
 }
 
+// the logits chunk's rows: 2^25 / V (at least 64, at most N), or the caller's forced count (at most N); no state
+// kept between calls (a forced count once does not stay)
+static void test_xent_chunk_rows(void) {
+    int64_t d = k_xent_chunk_rows(156160, 100000, 0), small = k_xent_chunk_rows(1 << 20, 1000, 0);
+    int64_t f = k_xent_chunk_rows(156160, 100000, 8), cap = k_xent_chunk_rows(64, 5, 8);
+    int64_t again = k_xent_chunk_rows(156160, 100000, 0);
+    check("xent chunk rows from V, forced, capped at N, stateless",
+          d == 214 && small == 64 && f == 8 && cap == 5 && again == 214,
+          "default %lld (want 214), floor %lld (64), forced %lld (8), capped %lld (5), after forced %lld (214)",
+          (long long)d, (long long)small, (long long)f, (long long)cap, (long long)again);
+}
+
 static void test_elementwise(void) {
     enum { N = 1000 };
     float *a = rnd(N, 80, -1, 1), *b = rnd(N, 81, -1, 1), *o = dup(a, N);
@@ -699,6 +711,7 @@ int main(int argc, char **argv) {
     test_activation_fwd();
     test_conv1d();
     test_xent();
+    test_xent_chunk_rows();
     test_elementwise();
     test_finite_differences();
     test_accumulate();
