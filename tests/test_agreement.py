@@ -88,6 +88,26 @@ def test_canonical_values_agree(tiny, tmp_path):
     assert p.returncode == 0, p.stderr
 
 
+def test_the_models_defaults_given_explicitly_agree(tiny, tmp_path):
+    # issue 24: the options whose default comes from the model directory (slam_omni.json: code layers, latency, layer
+    # shift, loss weights 1/(G+1) each; the trained embedding rows) agree with the same values given explicitly,
+    # and a different value is still refused, naming the resolved default
+    import json
+    oc = json.loads((tiny / "model" / "slam_omni.json").read_text())
+    G = int(oc.get("code_layer", 3))
+    latency = int(oc.get("num_latency_tokens", 0))
+    shift = "true" if oc.get("do_layershift", False) else "false"
+    a = base(tiny, tmp_path / "o")
+    given = ["--code_layer", G, "--num_latency_tokens", latency, "--do_layershift", shift,
+             "--loss_weights", ",".join([str(1 / (G + 1))] * (G + 1)), "--trainable_embed_rows", "all"]
+    p = mpmd([(a, tiny), (a + given, tiny)])
+    assert p.returncode == 0, p.stderr
+    p = mpmd([(a, tiny), (base(tiny, tmp_path / "o2") + ["--num_latency_tokens", latency + 1], tiny)])
+    assert p.returncode != 0
+    want = f"ranks disagree on --num_latency_tokens: rank 0 has '{latency}', rank 1 has '{latency + 1}'"
+    assert want in p.stderr, p.stderr
+
+
 def test_per_rank_options_may_differ(tiny, tmp_path):
     a = base(tiny, tmp_path / "o")
     p = mpmd([(a + ["--dump_logits", tmp_path / "l.safetensors"], tiny), (a, tiny)])

@@ -7,6 +7,7 @@
 #include "train/args.h"
 #include "train/ds_config.h"
 #include "train/sft.h"
+#include "train/sft_open.h"
 #include "zero/comm.h"
 
 // what the options name, looked at before the run: a --deepspeed JSON file applied; a Hub id instead of a directory (nothing is downloaded);
@@ -38,7 +39,11 @@ int cmd_sft(int argc, char **argv) {
         comm_finalize();
         return 0;
     }
-    if (rc == 0) rc = os_agree_options(&a);
+    if (rc == 0) {   // the model's defaults filled in: a default agrees with the same value given (docs/training.md)
+        os_sft_args resolved = a;
+        if (comm_size() > 1) os_sft_resolve_model_defaults(&resolved);
+        rc = os_agree_options(&resolved);
+    }
     if (rc < 0) {   // every rank prints the reason (os_die would end the others before they print)
         if (comm_size() > 1) fprintf(stderr, "omnishard: rank %d: %s\n", comm_rank(), os_errmsg());
         else fprintf(stderr, "omnishard sft: %s\n", os_errmsg());

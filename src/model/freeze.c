@@ -12,6 +12,10 @@ int64_t os_embed_first_row(const os_model *m, const char *rows) {
     return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", rows);
 }
 
+const char *os_freeze_embed_rows(const os_freeze_opts *f, int lora, int G) {
+    return f->embed_rows ? f->embed_rows : lora && G > 0 ? "new" : f->llm || lora ? "none" : "all";
+}
+
 int os_model_freeze(os_model *m, const os_freeze_opts *f) {
     os_registry *r = &m->reg;
     if (f->encoder_projector && m->b_proj < 0)
@@ -27,7 +31,7 @@ int os_model_freeze(os_model *m, const os_freeze_opts *f) {
     }
     if (f->encoder_projector) os_reg_freeze(r, m->b_proj);
     if (f->group_decode_adapter) os_reg_freeze(r, m->b_adapter);
-    const char *rows = f->embed_rows ? f->embed_rows : lora && m->oc.G > 0 ? "new" : llm ? "none" : "all";
+    const char *rows = os_freeze_embed_rows(f, lora, m->oc.G);
     int heads[2] = {m->b_embed, m->b_head};
     for (int k = 0; k < (m->b_head == m->b_embed ? 1 : 2); k++) {
         if (!strcmp(rows, "none")) {

@@ -18,5 +18,7 @@ typedef struct {
 // Apply f to the model's registry (before the runtime is created). -1 + message when a switch names a module the
 // model does not have, the row choice is unknown or leaves no row, or nothing at all would train.
 int os_model_freeze(os_model *m, const os_freeze_opts *f);
+// the embedding rows that train: f->embed_rows, or its default for the model (LoRA: rank > 0; G audio layers)
+const char *os_freeze_embed_rows(const os_freeze_opts *f, int lora, int G);
 // first trained row of the embedding for a row choice ("all" 0, "new" T-64, "audio" T); -1 + message when unknown
 int64_t os_embed_first_row(const os_model *m, const char *rows);

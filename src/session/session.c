@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int model_config(const os_session_opts *a, os_qwen2_config *cfg, os_omni_config *oc) {
+int os_session_model_config(const os_session_opts *a, os_qwen2_config *cfg, os_omni_config *oc) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", a->model);
     if (os_qwen2_config_load(path, cfg) < 0) return -1;
@@ -77,7 +77,7 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (a->checkpoint && os_checkpoint_verify_files(a->model) < 0) return -1;   // before its config.json is believed
     os_qwen2_config cfg;
     os_omni_config oc;
-    if (model_config(a, &cfg, &oc) < 0) return -1;
+    if (os_session_model_config(a, &cfg, &oc) < 0) return -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", a->model);
     if (access(path, F_OK) == 0)   // a base + PEFT adapter export (--merge_lora false): not applied here, so refused

@@ -47,4 +47,7 @@ typedef struct {
 
 // collective; 0 or -1 + message (the caller stops every rank)
 int os_session_open(os_session *s, const os_session_opts *o, int rank, int nranks);
+// The model's configuration as the session resolves it (config.json, slam_omni.json, then the options that override
+// them: code layers, latency, layer shift, loss weights); reads files only, no collective. -1 + message.
+int os_session_model_config(const os_session_opts *o, os_qwen2_config *cfg, os_omni_config *oc);
 void os_session_close(os_session *s);

@@ -142,6 +142,24 @@ static int session_opts(const os_sft_args *a, os_session_opts *o) {
     return 0;
 }
 
+void os_sft_resolve_model_defaults(os_sft_args *a) {
+    os_session_opts so;
+    os_qwen2_config cfg;
+    os_omni_config oc;
+    if (session_opts(a, &so) < 0 || os_session_model_config(&so, &cfg, &oc) < 0)
+        return;   // left as given: opening the model names the cause on every rank
+    if (so.slam) {
+        if (a->code_layer < 0) a->code_layer = oc.G;
+        if (a->num_latency_tokens < 0) a->num_latency_tokens = oc.latency;
+        if (a->do_layershift < 0) a->do_layershift = oc.layershift;
+        if (!a->n_loss_weights) {
+            a->n_loss_weights = oc.G + 1;
+            for (int i = 0; i <= oc.G; i++) a->loss_weights[i] = oc.loss_w[i];
+        }
+    }
+    a->trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
+}
+
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
 // must name some parameter); -1 + message
 static int trainer_open(os_sft_state *r) {
