@@ -2,6 +2,7 @@
 #include "io/atomic.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -225,5 +226,26 @@ int os_rename_dir_atomic(const char *tmpdir, const char *finaldir) {
     } else if ((rc = os_fsync_parent(finaldir)) == 0)
         rc = os_rm_rf(old);
     os_free(old);
+    return rc;
+}
+
+int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
+    enum { PIECE = 4 << 20 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return os_errf("%s: cannot open: %s", path, strerror(errno));
+    char *buf = os_alloc_uninit(PIECE, "checksum buffer");   // read() writes what is hashed
+    uint64_t h = OS_FNV_BASIS;
+    int64_t n = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, PIECE);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = os_errf("%s: read failed: %s", path, strerror(errno));
+        if (r <= 0) break;
+        h = os_fnv1a(h, buf, (size_t)r), n += r;
+    }
+    os_free(buf);
+    close(fd);
+    *bytes = n, *sum = h;
     return rc;
 }

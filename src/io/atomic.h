@@ -1,6 +1,7 @@
 // Files that are never half-written: temp file + fsync + rename + directory fsync; directory helpers.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 // Write n bytes to path via path.tmp.<pid>; 0 or -1 + message naming path and errno text.
@@ -13,6 +14,8 @@ char *os_read_file(const char *path, size_t *n);
 // fopen(path, "rb") for every reader that streams a file: a directory (which fopen opens, and whose size reads as
 // 2^63-1) or a missing/unreadable path gives NULL + a message naming path and what was expected ("the dataset").
 FILE *os_fopen_read(const char *path, const char *what);
+// size and FNV-1a 64 checksum (core/rng.h's os_fnv1a from OS_FNV_BASIS) of a whole file; 0 or -1 + message naming it
+int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum);
 // Make tmpdir appear as finaldir: an existing finaldir is renamed to finaldir.old.<pid>, tmpdir renamed in,
 // the parent fsynced, then the old one removed recursively.
 int os_rename_dir_atomic(const char *tmpdir, const char *finaldir);

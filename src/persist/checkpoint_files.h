@@ -4,9 +4,8 @@
 #pragma once
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include "io/atomic.h"   // os_file_checksum
 
-// size and FNV-1a 64 checksum of a whole file; 0 or -1 + message naming it
-int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum);
 // adds "model_files" to the manifest object: every regular file of dir except manifest.json and rank-NNNNN.safetensors
 int os_ckpt_files_record(cJSON *manifest, const char *dir);
 // every "model_files" entry of the manifest of dir matches its file (none recorded: an older checkpoint, nothing to

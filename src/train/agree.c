@@ -3,6 +3,7 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "core/rng.h"
+#include "io/atomic.h"
 #include "zero/comm.h"
 #include <stdio.h>
 #include <string.h>
@@ -126,16 +127,8 @@ void os_digest_text(int64_t bytes, uint64_t digest, char *out, size_t n) {
 }
 
 void os_file_digest_text(const char *path, char *out, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(out, n, "missing");
-        return;
-    }
-    char buf[1 << 16];
-    uint64_t h = OS_FNV_BASIS;
-    int64_t total = 0;
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) h = os_fnv1a(h, buf, got), total += (int64_t)got;
-    fclose(f);
-    os_digest_text(total, h, out, n);
+    int64_t bytes;
+    uint64_t h;
+    if (os_file_checksum(path, &bytes, &h) < 0) snprintf(out, n, "missing");
+    else os_digest_text(bytes, h, out, n);
 }
