@@ -232,7 +232,7 @@ int os_ds_config_apply(os_sft_args *a, int argc, char **argv) {
     size_t n;
     char *text = os_read_file(a->deepspeed_file, &n);
     if (!text) return os_err_ctx("--deepspeed");
-    a->ds_hash = os_fnv1a(0xcbf29ce484222325ull, text, n);
+    a->ds_hash = os_fnv1a(OS_FNV_BASIS, text, n);
     cJSON *root = cJSON_ParseWithLength(text, n);
     os_free(text);
     if (!root) return os_errf("%s: --deepspeed: not valid JSON (a DeepSpeed config file, or zero0..zero3)", a->deepspeed_file);

@@ -93,7 +93,7 @@ static void run_system(const os_sft_args *a, os_ckpt_run *r) {
     if (!a->system) run_set(r, "--system", TASK_SYSTEM);
     else if (strlen(a->system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", a->system);
     else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(a->system),
-                 (unsigned long long)os_fnv1a(0xcbf29ce484222325ull, a->system, strlen(a->system)));
+                 (unsigned long long)os_fnv1a(OS_FNV_BASIS, a->system, strlen(a->system)));
 }
 
 // the settings as given
