@@ -129,3 +129,11 @@ def test_plan_counts_the_whisper_encoder(tmp_path):
     assert speech[4] - base[4] >= 4 * 4 * 300 * 300 / 1e9 - 1e-3, (base, speech)   # attention [H, T, T] of a sample
     preset = plan_out("--model", d / "model", "--max_length", 64, "--speech_encoder", "whisper-small")
     assert "speech encoder whisper-small: its 0.088B frozen parameters" in preset, preset
+
+
+@pytest.mark.parametrize("dev", ["0x20GB", "1e300GB", " 3GB", "3TB", "inf", "-1GB"])
+def test_device_memory_is_decimal_with_a_known_unit(model, dev):
+    """--device_memory reads decimal numbers only (as every option, issue 24) with GB, GiB or MB (or bytes), and a
+    size that overflows is refused, not planned as infinite memory"""
+    p = run(["plan", "--model", model / "model", "--max_length", L, "--device_memory", dev], check=False)
+    assert p.returncode != 0 and "--device_memory: expected e.g. 32GB" in p.stderr and f"got '{dev}'" in p.stderr, p.stderr

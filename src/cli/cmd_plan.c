@@ -5,6 +5,7 @@
 #include "core/err.h"
 #include "core/opts.h"
 #include "core/knobs.h"
+#include "core/numtext.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
@@ -31,12 +32,13 @@ typedef struct {
 } plan_args;
 
 static int parse_device_memory(void *obj, const char *s) {
-    char *e;
-    double v = strtod(s, &e);
-    if (e != s && v > 0 && isfinite(v) && (!strcasecmp(e, "GB") || !strcasecmp(e, "G"))) v *= 1e9;
-    else if (e != s && v > 0 && isfinite(v) && !strcasecmp(e, "GiB")) v *= 1073741824.0;
-    else if (e != s && v > 0 && isfinite(v) && (!strcasecmp(e, "MB") || !strcasecmp(e, "M"))) v *= 1e6;
-    else if (e == s || !(v > 0) || !isfinite(v) || *e)
+    const char *e = s;
+    double v = 0;
+    int ok = os_parse_decimal_prefix(s, &e, &v) == 0 && v > 0;   // decimal only, as every option (issue 24)
+    double unit = !ok ? 0 : !*e ? 1 : !strcasecmp(e, "GB") || !strcasecmp(e, "G") ? 1e9
+                : !strcasecmp(e, "GiB") ? 1073741824.0 : !strcasecmp(e, "MB") || !strcasecmp(e, "M") ? 1e6 : 0;
+    v *= unit;
+    if (!(v > 0) || !isfinite(v))
         return os_errf("--device_memory: expected e.g. 32GB (GB = 10^9 bytes, GiB = 2^30, MB = 10^6), got '%s'", s);
     ((plan_args *)obj)->device_memory = v;
     return 0;
