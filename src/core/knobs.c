@@ -1,7 +1,7 @@
 // The OMNISHARD_* environment variables, read once and checked (knobs.h).
 #include "core/knobs.h"
+#include "core/numtext.h"
 #include "core/err.h"
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,10 +77,8 @@ static void read_all(void) {
     g.no_blas_fix = getenv("OMNISHARD_NO_BLAS_FIX") != NULL;   // set, to any value (docs/performance.md)
     g.home = set("OMNISHARD_HOME"), g.python = set("OMNISHARD_PYTHON");
     if ((v = set("OMNISHARD_LOGITS_ROWS"))) {
-        char *end;
-        errno = 0;
-        long long r = strtoll(v, &end, 10);
-        if (*end || errno || r < 1) problem("expected a positive number of rows (a test hook), got '%s'", "OMNISHARD_LOGITS_ROWS", v);
+        long long r;
+        if (os_parse_decimal_int(v, 1, INT64_MAX, &r) < 0) problem("expected a positive number of rows (a test hook), got '%s'", "OMNISHARD_LOGITS_ROWS", v);
         else g.logits_rows = r;
     }
     g.tok_ranges = zero_one("OMNISHARD_TOK_RANGES", 0, "expected 1 (explicit Unicode ranges, a test hook) or 0, got '%s'");
