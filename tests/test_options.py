@@ -69,12 +69,13 @@ def test_sft_takes_hugging_face_spellings(tmp_path_factory):
     d = tiny_slam(tmp_path_factory, "spell", 3)
     out = d / "o"
     run(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--learning-rate", "0.003",
-         "--freeze_group_decode_adapter", "--max_steps", "-1", "--num-train-epochs", "1", "--save_only_model"],
-        timeout=120)
+         "--freeze_group_decode_adapter", "--max_steps", "-1", "--num-train-epochs", "1", "--save_only_model",
+         "--system", "2024"], timeout=120)
     args = json.load(open(out / "args.json"))
     assert args["learning_rate"] == 0.003 and args["num_train_epochs"] == 1, args
     assert args["freeze_group_decode_adapter"] is True and args["save_only_model"] is True, args
     assert args["max_steps"] == 0, args
+    assert args["system"] == "2024", args   # a text option stays text in args.json, even when it reads as a number
     steps = [json.loads(l)["step"] for l in open(out / "logging.jsonl") if '"loss"' in l]
     assert steps == [1, 2, 3], steps   # 3 samples, batch 1, one epoch
 

@@ -2,19 +2,21 @@
 #include "train/args_json.h"
 #include "core/err.h"
 #include "core/knobs.h"
+#include "core/opts.h"
 #include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-// an option's canonical text (os_sft_args_value) as a JSON value
-static cJSON *value(const char *text) {
-    char *end;
-    double x = strtod(text, &end);
+// an option's canonical text (os_opts_value) as a JSON value of the option's type: a path or a name stays a string
+// even when it reads as a number
+static cJSON *value(const os_opt *o, const char *text) {
     if (!strcmp(text, "(not given)") || !strcmp(text, "(none)") || !strcmp(text, "(default)")) return cJSON_CreateNull();
-    if (!strcmp(text, "true") || !strcmp(text, "false")) return cJSON_CreateBool(!strcmp(text, "true"));
-    if (*text && !*end) return cJSON_CreateNumber(x);
-    return cJSON_CreateString(text);
+    switch (o->type) {
+    case OS_OPT_F64: case OS_OPT_I64: case OS_OPT_INT: case OS_OPT_STAGE: return cJSON_CreateNumber(strtod(text, NULL));
+    case OS_OPT_BOOL: case OS_OPT_FLAG: return cJSON_CreateBool(!strcmp(text, "true"));
+    default: return cJSON_CreateString(text);
+    }
 }
 
 static void set(cJSON *o, const char *key, cJSON *v) {
@@ -26,11 +28,12 @@ int os_args_json_write(const os_sft_state *r) {
     const os_sft_args *a = r->a;
     const os_omni_config *oc = &r->m->oc;
     cJSON *o = cJSON_CreateObject(), *res = cJSON_CreateObject();
-    for (int i = 0; i < os_sft_args_count(); i++) {
-        const char *name;
+    int nopts;
+    const os_opt *opts = os_sft_options(&nopts);
+    for (int i = 0; i < nopts; i++) {
         char text[4400];
-        os_sft_args_value(a, i, &name, text, sizeof text);
-        set(o, name, value(text));
+        os_opts_value(&opts[i], a, text, sizeof text);
+        set(o, opts[i].name, value(&opts[i], text));
     }
     float w[OS_MAX_G + 1];
     for (int t = 0; t <= oc->G; t++) w[t] = oc->loss_w[t];
