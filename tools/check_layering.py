@@ -20,6 +20,7 @@ ALLOWED = {
     "core": [],
     "io": ["core"],
     "kernels": ["core"],
+    "cuda": ["core", "kernels"],   # the CUDA backend (make CUDA=1): behind the seam; only cli/ opens it
     "lr": ["core"],
     "tokenizer": ["core", "io"],
     "audio": ["core", "io"],
@@ -30,7 +31,7 @@ ALLOWED = {
     "session": ["core", "io", "kernels", "audio", "dataset", "model", "zero", "persist"],
     "train": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session"],
     "infer": ["core", "io", "kernels", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session"],
-    "cli": ["core", "io", "kernels", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session",
+    "cli": ["core", "io", "kernels", "cuda", "lr", "tokenizer", "audio", "dataset", "model", "zero", "persist", "session",
             "train", "infer"],
 }
 
