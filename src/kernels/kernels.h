@@ -82,22 +82,29 @@ void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, in
 
 // ---- attention (scaled dot product, grouped KV heads) ----
 // q[B,T,H,D], k[B,T,KH,D], v[B,T,KH,D] (H % KH == 0; query head h uses kv head h / (H/KH)),
-// keymask[B,T] (1 = real token, 0 = padding; NULL = all real), causal: key s allowed for query t iff s <= t.
-// out[B,T,H,D]; att[B,H,T,T] holds the softmax probabilities (saved for backward; masked entries are 0;
-// a query row with no allowed key gets all-zero probabilities and a zero output). scale = 1/sqrt(D).
+// keymask[B,T] (1 = real token, 0 = padding; NULL = all real), seg[B,T] segment ids (key s allowed for query t
+// only if seg[b,s] == seg[b,t]: packed samples; NULL = one segment per row), causal: key s allowed for query t
+// only if s <= t.
+// out[B,T,H,D]; att: the stats, k_attention_stats_floats(B,T,H) = B*H*T*T floats [B,H,T,T], the softmax
+// probabilities (saved for backward; masked entries are 0; a query row with no allowed key gets all-zero
+// probabilities and a zero output). scale = 1/sqrt(D).
+int64_t k_attention_stats_floats(int64_t B, int64_t T, int64_t H);
 void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
-                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+                     const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 // Inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]
 // (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t
 // (causal, no padding). out[B,T,H,D]. No probabilities are kept (forward only). scale = 1/sqrt(D).
 void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                             int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
-// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate. Scratch: K_ATTN_BQ * T floats per thread in use.
+// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate, from the forward's att and the same seg (out, keymask
+// and causal are taken for the seam's sake: the probabilities carry their masks). Scratch: K_ATTN_BQ * T floats
+// per thread in use.
 enum { K_ATTN_BQ = 128 };
 // elementwise kernels run on one thread below this many elements (an OpenMP fork/join costs more than the work)
 enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                     const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+                     const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
+                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 
 // ---- activations ----
 // SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))

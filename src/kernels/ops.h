@@ -49,11 +49,17 @@ typedef struct {
     void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
     void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                        int64_t N, int64_t I, int64_t O);
-    // attention
-    void (*attention_fwd)(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
-                          int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+    // attention: q/out [B,T,H,D], k/v [B,T,KH,D]; keymask [B,T] (1 = key may be seen; NULL = all); seg [B,T]
+    // (a query at t sees key s only if seg[b,s] == seg[b,t]; NULL = one segment per row). stats: the buffer
+    // attention_fwd fills for attention_bwd, attention_stats_floats(B,T,H) floats (CPU: the probabilities B*H*T*T;
+    // a fused GPU kernel: its log-sum-exp B*H*T); bwd takes the forward's out, stats, keymask, seg and causal
+    int64_t (*attention_stats_floats)(int64_t B, int64_t T, int64_t H);
+    void (*attention_fwd)(float *out, float *stats, const float *q, const float *k, const float *v,
+                          const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
+                          int64_t KH, int64_t D);
     void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                          const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+                          const float *v, const float *out, const float *stats, const uint8_t *keymask,
+                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
     void (*attention_cached_fwd)(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                                  int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
     // norms

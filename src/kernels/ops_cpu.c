@@ -36,6 +36,7 @@ const os_ops os_ops_cpu = {
     .gemm_rounded = k_gemm_rounded,
     .linear_fwd = k_linear_fwd,
     .linear_bwd = k_linear_bwd,
+    .attention_stats_floats = k_attention_stats_floats,
     .attention_fwd = k_attention_fwd,
     .attention_bwd = k_attention_bwd,
     .attention_cached_fwd = k_attention_cached_fwd,

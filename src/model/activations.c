@@ -49,7 +49,7 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
         os_layer_act *x = lo->a ? &a->acts[l] : &la_dummy;
         put(lo, OS_ACT_LAYERS, &x->ln1, N * C), put(lo, OS_ACT_LAYERS, &x->rstd1, N);
         put(lo, OS_ACT_LAYERS, &x->q, N * HD), put(lo, OS_ACT_LAYERS, &x->k, N * KD), put(lo, OS_ACT_LAYERS, &x->v, N * KD);
-        put(lo, OS_ACT_LAYERS, &x->att, B * m->H * L * L), put(lo, OS_ACT_LAYERS, &x->ao, N * HD);
+        put(lo, OS_ACT_LAYERS, &x->att, os_k->attention_stats_floats(B, L, m->H)), put(lo, OS_ACT_LAYERS, &x->ao, N * HD);
         put(lo, OS_ACT_LAYERS, &x->h, N * C), put(lo, OS_ACT_LAYERS, &x->ln2, N * C), put(lo, OS_ACT_LAYERS, &x->rstd2, N);
         put(lo, OS_ACT_LAYERS, &x->gate, N * F), put(lo, OS_ACT_LAYERS, &x->up, N * F), put(lo, OS_ACT_LAYERS, &x->act, N * F);
         for (int t = 0; t < OS_LORA_N; t++)

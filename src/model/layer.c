@@ -54,7 +54,7 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_k->rope_fwd(a->q, cs, sn, c->B, c->L, H, D);
     os_k->rope_fwd(a->k, cs, sn, c->B, c->L, KH, D);
     if (c->kv) cached_attention(c, l, a);
-    else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, 1, c->B, c->L, H, KH, D);
+    else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
     os_k->linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
     os_k->add(a->h, a->h, x, N * C);
@@ -91,7 +91,8 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_k->linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
     lora_bwd(c, l, w, g, OS_LORA_O, a->ao, a, dx, c->dao);
     os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
-    os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->att, c->B, c->L, H, KH, D);
+    os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
+                        c->L, H, KH, D);
     os_k->rope_bwd(c->dq, c->cos_t, c->sin_t, c->B, c->L, H, D);
     os_k->rope_bwd(c->dk, c->cos_t, c->sin_t, c->B, c->L, KH, D);
     os_k->zero(c->dln, N * C);

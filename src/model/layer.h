@@ -37,6 +37,7 @@ typedef struct {
     int64_t p0;                   // position of row 0 (0 unless a KV cache holds earlier positions)
     const float *cos_t, *sin_t;   // RoPE tables [>= p0 + L, D/2] for positions 0, 1, ...
     const uint8_t *keymask;       // [B, L] (NULL: all real)
+    const int32_t *seg;           // [B, L] segment ids: packed samples never attend to each other (NULL: one per row)
     os_kv_cache *kv;              // NULL: attention over the L rows only
     // backward scratch
     float *dact, *dgate, *dup, *dln, *dao, *dq, *dk, *dv;
@@ -47,7 +48,7 @@ typedef struct {
 } os_layer_ctx;
 
 // saved activations of one layer (N rows): ln1/h/ln2 [N, C], rstd1/rstd2 [N], q/ao [N, H*D], k/v [N, KH*D],
-// att [B, H, L, L] (unused with a KV cache), gate/up/act [N, F]
+// att: the attention stats, os_k->attention_stats_floats(B, L, H) floats (unused with a KV cache), gate/up/act [N, F]
 typedef struct {
     float *ln1, *rstd1, *q, *k, *v, *att, *ao, *h, *ln2, *rstd2, *gate, *up, *act;
     float *lora_u[OS_LORA_N];   // s * dropout(x) @ A^T [N, r] per targeted module

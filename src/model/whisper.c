@@ -101,7 +101,7 @@ static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, floa
     os_k->linear_fwd(s->q, s->ln, os_weight(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
     os_k->linear_fwd(s->k, s->ln, os_weight(wt, P->k_w), NULL, T, d, d);
     os_k->linear_fwd(s->v, s->ln, os_weight(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
-    os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, 0, 1, T, H, H, d / H);
+    os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, NULL, 0, 1, T, H, H, d / H);
     os_k->linear_fwd(s->tmp, s->ao, os_weight(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
     os_k->add(x, x, s->tmp, T * d);
     os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
@@ -136,7 +136,7 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
     enc_scratch s = {0};
     if (n) {
         s.ln = F32(T * d, "encoder ln"), s.q = F32(T * d, "encoder q"), s.k = F32(T * d, "encoder k");
-        s.v = F32(T * d, "encoder v"), s.att = F32(w->H * T * T, "encoder attention[H, T, T]");
+        s.v = F32(T * d, "encoder v"), s.att = F32(os_k->attention_stats_floats(1, T, w->H), "encoder attention stats");
         s.ao = F32(T * d, "encoder attn out"), s.tmp = F32(T * d, "encoder tmp"), s.hid = F32(T * w->F, "encoder mlp");
     }
     for (int64_t l = 0; l < w->nlayers; l++) {

@@ -1,5 +1,6 @@
 #include "train/plan.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "model/activations.h"
 #include "model/mean_rows.h"
 #include "core/err.h"
@@ -181,7 +182,7 @@ int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B) {
     int64_t kept = B * (w->n_mels * T_mel + T * d + T_s * os_projector_act_floats(&pd) + 2 * T_s * m->C) +
                    T_s * os_projector_scratch_floats(&pd);
     // the encoder's forward (model/whisper.c): the front's conv outputs, then one sample's block scratch
-    int64_t front = d * T_mel + d * T, block = 7 * T * d + w->H * T * T + T * w->F;
+    int64_t front = d * T_mel + d * T, block = 7 * T * d + os_k->attention_stats_floats(1, T, w->H) + T * w->F;
     int64_t gathered = stage == 3 ? 2 * pad(m->reg.b[w->b_layer[0]].numel, N) : 0;   // a block + the prefetched one
     return 4 * (kept + (front > block ? front : block) + gathered);
 }

@@ -81,6 +81,7 @@ typedef struct Case {
     float *out, *s1, *s2;   // scratch
     const int32_t *ids;
     const uint8_t *mask;
+    const int32_t *seg;     // attention segment ids [B,T] (NULL: one segment per row)
 } Case;
 
 // central differences over every coordinate; returns the worst scaled error over the inputs
@@ -214,12 +215,13 @@ static void case_rope(Case *c) {
 
 // attention: att in s1, dout [B,T,H,D]
 static double loss_attention(Case *c) {
-    k_attention_fwd(c->out, c->s1, c->x[0], c->x[1], c->x[2], c->mask, c->causal, c->B, c->T, c->H, c->KH, c->D);
+    k_attention_fwd(c->out, c->s1, c->x[0], c->x[1], c->x[2], c->mask, c->seg, c->causal, c->B, c->T, c->H, c->KH, c->D);
     return dot(c->out, c->dout, c->B * c->T * c->H * c->D);
 }
 static void bwd_attention(Case *c, float **g) {
     loss_attention(c);
-    k_attention_bwd(g[0], g[1], g[2], c->dout, c->x[0], c->x[1], c->x[2], c->s1, c->B, c->T, c->H, c->KH, c->D);
+    k_attention_bwd(g[0], g[1], g[2], c->dout, c->x[0], c->x[1], c->x[2], c->out, c->s1, c->mask, c->seg, c->causal,
+                    c->B, c->T, c->H, c->KH, c->D);
 }
 static const uint8_t att_mask[10] = {1, 1, 1, 0, 1, 0, 1, 1, 1, 1};   // [B=2,T=5]: padding in the middle, left
 static void case_attention(Case *c, int causal, const uint8_t *mask, int64_t H, int64_t KH) {
@@ -272,10 +274,16 @@ static void case_unary(Case *c, int gelu) {
 typedef void (*Maker)(Case *);
 static void mk_att_causal(Case *c) { case_attention(c, 1, att_mask, 4, 2); }
 static void mk_att_full(Case *c) { case_attention(c, 0, NULL, 3, 3); }
+static const int32_t att_seg[10] = {0, 0, 1, 1, 1, 4, 4, 7, 7, 7};   // [B=2,T=5]: packed samples
+static void mk_att_seg(Case *c) {
+    case_attention(c, 1, att_mask, 4, 2);
+    c->name = "attention causal+keymask+segments GQA", c->seg = att_seg;
+}
 static void mk_gelu(Case *c) { case_unary(c, 1); }
 static void mk_relu(Case *c) { case_unary(c, 0); }
 static const Maker makers[] = {case_linear, case_embedding, case_rmsnorm, case_layernorm, case_rope,
-                               mk_att_causal, mk_att_full,  case_swiglu,  mk_gelu,        mk_relu};
+                               mk_att_causal, mk_att_full,  mk_att_seg,   case_swiglu,    mk_gelu,
+                               mk_relu};
 #define NMAKERS ((int)(sizeof makers / sizeof makers[0]))
 
 static void test_finite_differences(void) {
@@ -466,7 +474,8 @@ static void attention_ref(double *out, double *att, const Case *c) {
                 double s[16], mx = -INFINITY, sum = 0;
                 const float *q = c->x[0] + ((b * T + t) * H + h) * D;
                 for (int64_t u = 0; u < T; u++) {
-                    int ok = (!c->mask || c->mask[b * T + u]) && (!c->causal || u <= t);
+                    int ok = (!c->mask || c->mask[b * T + u]) && (!c->causal || u <= t) &&
+                             (!c->seg || c->seg[b * T + u] == c->seg[b * T + t]);
                     const float *k = c->x[1] + ((b * T + u) * KH + h / R) * D;
                     s[u] = ok ? dot(q, k, D) / sqrt((double)D) : -INFINITY;
                     mx = fmax(mx, s[u]);
@@ -484,9 +493,9 @@ static void attention_ref(double *out, double *att, const Case *c) {
 
 static void test_attention_fwd(void) {
     double worst = 0;
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
         Case c;
-        m ? mk_att_full(&c) : mk_att_causal(&c);
+        m == 2 ? mk_att_seg(&c) : m ? mk_att_full(&c) : mk_att_causal(&c);
         loss_attention(&c);
         int64_t no = c.size[0], na = c.B * c.H * c.T * c.T;
         double *out = (double *)fa(2 * no), *att = (double *)fa(2 * na);
@@ -494,7 +503,7 @@ static void test_attention_fwd(void) {
         worst = fmax(worst, fmax(maxrel(c.out, out, no), maxrel(c.s1, att, na)));
         pool_free();
     }
-    check("attention forward (causal+keymask+GQA, full MHA) vs direct", worst < 1e-6, "max scaled error %.1e", worst);
+    check("attention forward (causal+keymask+GQA, full MHA, segments) vs direct", worst < 1e-6, "max scaled error %.1e", worst);
 }
 
 // a query row with no allowed key: zero probabilities, zero output, finite gradients
@@ -516,6 +525,45 @@ static void test_attention_masked_row(void) {
     int live = c.out[1 * H * D] != 0.0f;   // b=0, t=1, h=0 sees key 1: non-zero output
     check("attention fully masked query rows", zero && fin && live, "zero rows %s, finite %s, others live %s",
           zero ? "yes" : "NO", fin ? "yes" : "NO", live ? "yes" : "NO");
+    pool_free();
+}
+
+// invariant: one row packing three segments (longer than a block of K_ATTN_BQ query rows, so blocks skip the keys
+// of earlier segments) gives each segment's outputs and gradients as the segment run alone as its own row
+static void test_attention_segments_separate(void) {
+    enum { T = 300, H = 2, KH = 1, D = 8, NS = 3 };
+    static const int64_t start[NS + 1] = {0, 100, 140, T};
+    int32_t seg[T];
+    for (int i = 0; i < NS; i++)
+        for (int64_t t = start[i]; t < start[i + 1]; t++) seg[t] = 10 * i + 3;
+    float *q = rnd(T * H * D, 60, -2, 2), *k = rnd(T * KH * D, 61, -2, 2), *v = rnd(T * KH * D, 62, -1, 1);
+    float *dout = rnd(T * H * D, 63, -1, 1), *out = fa(T * H * D), *att = fa(k_attention_stats_floats(1, T, H));
+    float *dq = fa(T * H * D), *dk = fa(T * KH * D), *dv = fa(T * KH * D);
+    memset(dq, 0, sizeof(float) * T * H * D), memset(dk, 0, sizeof(float) * T * KH * D);
+    memset(dv, 0, sizeof(float) * T * KH * D);
+    k_attention_fwd(out, att, q, k, v, NULL, seg, 1, 1, T, H, KH, D);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, out, att, NULL, seg, 1, 1, T, H, KH, D);
+    double worst = 0;
+    for (int i = 0; i < NS; i++) {
+        int64_t s0 = start[i], n = start[i + 1] - s0;
+        float *o1 = fa(n * H * D), *a1 = fa(k_attention_stats_floats(1, n, H));
+        float *g[3] = {fa(n * H * D), fa(n * KH * D), fa(n * KH * D)};
+        memset(g[0], 0, sizeof(float) * (size_t)(n * H * D)), memset(g[1], 0, sizeof(float) * (size_t)(n * KH * D));
+        memset(g[2], 0, sizeof(float) * (size_t)(n * KH * D));
+        const float *qi = q + s0 * H * D, *ki = k + s0 * KH * D, *vi = v + s0 * KH * D;
+        k_attention_fwd(o1, a1, qi, ki, vi, NULL, NULL, 1, 1, n, H, KH, D);
+        k_attention_bwd(g[0], g[1], g[2], dout + s0 * H * D, qi, ki, vi, o1, a1, NULL, NULL, 1, 1, n, H, KH, D);
+        worst = fmax(worst, maxrelf(out + s0 * H * D, o1, n * H * D));
+        worst = fmax(worst, maxrelf(dq + s0 * H * D, g[0], n * H * D));
+        worst = fmax(worst, maxrelf(dk + s0 * KH * D, g[1], n * KH * D));
+        worst = fmax(worst, maxrelf(dv + s0 * KH * D, g[2], n * KH * D));
+        for (int64_t h = 0; h < H; h++)   // no probability crosses into another segment
+            for (int64_t t = s0; t < s0 + n; t++)
+                for (int64_t u = 0; u < T; u++)
+                    if ((u < s0 || u >= s0 + n) && att[(h * T + t) * T + u] != 0.0f) worst = INFINITY;
+    }
+    check("attention segments of one row = each segment run alone (out, dq, dk, dv)", worst < 1e-5,
+          "max scaled error %.1e", worst);
     pool_free();
 }
 
@@ -676,8 +724,8 @@ static void test_zero_sizes(void) {
     k_rope_table(p, p, &id, 0, 4, 1e4f);
     k_rope_fwd(p, p, p, 0, 0, 0, 4);
     k_rope_bwd(p, p, p, 0, 0, 0, 4);
-    k_attention_fwd(p, p, p, p, p, &m, 1, 0, 0, 1, 1, 4);
-    k_attention_bwd(p, p, p, p, p, p, p, p, 0, 0, 1, 1, 4);
+    k_attention_fwd(p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4);
+    k_attention_bwd(p, p, p, p, p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4);
     k_swiglu_fwd(p, p, p, 0);
     k_swiglu_bwd(p, p, p, p, p, 0);
     k_gelu_fwd(p, p, 0);
@@ -708,6 +756,7 @@ int main(int argc, char **argv) {
     test_rope();
     test_attention_fwd();
     test_attention_masked_row();
+    test_attention_segments_separate();
     test_activation_fwd();
     test_conv1d();
     test_xent();

@@ -170,8 +170,8 @@ static void run_attention(void) {
     float *q = inf("q", nq), *k = inf("k", nk), *v = inf("v", nk), *dout = inf("dout", nq);
     uint8_t *mask = has("keymask") ? in("keymask", B * T, 1) : NULL;
     float *y = zeros(nq), *att = zeros(B * H * T * T), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    k_attention_fwd(y, att, q, k, v, mask, (int)I("causal"), B, T, H, KH, D);
-    k_attention_bwd(dq, dk, dv, dout, q, k, v, att, B, T, H, KH, D);
+    k_attention_fwd(y, att, q, k, v, mask, NULL, (int)I("causal"), B, T, H, KH, D);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, y, att, mask, NULL, (int)I("causal"), B, T, H, KH, D);
     outf("out", y, nq);
     outf("att", att, B * H * T * T);
     outf("dq", dq, nq);
