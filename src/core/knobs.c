@@ -12,7 +12,8 @@
 // every variable, in the order of docs/operations.md's table (describe lists them in this order)
 static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
                                     "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
-                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_BACKEND", "OMNISHARD_FAULT",
+                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_BACKEND",
+                                    "OMNISHARD_GUARD_STRICT", "OMNISHARD_FAULT",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
 
@@ -88,6 +89,8 @@ static void read_all(void) {
                     "its calls, a test hook), got '%s'", "OMNISHARD_BACKEND", v);
         else g.backend_guard = !strcmp(v, "guard");
     }
+    g.guard_strict = zero_one("OMNISHARD_GUARD_STRICT", 0, "expected 1 (the guard backend stops a call given host memory "
+                                                           "where a device needs its own, a test hook) or 0, got '%s'");
     read_fault();
 }
 

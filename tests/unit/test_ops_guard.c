@@ -1,10 +1,15 @@
 // Unit test of the guard backend of the device seam (kernels/ops_guard.c): its buffers are zeroed, reached through
-// upload/download and the reductions (xent_fwd_bwd, sumsq: the same values as the CPU backend's), and a host read
-// or write of one outside its calls stops the process with SIGSEGV (checked in a child process; under
-// AddressSanitizer, whose handler reports the SEGV and exits 1, that exit).
+// upload/download and every other member (each opens the buffers it is given for the call only: the CPU
+// backend's values, and the buffers closed again after), and a host read or write of one outside its calls stops
+// the process with SIGSEGV (checked in a child process; under AddressSanitizer, whose handler reports the SEGV and
+// exits 1, that exit). A product opens the bf16 copy bound to its operand; strict mode stops a member given host
+// memory, naming the member and the argument.
 #include "kernels/ops.h"
+#include "kernels/kernels.h"
+#include "core/knobs.h"
 #include "check.h"
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,24 +19,74 @@
 #define SEGV_END SIGSEGV
 #endif
 
-// how a child that runs touch(p) ends: its signal, -(exit status) when it exits with one, 0 when it goes on
-static int child_signal(void (*touch)(double *), double *p) {
+// how a child that runs touch(p) ends: its signal, -(exit status) when it exits with one, 0 when it goes on; its
+// stderr in err (when not NULL)
+static int child_end(void (*touch)(void *), void *p, char *err, size_t n) {
+    int fd[2];
+    if (pipe(fd)) return 99;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        dup2(fd[1], 2), close(fd[0]);
         touch(p);
         _exit(0);
     }
+    close(fd[1]);
+    size_t k = 0;
+    ssize_t r;
+    char sink[256];
+    while ((r = read(fd[0], err && k + 1 < n ? err + k : sink, err && k + 1 < n ? n - 1 - k : sizeof sink)) > 0)
+        if (err && k + 1 < n) k += (size_t)r;
+    if (err) err[k] = 0;
+    close(fd[0]);
     int st = 0;
     waitpid(pid, &st, 0);
     return WIFSIGNALED(st) ? WTERMSIG(st) : -WEXITSTATUS(st);
 }
-static void host_read(double *p) { printf("read %g\n", *(volatile double *)p); }
-static void host_write(double *p) { *(volatile double *)p = 1.0; }
+static int child_signal(void (*touch)(void *), void *p) { return child_end(touch, p, NULL, 0); }
+static void host_read(void *p) { printf("read %g\n", *(volatile double *)p); }
+static void host_write(void *p) { *(volatile double *)p = 1.0; }
+
+// strict: add given a host operand b (p: a guard buffer of 4 floats)
+static void strict_add_host(void *p) {
+    float h[4] = {1, 2, 3, 4};
+    os_guard_set_strict(1);
+    os_ops_guard()->add(p, p, h, 4);
+}
+// strict: upload into host memory
+static void strict_upload_host(void *p) {
+    float h[4];
+    os_guard_set_strict(1);
+    os_ops_guard()->upload(h, p, sizeof h);
+}
+
+// gemm c = a @ b^T (2x3 @ (2x3)^T) on guard buffers, with bf16 products and b bound to a rounded copy in a guard
+// buffer of its own: the bound copy is read, so it must be opened; the result equals the CPU's product on the
+// rounded operand
+static void bound_product(void *arg) {
+    const os_ops *g = os_ops_guard();
+    int *ok = arg;
+    float ha[6] = {0.3f, -1.7f, 2.2f, 0.9f, 1.1f, -0.4f}, hb[6] = {1.01f, 0.5f, -2.3f, 0.77f, -0.6f, 1.9f}, hc[4], want[4];
+    float *a = g->alloc(sizeof ha, "a"), *b = g->alloc(sizeof hb, "b"), *c = g->alloc(sizeof hc, "c");
+    void *r = g->alloc(6 * g->gemm_bound_esz(), "bound copy of b");
+    g->upload(a, ha, sizeof ha), g->upload(b, hb, sizeof hb);
+    k_gemm_set_bf16(1);
+    g->to_bf16(r, b, 6), g->gemm_widen(r, 6), g->gemm_bind(b, 6, r);
+    g->gemm(0, 1, 2, 2, 3, 1.0f, a, 3, b, 3, 0.0f, c, 2);
+    g->gemm_unbind(b);
+    os_ops_cpu.gemm(0, 1, 2, 2, 3, 1.0f, ha, 3, hb, 3, 0.0f, want, 2);
+    g->download(hc, c, sizeof hc);
+    *ok = !memcmp(hc, want, sizeof hc);
+    printf("bound product %s\n", *ok ? "matches" : "differs");
+    fflush(stdout);
+    _exit(*ok ? 0 : 5);
+}
 
 int main(void) {
     const os_ops *g = os_ops_guard(), *c = &os_ops_cpu;
-    CHECK(g->gemm == c->gemm && g->sumsq != c->sumsq, "guard: the CPU kernels, its own reductions");
+    const char *path;
+    if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "FAIL bf16 setup\n"), 1;
+    CHECK(g->gemm != c->gemm && g->sumsq != c->sumsq && g->rope_table != c->rope_table, "guard: every member wrapped");
     double *d = g->alloc(3 * sizeof(double), "test scalars"), h[3] = {1, 1, 1};
     g->download(h, d, sizeof h);
     CHECK(h[0] == 0 && h[1] == 0 && h[2] == 0, "alloc zeroes: %g %g %g", h[0], h[1], h[2]);
@@ -59,6 +114,33 @@ int main(void) {
     int same = 1;
     for (int i = 0; i < 14; i++) same &= (&lg[0][0])[i] == (&lc[0][0])[i];
     CHECK(same, "the cross-entropy's gradients in place as the CPU backend's");
-    g->free(d), g->free(dc), g->free(NULL);
+
+    // compute members given guard memory (two arguments in one buffer, in place): the CPU's values, closed after
+    float *v = g->alloc(8 * sizeof(float), "test vector"), hv[8], cv[8];
+    g->upload(v, x, 7 * sizeof(float));
+    g->add(v, v, v, 4), g->axpy(v + 4, 0.5f, v, 3), g->scale(v, -2.0f, 7);
+    memcpy(cv, x, sizeof x);
+    c->add(cv, cv, cv, 4), c->axpy(cv + 4, 0.5f, cv, 3), c->scale(cv, -2.0f, 7);
+    g->download(hv, v, 7 * sizeof(float));
+    CHECK(!memcmp(hv, cv, 7 * sizeof(float)), "add/axpy/scale on a guard buffer as on the CPU");
+    CHECK(child_signal(host_read, v) == SEGV_END, "the buffer a member was given is closed again after the call");
+    int ok = 0;
+    CHECK(child_signal(bound_product, &ok) == 0, "a product reads the bf16 copy bound to its operand (opened)");
+
+    // strict: a compute member given host memory, or an upload into host memory, stops naming member and argument
+    char err[512];
+    CHECK(child_end(strict_add_host, v, err, sizeof err) == -1 && strstr(err, "add: argument b") &&
+              strstr(err, "is host memory"), "strict: add given a host b stops naming it: %s", err);
+    CHECK(child_end(strict_upload_host, v, err, sizeof err) == -1 && strstr(err, "upload: argument dst"),
+          "strict: upload into host memory stops naming it: %s", err);
+    os_guard_set_strict(1);   // guard memory and NULL (an optional argument) pass strict mode
+    float *w = g->alloc(4 * sizeof(float), "w"), *o = g->alloc(2 * sizeof(float), "o"), ho[2], co[2];
+    g->upload(w, x, 4 * sizeof(float));
+    g->linear_fwd(o, v, w, NULL, 1, 2, 2);
+    os_guard_set_strict(0);
+    c->linear_fwd(co, cv, x, NULL, 1, 2, 2);
+    g->download(ho, o, sizeof ho);
+    CHECK(!memcmp(ho, co, sizeof ho), "strict: linear_fwd on guard memory with no bias as on the CPU");
+    g->free(d), g->free(dc), g->free(v), g->free(w), g->free(o), g->free(NULL);
     return check_report("ops_guard");
 }
