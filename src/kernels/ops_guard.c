@@ -198,15 +198,18 @@ static void linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, 
                        int64_t N, int64_t I, int64_t O) {
     GUARDED(linear_bwd, PRODUCT, CPU.linear_bwd(dinp, dw, dbias, dout, inp, w, N, I, O), dinp, dw, dbias, dout, inp, w);
 }
-static void attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
-                          int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
-    GUARDED(attention_fwd, ALL, CPU.attention_fwd(out, att, q, k, v, keymask, causal, B, T, H, KH, D), out, att, q, k, v,
-            keymask);
+static void attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v,
+                          const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
+                          int64_t KH, int64_t D) {
+    GUARDED(attention_fwd, ALL, CPU.attention_fwd(out, stats, q, k, v, keymask, seg, causal, B, T, H, KH, D), out,
+            stats, q, k, v, keymask, seg);
 }
 static void attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                          const float *v, const float *att, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
-    GUARDED(attention_bwd, ALL, CPU.attention_bwd(dq, dk, dv, dout, q, k, v, att, B, T, H, KH, D), dq, dk, dv, dout, q,
-            k, v, att);
+                          const float *v, const float *out, const float *stats, const uint8_t *keymask,
+                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+    GUARDED(attention_bwd, ALL,
+            CPU.attention_bwd(dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D), dq, dk, dv,
+            dout, q, k, v, out, stats, keymask, seg);
 }
 static void attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                                  int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
@@ -269,7 +272,7 @@ static void adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, f
 
 static os_ops g_guard;
 static void fill(void) {
-    g_guard = os_ops_cpu;   // the members without pointers (gemm_unpin, gemm_bound_esz, gemm_rounds) as they are
+    g_guard = os_ops_cpu;   // the members without pointers (gemm_unpin, gemm_bound_esz, gemm_rounds, attention_stats_floats) as they are
     g_guard.name = "guard";
     g_guard.alloc = alloc, g_guard.free = release, g_guard.upload = upload, g_guard.download = download;
     g_guard.zero = zero, g_guard.copy = copy, g_guard.gemm = gemm, g_guard.gemm_pin = gemm_pin;
