@@ -13,8 +13,17 @@ void os_batch_alloc(os_batch *b, int64_t B, int64_t R, int64_t L) {
 }
 
 void os_batch_free(os_batch *b) {
-    os_free(b->ids), os_free(b->labels), os_free(b->keymask), os_free(b->speech);
+    os_free(b->ids), os_free(b->labels), os_free(b->keymask), os_free(b->speech), os_free(b->seg), os_free(b->pos);
     memset(b, 0, sizeof *b);
+}
+
+// seg/pos of row i (sample s, no left padding in a packed row): padding is segment -1
+static void collate_segments(os_batch *b, int64_t i, const os_sample *s) {
+    int32_t *seg = b->seg + i * b->L, *pos = b->pos + i * b->L;
+    for (int64_t p = 0; p < b->L; p++) {
+        seg[p] = p < s->L ? (s->seg ? s->seg[p] : 0) : -1;
+        pos[p] = p > 0 && seg[p] == seg[p - 1] ? pos[p - 1] + 1 : 0;
+    }
 }
 
 void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id) {
@@ -25,6 +34,12 @@ void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id) {
     }
     int64_t L = lead + tail;
     os_batch_alloc(b, n, R, L);
+    int packed = 0;
+    for (int64_t i = 0; i < n; i++) packed |= s[i].seg != NULL;
+    if (packed) {
+        b->seg = os_alloc(sizeof(int32_t) * (size_t)(n * L), "batch segments");
+        b->pos = os_alloc(sizeof(int32_t) * (size_t)(n * L), "batch positions");
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t shift = lead - s[i].lead;   // left padding of this sample
         for (int64_t r = 0; r < R; r++)
@@ -40,6 +55,7 @@ void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id) {
             b->keymask[i * L + p] = (uint8_t)in;
             b->speech[i * L + p] = (uint8_t)(in && s[i].speech ? s[i].speech[q] : 0);
         }
+        if (packed) collate_segments(b, i, &s[i]);
     }
 }
 

@@ -9,6 +9,7 @@ typedef struct {
     int64_t R, L;
     int32_t *ids, *labels;   // [R, L]
     uint8_t *speech;         // [L] or NULL: positions filled by the speech projector
+    int32_t *seg;            // [L] or NULL: a packed row's segment ids, one per member sample (dataset/pack.h)
     int64_t lead;            // positions before the answer (left-padded); 0 = right-pad everything
     int64_t wav_index;       // which speech input (-1 none); used by the speech front end
     int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
@@ -21,6 +22,9 @@ typedef struct {
     uint8_t *keymask;  // [B, L] 1 = real token, 0 = collation padding
     // speech input (may be NULL): positions whose audio-row embeddings are replaced by projector outputs
     uint8_t *speech;   // [B, L] 1 = speech position
+    // packed rows (samples with seg; NULL otherwise): seg [B, L] segment ids (padding -1: a segment of its own),
+    // pos [B, L] each position's index inside its segment (the RoPE positions: they restart at every sample)
+    int32_t *seg, *pos;
 } os_batch;
 
 // The sizes a batch's ids and labels must fit: G audio layers (0: a plain LLM), T text and A audio vocabulary, V the
@@ -31,7 +35,8 @@ typedef struct {
 
 void os_batch_alloc(os_batch *b, int64_t B, int64_t R, int64_t L);   // ids/labels filled with pad/-100 by caller
 void os_batch_free(os_batch *b);
-// collate samples s[0..n) into b (allocated here); pad_id fills padding
+// collate samples s[0..n) into b (allocated here); pad_id fills padding. Packed rows (a sample with seg) also fill
+// b's seg and pos
 void os_collate(os_batch *b, const os_sample *s, int64_t n, int32_t pad_id);
 // b's rows per sample (G+1, or 1), input ids in [0, V) and labels in their layer's range (or -100); -1 + message
 // naming the sample, row and position when not

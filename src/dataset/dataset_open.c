@@ -4,6 +4,7 @@
 #include "io/atomic.h"
 #include "dataset/dataset.h"
 #include "dataset/jsonrec.h"
+#include "dataset/pack.h"
 #include "dataset/sampler.h"
 #include "dataset/slam_dataset.h"
 #include "io/atomic.h"
@@ -150,6 +151,7 @@ int os_dataset_split(os_dataset *d, double ratio, uint64_t seed, os_dataset **tr
 }
 
 int64_t os_dataset_skipped_total(os_dataset *d, void (*allreduce_max)(int64_t *buf, int64_t n)) {
+    if (os_pack_inner(d)) return os_dataset_skipped_total(os_pack_inner(d), allreduce_max);   // counted on its samples
     const view_ds *v = d->get == view_get ? (const view_ds *)d : NULL;
     os_dataset *full = v ? v->full : d;
     int64_t total = 0, chunk[4096];

@@ -57,7 +57,8 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     }
     // SCRATCH
     os_layer_ctx *c = &a->ctx;
-    put(lo, OS_ACT_SCRATCH, &a->cos_t, s->npos * m->D / 2), put(lo, OS_ACT_SCRATCH, &a->sin_t, s->npos * m->D / 2);
+    int64_t npos = s->rowpos ? N : s->npos;
+    put(lo, OS_ACT_SCRATCH, &a->cos_t, npos * m->D / 2), put(lo, OS_ACT_SCRATCH, &a->sin_t, npos * m->D / 2);
     put(lo, OS_ACT_SCRATCH, &c->dact, tr * N * F), put(lo, OS_ACT_SCRATCH, &c->dgate, tr * N * F);
     put(lo, OS_ACT_SCRATCH, &c->dup, tr * N * F), put(lo, OS_ACT_SCRATCH, &c->dln, tr * N * C);
     put(lo, OS_ACT_SCRATCH, &c->dao, tr * N * HD), put(lo, OS_ACT_SCRATCH, &c->dq, tr * N * HD);
@@ -121,8 +122,16 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     a->shape = *s;
     a->nacts = s->train && !s->recompute ? m->nlayers : 1;
     a->live = -1;
+    if (s->rowpos) return;
     int32_t *pos = os_alloc(sizeof(int32_t) * (size_t)(s->npos > 0 ? s->npos : 1), "positions");
     for (int64_t i = 0; i < s->npos; i++) pos[i] = (int32_t)i;
     os_k->rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);
     os_free(pos);
+}
+
+void os_acts_positions(os_model_acts *a, const int32_t *pos) {
+    const os_model *m = a->m;
+    int64_t L = a->shape.L, half = L * m->D / 2;
+    for (int64_t b = 0; b < a->shape.B; b++)
+        os_k->rope_table(a->cos_t + b * half, a->sin_t + b * half, pos + b * L, L, m->D, (float)m->cfg.rope_theta);
 }

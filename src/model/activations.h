@@ -10,6 +10,9 @@
 typedef struct {
     int64_t B, L;     // micro-batch: samples, positions (N = B*L rows)
     int64_t npos;     // RoPE positions needed (L; with a KV cache its capacity)
+    int64_t rowpos;   // 1: RoPE tables per row, [B, L, D/2], from the input's positions (packed rows: os_acts_positions);
+                      // 0: one table [npos, D/2] for positions 0..npos-1, filled by os_acts_prepare (int64_t: the
+                      // struct has no padding, os_acts_prepare compares shapes with memcmp)
     int train;        // backward buffers (layer scratch, dx, the head's dhn and dA)
     int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
     int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the head's
@@ -39,7 +42,7 @@ typedef struct {
     int64_t live;             // recomputation (nacts 1): the layer whose activations acts[0] still holds from the
                               // forward (the last one), so the backward need not recompute it; -1: none
     os_layer_ctx ctx;         // the layer scratch and RoPE tables (per-call fields set by the forward)
-    float *cos_t, *sin_t;     // [npos, D/2]
+    float *cos_t, *sin_t;     // [npos, D/2], or [B, L, D/2] with shape.rowpos
     os_head_buf head;
     float *dx;                // [N, C]
 } os_model_acts;
@@ -47,5 +50,7 @@ typedef struct {
 void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out);
 void os_acts_init(os_model_acts *a, const os_model *m);
 void os_acts_free(os_model_acts *a);
-// lay the buffers out for shape s (growing the arena when needed; RoPE tables filled)
+// lay the buffers out for shape s (growing the arena when needed; RoPE tables filled unless s->rowpos)
 void os_acts_prepare(os_model_acts *a, const os_act_shape *s);
+// shape.rowpos: the RoPE tables of each row's positions pos [B, L]
+void os_acts_positions(os_model_acts *a, const int32_t *pos);

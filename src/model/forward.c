@@ -138,12 +138,14 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
                       os_loss_sums *s) {
     const os_model *m = a->m;
     int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0;
-    OS_ASSERT(!o->kv || (!in->keymask && !in->seg && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
+    OS_ASSERT(!o->kv || (!in->keymask && !in->seg && !in->pos && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
     os_act_shape sh = {.B = in->B, .L = in->L, .npos = o->kv ? o->kv->cap : in->L, .train = o->grads != NULL,
-                       .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0};
+                       .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0, .rowpos = in->pos != NULL};
     os_acts_prepare(a, &sh);
+    if (in->pos) os_acts_positions(a, in->pos);
     os_layer_ctx *c = &a->ctx;
     c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;
+    c->rope_ld = in->pos ? in->L * m->D / 2 : 0;
     c->keymask = in->keymask, c->seg = in->seg, c->kv = o->kv, c->lora_p = o->lora_dropout, c->lora_key = o->lora_key;
 
     embed_fwd(m, in, w, a->xs[0]);

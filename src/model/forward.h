@@ -19,6 +19,7 @@ typedef struct {
     const int32_t *labels;       // [B, R, L] raw labels or -100; NULL: no losses (inference)
     const uint8_t *keymask;      // [B, L] 1 = real position, 0 = padding; NULL: all real (required with a KV cache)
     const int32_t *seg;          // [B, L] segment ids of packed samples (attention stays inside one); NULL: one per row
+    const int32_t *pos;          // [B, L] RoPE positions (packed rows restart them per sample); NULL: 0..L-1 each row
     const uint8_t *speech;       // [B, L] 1 = speech position (filled by the projector); NULL: none
     const float *const *proj;    // [B] each sample's projector output [T_s, C] (NULL entry or NULL: no speech)
     float *const *dproj;         // [B] its gradient, filled by the embedding backward (NULL: not wanted)

@@ -39,11 +39,21 @@ static void cached_attention(const os_layer_ctx *c, int l, os_layer_act *a) {
     os_k->attention_cached_fwd(a->ao, a->q, kc, vc, c->B, c->L, c->p0, kv->cap, c->m->H, kv->KH, kv->D);
 }
 
+// RoPE on x [B, L, heads, D] in place (bwd: its transpose), positions from p0, the tables of c
+static void rope(const os_layer_ctx *c, float *x, int64_t heads, int bwd) {
+    int64_t D = c->m->D;
+    void (*f)(float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t) =
+        bwd ? os_k->rope_bwd : os_k->rope_fwd;
+    const float *cs = c->cos_t + c->p0 * D / 2, *sn = c->sin_t + c->p0 * D / 2;
+    if (!c->rope_ld) f(x, cs, sn, c->B, c->L, heads, D);
+    for (int64_t b = 0; c->rope_ld && b < c->B; b++)
+        f(x + b * c->L * heads * D, cs + b * c->rope_ld, sn + b * c->rope_ld, 1, c->L, heads, D);
+}
+
 void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const float *x, os_layer_act *a, float *y) {
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
-    const float *cs = c->cos_t + c->p0 * D / 2, *sn = c->sin_t + c->p0 * D / 2;
     os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, eps);
     os_k->linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
     os_k->linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
@@ -51,8 +61,8 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
     lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
     lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
-    os_k->rope_fwd(a->q, cs, sn, c->B, c->L, H, D);
-    os_k->rope_fwd(a->k, cs, sn, c->B, c->L, KH, D);
+    rope(c, a->q, H, 0);
+    rope(c, a->k, KH, 0);
     if (c->kv) cached_attention(c, l, a);
     else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
     os_k->linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
@@ -93,8 +103,8 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
                         c->L, H, KH, D);
-    os_k->rope_bwd(c->dq, c->cos_t, c->sin_t, c->B, c->L, H, D);
-    os_k->rope_bwd(c->dk, c->cos_t, c->sin_t, c->B, c->L, KH, D);
+    rope(c, c->dq, H, 1);
+    rope(c, c->dk, KH, 1);
     os_k->zero(c->dln, N * C);
     os_k->linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
     os_k->linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);

@@ -35,7 +35,8 @@ typedef struct {
     const os_model *m;
     int64_t B, L, N;
     int64_t p0;                   // position of row 0 (0 unless a KV cache holds earlier positions)
-    const float *cos_t, *sin_t;   // RoPE tables [>= p0 + L, D/2] for positions 0, 1, ...
+    const float *cos_t, *sin_t;   // RoPE tables [>= p0 + L, D/2] for positions 0, 1, ... (rope_ld 0), or one
+    int64_t rope_ld;              //   table [L, D/2] per row, rope_ld = L*D/2 floats apart (packed rows)
     const uint8_t *keymask;       // [B, L] (NULL: all real)
     const int32_t *seg;           // [B, L] segment ids: packed samples never attend to each other (NULL: one per row)
     os_kv_cache *kv;              // NULL: attention over the L rows only

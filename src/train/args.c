@@ -71,7 +71,11 @@ static const os_opt opts[] = {
     N(warmup_steps, I64, "[0,inf)", "linear warm-up steps (default 0)"),
     N(warmup_ratio, F64, "[0,1)", "warm-up as a fraction of all steps when warmup_steps is 0 (default 0)"),
     C(lr_scheduler_type, "linear|constant|constant_with_warmup|cosine", "learning-rate schedule (default linear)"),
-    N(max_length, I64, "[2,2147483647]", "longest sample in tokens (default 2048)"),
+    N(max_length, I64, "[2,2147483647]", "longest sample in tokens (default 2048); with --packing, longest packed row"),
+    B(packing, "pack the training samples into rows of up to --max_length tokens (attention and positions per "
+               "sample, losses per sample as unpacked; --per_device_train_batch_size counts rows); text, "
+               "text-to-speech and pretokenized samples only, spoken questions are refused (default false; "
+               "docs/dataset.md \"Packing\")"),
     C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
     N(logging_steps, I64, "[1,inf)", "log every N steps, and the last; loss and accuracies are the window's mean, as "
                                      "transformers' Trainer (default 1)"),

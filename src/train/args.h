@@ -30,6 +30,7 @@ typedef struct {
     int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
     int lora_rank, merge_lora;
     int resume_only_model;
+    int packing;   // --packing: training samples packed into rows of up to max_length (dataset/pack.h)
     // --deepspeed FILE.json (train/ds_config.h): the file, its FNV-1a 64, train_batch_size (0: auto), what it did
     const char *deepspeed_file, *ds_notes;
     uint64_t ds_hash;

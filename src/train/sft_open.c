@@ -4,6 +4,7 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "core/rng.h"
+#include "dataset/pack.h"
 #include "dataset/pretok.h"
 #include "io/dirlock.h"
 #include "train/rundir.h"
@@ -81,11 +82,11 @@ static void data_seed_was_seed(os_ckpt_run *was) {
 }
 
 #define TASK_SYSTEM "(the task's default)"
-// a checkpoint from before --system existed: trained with the task's default system prompt
-static void system_was_default(os_ckpt_run *was) {
+// a setting a checkpoint from before it existed does not record: the value it trained with
+static void was_default(os_ckpt_run *was, const char *key, const char *val) {
     for (int j = 0; j < was->n; j++)
-        if (!strcmp(was->key[j], "--system")) return;
-    if (was->n < OS_RUN_KEYS) run_set(was, "--system", TASK_SYSTEM);
+        if (!strcmp(was->key[j], key)) return;
+    if (was->n < OS_RUN_KEYS) run_set(was, key, "%s", val);
 }
 
 // --system as recorded: the text, or its FNV-1a 64 when longer than a record's value holds
@@ -106,6 +107,7 @@ static void run_args(const os_sft_args *a, os_ckpt_run *r) {
     run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
     run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
     run_set(r, "--model_type", "%s", a->model_type);
+    run_set(r, "--packing", "%s", a->packing ? "true" : "false");
     run_system(a, r);
 }
 
@@ -196,7 +198,8 @@ static void open_session(os_sft_state *r) {
         run_args(a, &r->run);
         if (a->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->code_layer);
         int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
-        if (rc == 0) data_seed_was_seed(&r->was), system_was_default(&r->was);
+        if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
+        if (rc == 0) was_default(&r->was, "--packing", "false");   // before --packing: unpacked
         if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
         os_stop_if_failed(rc);
     }
@@ -206,6 +209,26 @@ static void open_session(os_sft_state *r) {
     r->m = &r->s.model;
     r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
     os_stop_if_failed(trainer_open(r));
+}
+
+// --packing true: the training samples as packed rows (the evaluation data stays unpacked); every rank forms the
+// same rows from the same samples
+static void pack_training(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    int64_t n = r->ds->n, Bm = a->per_device_train_batch_size;
+    int rc = 0;
+    if (os_knobs()->log_samples)
+        rc = os_errf("--packing true with OMNISHARD_LOG_SAMPLES=1: the ids of a step would be packed rows, not "
+                     "samples; leave one of them out");
+    os_dataset *p = rc == 0 ? os_pack_open(r->ds, a->max_length) : NULL;
+    if (p && Bm > p->live)
+        rc = os_errf("--per_device_train_batch_size %lld: at most %lld packed rows with --packing true", (long long)Bm,
+                     (long long)p->live);
+    os_stop_if_failed(p && rc == 0 ? 0 : -1);
+    r->ds = p;
+    if (r->rank == 0)
+        os_info("omnishard sft: --packing true: %lld training samples in %lld rows of up to %lld positions", (long long)n,
+                (long long)p->n, (long long)a->max_length);
 }
 
 // the datasets read, agreed on and (--split_dataset_ratio) split; their loaders
@@ -220,6 +243,7 @@ static void open_data(os_sft_state *r) {
         for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
     }
     os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
+    if (a->packing) pack_training(r);
     r->nsamp = r->ds->n, r->K = a->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
     os_stop_if_failed(os_ds_config_check_batch(a, r->N, r->GB));
     os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data_seed);
@@ -252,9 +276,9 @@ static void count_steps(os_sft_state *r) {
     if (r->total < 1 && !a->resume_from_checkpoint) r->total = 1;
     r->warmup = a->warmup_steps > 0 ? a->warmup_steps : (int64_t)ceil(a->warmup_ratio * (double)r->total);
     if (r->rank == 0)
-        os_info("omnishard sft: %lld samples, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
+        os_info("omnishard sft: %lld %s, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
                 "%lld parameters (%lld trained)",
-                (long long)r->nsamp, r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
+                (long long)r->nsamp, a->packing ? "packed rows" : "samples", r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
                 (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);

@@ -78,7 +78,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     float **dproj = os_alloc(sizeof(float *) * (size_t)(b->B + 1), "projector output gradients");
     for (int64_t bi = 0; bi < b->B; bi++) proj[bi] = os_speech_proj(t->speech, bi), dproj[bi] = os_speech_dproj(t->speech, bi);
     os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .labels = b->labels, .keymask = b->keymask,
-                         .speech = b->speech, .proj = proj, .dproj = dproj};
+                         .seg = b->seg, .pos = b->pos, .speech = b->speech, .proj = proj, .dproj = dproj};
     os_weights w = os_runtime_weights(t->rt);
     grad_ctx gc = {.t = t};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
