@@ -18,7 +18,15 @@ typedef struct {
     // fine); bytes copied host -> backend (upload) and backend -> host (download). download returns when the bytes
     // are on the host: it waits for every call issued before it (the synchronisation point)
     void *(*alloc)(int64_t bytes, const char *what);
+    // the same, contents unspecified (the caller writes every byte before reading one: a gathered bucket, a
+    // reduce-scatter's slice), and zeroed bytes of which the caller writes only a small part (the CPU backend maps
+    // new pages that take no memory until written: os_alloc_lazy). free takes all three
+    void *(*alloc_uninit)(int64_t bytes, const char *what);
+    void *(*alloc_sparse)(int64_t bytes, const char *what);
     void (*free)(void *p);
+    // 1: the backend's memory is the host's (the CPU backend): MPI may read and write it in place (zero/comm.c);
+    // 0: it is reached only through this table (comm.c stages the collectives through host buffers)
+    int host_memory;
     void (*upload)(void *dst, const void *src, int64_t bytes);
     void (*download)(void *dst, const void *src, int64_t bytes);
     // buffers: n floats zeroed / copied (dst and src on the backend's memory)
@@ -92,6 +100,8 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int64_t N);
     void (*scale)(float *x, float a, int64_t N);
     void (*sumsq)(const float *x, int64_t N, double *out);   // *out = sum x^2 (a scalar on the backend's memory)
+    // *out = the index of the first NaN or infinity in x[N], -1 when none (a scalar on the backend's memory)
+    void (*first_nonfinite)(const float *x, int64_t N, int64_t *out);
     // optimizer
     void (*adamw)(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
                   float gscale, int64_t step);

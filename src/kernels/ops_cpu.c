@@ -5,12 +5,15 @@
 #include <string.h>
 
 static void *alloc(int64_t bytes, const char *what) { return os_alloc((size_t)bytes, what); }
+static void *alloc_uninit(int64_t bytes, const char *what) { return os_alloc_uninit((size_t)bytes, what); }
+static void *alloc_sparse(int64_t bytes, const char *what) { return os_alloc_lazy((size_t)bytes, what); }
 static void move(void *dst, const void *src, int64_t bytes) { memcpy(dst, src, (size_t)bytes); }   // up and down
 static void xent(float *logits, int64_t ld, const int32_t *labels, int64_t N, int64_t V, float dscale, double *sum,
                  int64_t *ncorrect) {
     *sum += k_xent_fwd_bwd(logits, ld, labels, N, V, dscale, ncorrect);
 }
 static void sumsq(const float *x, int64_t N, double *out) { *out = k_sumsq(x, N); }
+static void first_nonfinite(const float *x, int64_t N, int64_t *out) { *out = k_first_nonfinite(x, N); }
 
 static void zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 static void copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
@@ -18,7 +21,10 @@ static void copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, siz
 const os_ops os_ops_cpu = {
     .name = "cpu",
     .alloc = alloc,
+    .alloc_uninit = alloc_uninit,
+    .alloc_sparse = alloc_sparse,
     .free = os_free,
+    .host_memory = 1,
     .upload = move,
     .download = move,
     .zero = zero,
@@ -59,6 +65,7 @@ const os_ops os_ops_cpu = {
     .axpy = k_axpy,
     .scale = k_scale,
     .sumsq = sumsq,
+    .first_nonfinite = first_nonfinite,
     .adamw = k_adamw,
 };
 

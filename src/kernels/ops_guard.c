@@ -270,6 +270,10 @@ static void adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, f
     GUARDED(adamw, ALL, CPU.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, gscale, step), p, g, m, v);
 }
 
+static void first_nonfinite(const float *x, int64_t N, int64_t *out) {
+    GUARDED(first_nonfinite, ALL, CPU.first_nonfinite(x, N, out), x, out);
+}
+
 static os_ops g_guard;
 static void fill(void) {
     g_guard = os_ops_cpu;   // the members without pointers (gemm_unpin, gemm_bound_esz, gemm_rounds, attention_stats_floats) as they are
@@ -286,6 +290,8 @@ static void fill(void) {
     g_guard.swiglu_fwd = swiglu_fwd, g_guard.swiglu_bwd = swiglu_bwd, g_guard.gelu_fwd = gelu_fwd;
     g_guard.relu_fwd = relu_fwd, g_guard.conv1d_fwd = conv1d_fwd, g_guard.xent_fwd_bwd = xent_fwd_bwd;
     g_guard.add = add, g_guard.axpy = axpy, g_guard.scale = scale, g_guard.sumsq = sumsq, g_guard.adamw = adamw;
+    g_guard.first_nonfinite = first_nonfinite;
+    g_guard.alloc_uninit = alloc, g_guard.alloc_sparse = alloc, g_guard.host_memory = 0;   // MPI stages (zero/comm.c)
 }
 
 const os_ops *os_ops_guard(void) {

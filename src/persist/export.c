@@ -4,8 +4,9 @@
 #include "io/atomic.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "zero/comm.h"
+#include "zero/stage.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,13 +78,13 @@ static int write_adapter_config(const os_model *m, const char *path, const char 
     return os_write_file_atomic(path, buf, (size_t)n);
 }
 
-// dst[O, I] = W + (alpha / r) * B @ A for LoRA module t of layer l (its LoRA bucket gathered)
+// dst[O, I] = W + (alpha / r) * B @ A for LoRA module t of layer l (its LoRA bucket gathered; all on the backend)
 static void merge_into(const os_model *m, zr_runtime *rt, int64_t l, int t, const float *W, float *dst) {
     int64_t O, I, r = m->oc.lora.rank;
     os_lora_base(m, l, t, &O, &I);
-    memcpy(dst, W, sizeof(float) * (size_t)(O * I));
-    k_gemm(0, 0, O, I, r, m->oc.lora.alpha / (float)r, zr_param(rt, m->layer[l].lora_b[t]), r,
-           zr_param(rt, m->layer[l].lora_a[t]), I, 1.0f, dst, I);
+    os_k->copy(dst, W, O * I);
+    os_k->gemm(0, 0, O, I, r, m->oc.lora.alpha / (float)r, zr_param(rt, m->layer[l].lora_b[t]), r,
+               zr_param(rt, m->layer[l].lora_a[t]), I, 1.0f, dst, I);
 }
 
 // the layer whose bucket b is, or -1
@@ -93,27 +94,30 @@ static int64_t layer_of(const os_model *m, int b) {
     return -1;
 }
 
-// rank 0's writes of bucket b (gathered as `full`): every parameter into its file, LoRA targets merged
+// rank 0's writes of bucket b (gathered as `full`, on the backend): every parameter into its file (from the
+// backend a piece at a time), LoRA targets merged
 static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *full, os_st_writer **w, int merge) {
     const os_registry *r = &m->reg;
     int64_t l = merge && m->b_lora ? layer_of(m, b) : -1;
-    for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+    zr_stage st = {0};
+    int rc = 0;
+    for (int i = r->b[b].first; rc == 0 && i < r->b[b].first + r->b[b].count; i++) {
         const float *src = full + rt->reg->p[i].offset;   // where the runtime placed it
         float *tmp = NULL;
         for (int t = 0; l >= 0 && t < OS_LORA_N; t++) {
             int64_t O, I;
             if (m->layer[l].lora_a[t] >= 0 && os_lora_base(m, l, t, &O, &I) == i) {
-                tmp = os_alloc(sizeof(float) * (size_t)r->p[i].numel, "merged LoRA weight");
+                tmp = os_k->alloc_uninit((int64_t)sizeof(float) * r->p[i].numel, "merged LoRA weight");
                 merge_into(m, rt, l, t, src, tmp);
                 src = tmp;
             }
         }
         os_st_writer *wr = w[file_of(r->p[i].name)];
-        int rc = wr ? os_st_writer_put(wr, src, r->p[i].numel) : 0;
-        os_free(tmp);
-        if (rc < 0) return -1;
+        rc = wr ? zr_stage_put(&st, wr, src, r->p[i].numel) : 0;
+        os_k->free(tmp);
     }
-    return 0;
+    zr_stage_free(&st);
+    return rc < 0 ? -1 : 0;
 }
 
 int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, int merge_lora) {

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "kernels/ops.h"
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -11,6 +12,19 @@
 
 static int g_rank = 0, g_size = 1, g_inited = 0;
 #define CHUNK ((int64_t)1 << 30)
+
+// The f32 collectives (comm_allreduce_sum_f32, comm_allgather_f32, comm_iallgather_f32, the reduce-scatters) take
+// the backend's memory (kernels/ops.h: buckets, gradients, gathered rows); MPI reads and writes host memory only.
+// How their bytes travel, chosen per collective here and nowhere else:
+// - in place, when the backend's memory is the host's (the CPU backend; and with one rank, where nothing travels);
+// - host staging otherwise (the guard backend; several ranks sharing one GPU): what the rank sends is downloaded
+//   into a host buffer, MPI (and the ring's adds) run on it as in place, and what it received is uploaded when the
+//   collective completes. The same additions in the same order: the same bits as in place.
+// A device transport (NCCL between GPUs, issue 25 item 4) is a third way, to be chosen in staged() before staging.
+static int staged(void) { return g_size > 1 && !os_k->host_memory; }
+static float *host_floats(int64_t n) { return os_alloc_uninit(sizeof(float) * (size_t)n, "host staging buffer"); }
+static void down(float *h, const float *d, int64_t n) { os_k->download(h, d, (int64_t)sizeof(float) * n); }
+static void up(float *d, const float *h, int64_t n) { os_k->upload(d, h, (int64_t)sizeof(float) * n); }
 
 static void abort_hook(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
 
@@ -86,8 +100,7 @@ static void allgather_f32(float *full, int64_t shard_n, int64_t seq);
 // the reduce-scatter, then an all-gather: scratch of n/size floats, where Open MPI's non-blocking all-reduce takes
 // a whole temporary copy and, in place, reduces through a binomial tree; every element is summed in one fixed order.
 #define RING_MIN 16384
-void comm_allreduce_sum_f32(float *b, int64_t n) {
-    if (g_size == 1) return;
+static void allreduce_sum_f32(float *b, int64_t n) {
     if (n % g_size || n < (int64_t)RING_MIN * g_size) {
         allreduce(b, n, MPI_FLOAT, 4, MPI_SUM, WD_ALLREDUCE);
         return;
@@ -97,6 +110,15 @@ void comm_allreduce_sum_f32(float *b, int64_t n) {
     ring_run(b, scratch, s, seq);
     os_free(scratch);
     allgather_f32(b, s, seq);
+}
+void comm_allreduce_sum_f32(float *b, int64_t n) {
+    if (g_size == 1) return;
+    if (!staged()) return allreduce_sum_f32(b, n);
+    float *h = host_floats(n);
+    down(h, b, n);
+    allreduce_sum_f32(h, n);
+    up(b, h, n);
+    os_free(h);
 }
 void comm_allreduce_sum_f64(double *b, int64_t n) { allreduce(b, n, MPI_DOUBLE, 8, MPI_SUM, WD_ALLREDUCE); }
 void comm_allreduce_max_i64(int64_t *b, int64_t n) { allreduce(b, n, MPI_INT64_T, 8, MPI_MAX, WD_ALLREDUCE); }
@@ -128,7 +150,14 @@ static void allgather_f32(float *full, int64_t shard_n, int64_t seq) {
     free_type(t);
 }
 void comm_allgather_f32(float *full, int64_t shard_n) {
-    if (g_size > 1) allgather_f32(full, shard_n, wd_begin(WD_ALLGATHER, shard_n * 4));
+    if (g_size == 1) return;
+    int64_t seq = wd_begin(WD_ALLGATHER, shard_n * 4), n = shard_n * g_size, own = shard_n * g_rank;
+    if (!staged()) return allgather_f32(full, shard_n, seq);
+    float *h = host_floats(n);
+    down(h + own, full + own, shard_n);
+    allgather_f32(h, shard_n, seq);
+    up(full, h, n);
+    os_free(h);
 }
 
 // A ring over point-to-point messages: at step k (0 .. size-2) rank r sends its partial sum of slice (r-k-1) mod size
@@ -183,7 +212,7 @@ static void ring_advance(ring *q) {
 }
 
 static void ring_finish(ring *q) {   // a reduce-scatter's sum is in its shard already, except with one rank
-    if (q->shard && g_size == 1 && q->shard != q->full) memcpy(q->shard, q->full, (size_t)q->shard_n * 4);
+    if (q->shard && g_size == 1 && q->shard != q->full) os_k->copy(q->shard, q->full, q->shard_n);
     os_free(q->r);
     q->r = NULL;
 }
@@ -246,27 +275,53 @@ struct comm_req {
     MPI_Request r;
     MPI_Datatype t;
     int64_t seq;
+    // staged (staged()): the host buffers MPI works on (h, and h2 freed with it) and where h's n floats are
+    // uploaded when the collective completes
+    float *h, *h2, *dev;
+    int64_t n;
 };
 
-comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
+static comm_req *request(void) {
     comm_req *q = os_alloc(sizeof *q, "comm request");
     memset(q, 0, sizeof *q);
     q->r = MPI_REQUEST_NULL;
     q->t = MPI_FLOAT;
+    return q;
+}
+
+// a staged collective has completed: what it received goes to the backend
+static void unstage(comm_req *q) {
+    if (!q->h) return;
+    up(q->dev, q->h, q->n);
+    os_free(q->h), os_free(q->h2);
+    q->h = q->h2 = NULL;
+}
+
+comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
+    comm_req *q = request();
     if (g_size > 1) {
         int c;
         q->t = big_type(shard_n, &c);
         q->seq = wd_begin(WD_ALLGATHER, shard_n * 4);
+        if (staged()) {
+            q->dev = full, q->n = shard_n * g_size, q->h = host_floats(q->n);
+            down(q->h + shard_n * g_rank, full + shard_n * g_rank, shard_n);
+            full = q->h;
+        }
         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, c, q->t, MPI_COMM_WORLD, &q->r);
     }
     return q;
 }
 
 comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_n) {
-    comm_req *q = os_alloc(sizeof *q, "comm request");
-    memset(q, 0, sizeof *q);
-    q->ring = 1, q->t = MPI_FLOAT;
+    comm_req *q = request();
+    q->ring = 1;
     q->seq = g_size > 1 ? wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size) : -1;
+    if (staged()) {   // the whole bucket down, the ring on the host, its slice of the sum up
+        q->dev = shard, q->n = shard_n, q->h = host_floats(shard_n), q->h2 = host_floats(shard_n * g_size);
+        down(q->h2, full, shard_n * g_size);
+        full = q->h2, shard = q->h;
+    }
     // every step receives into shard, and the last one writes the sum there (ring_advance)
     ring_start(&q->q, full, shard, shard, shard_n, q->seq);
     return q;
@@ -277,6 +332,7 @@ int comm_test(comm_req *q) {
     int flag = 0;
     if (!q->ring) {
         MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
+        if (flag) unstage(q);
         return q->done = flag;
     }
     while (q->q.k < g_size - 1) {   // advance the ring as far as its messages have arrived
@@ -285,6 +341,7 @@ int comm_test(comm_req *q) {
         ring_advance(&q->q);
     }
     ring_finish(&q->q);
+    unstage(q);
     return q->done = 1;
 }
 
@@ -294,6 +351,7 @@ void comm_wait(comm_req *q) {
     else if (!q->done && q->r != MPI_REQUEST_NULL) {
         wd_wait(&q->r, 1, q->seq);
     }
+    unstage(q);
     free_type(q->t);
     os_free(q);
 }

@@ -1,8 +1,7 @@
 #include "zero/gather_bf16.h"
-#include "core/alloc.h"
 #include "kernels/ops.h"
 #include "zero/comm.h"
-#include <string.h>
+#include <stddef.h>
 
 // The fp32-tensor elements (zr_tensor.gemm 0) of rank q's slice of bucket b (slices of S), in registry order:
 // packed from slice (the slice's values) into buf, or (slice NULL, full not) unpacked from buf into full; returns
@@ -13,8 +12,8 @@ static int64_t extras(const zr_registry *r, int b, int64_t S, int q, const float
         const zr_tensor *p = &r->p[i];
         int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (p->gemm || s >= e) continue;
-        if (slice) memcpy(buf + n, slice + (s - lo), sizeof(float) * (size_t)(e - s));
-        else if (full) memcpy(full + s, buf + n, sizeof(float) * (size_t)(e - s));
+        if (slice) os_k->copy(buf + n, slice + (s - lo), e - s);
+        else if (full) os_k->copy(full + s, buf + n, e - s);
         n += e - s;
     }
     return n;
@@ -38,7 +37,7 @@ void zr_bf16_params_changed(zr_bucket_state *k, int replicated) {
 void zr_bf16_keep_rounded(zr_bucket_state *k) {
     if (!k->stale) return;
     int64_t n = k->padded;
-    if (!k->rw) k->rw = os_alloc((size_t)(os_k->gemm_bound_esz() * n), "bf16-rounded parameters");
+    if (!k->rw) k->rw = os_k->alloc(os_k->gemm_bound_esz() * n, "bf16-rounded parameters");
     os_k->to_bf16(k->rw, k->full, n);
     os_k->gemm_widen(k->rw, n);
     os_k->gemm_bind(k->full, n, k->rw);
@@ -47,16 +46,16 @@ void zr_bf16_keep_rounded(zr_bucket_state *k) {
 
 // every slice rounded (bf16 pairs moved as floats, never computed on) into rw, and the fp32 tensors' elements of
 // every slice (nx per rank, zero-padded) exactly; full receives only those (its pages under the matrices are never
-// touched: os_alloc_lazy, they take no memory)
+// touched: os_k->alloc_sparse: on the CPU they take no memory)
 int64_t zr_bf16_gather_start(zr_bucket_state *k, const zr_registry *r, int b, int rank, int nranks,
                              int64_t *received) {
     int64_t S = k->slice, n = k->padded, x = k->nx, esz = os_k->gemm_bound_esz();
-    k->full = os_alloc_lazy(sizeof(float) * (size_t)n, "gathered bucket (its fp32 tensors)");
-    k->rw = os_alloc((size_t)(esz * n), "gathered bucket in bf16");
+    k->full = os_k->alloc_sparse((int64_t)sizeof(float) * n, "gathered bucket (its fp32 tensors)");
+    k->rw = os_k->alloc(esz * n, "gathered bucket in bf16");
     os_k->to_bf16((uint16_t *)k->rw + rank * S, k->pshard, S);
     k->prefetch = comm_iallgather_f32(k->rw, S / 2);   // S is a multiple of 16
     if (x) {
-        k->xbuf = os_alloc(sizeof(float) * (size_t)(nranks * x), "gathered fp32 tensors");
+        k->xbuf = os_k->alloc((int64_t)sizeof(float) * nranks * x, "gathered fp32 tensors");
         extras(r, b, S, rank, k->pshard, k->xbuf + rank * x, NULL);
         k->xreq = comm_iallgather_f32(k->xbuf, x);
     }
@@ -73,7 +72,7 @@ int64_t zr_bf16_gather_finish(zr_bucket_state *k, const zr_registry *r, int b, i
         comm_wait(k->xreq);
         k->xreq = NULL;
         for (int q = 0; q < nranks; q++) extras(r, b, k->slice, q, NULL, k->xbuf + q * x, k->full);
-        os_free(k->xbuf);
+        os_k->free(k->xbuf);
         k->xbuf = NULL;
         freed = 4 * nranks * x;
     }
@@ -85,7 +84,7 @@ int64_t zr_bf16_gather_finish(zr_bucket_state *k, const zr_registry *r, int b, i
 int64_t zr_bf16_drop(zr_bucket_state *k) {
     if (!k->rw) return 0;
     os_k->gemm_unbind(k->full);
-    os_free(k->rw);
+    os_k->free(k->rw);
     k->rw = NULL;
     return os_k->gemm_bound_esz() * k->padded;
 }

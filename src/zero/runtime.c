@@ -1,5 +1,4 @@
 #include "zero/runtime.h"
-#include "kernels/kernels.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/ids.h"
@@ -7,6 +6,7 @@
 #include "kernels/ops.h"
 #include "zero/comm.h"
 #include "zero/gather_bf16.h"
+#include "zero/stage.h"
 #include <math.h>
 #include <string.h>
 
@@ -22,7 +22,9 @@ static zr_span part(const zr_runtime *rt, int b, zr_what what) {
     return zr_part_of(&rt->reg->b[b], rt->bk[b].padded, rt->pol, rt->rank, rt->nranks, what);
 }
 
-static float *floats(int64_t n, const char *what) { return os_alloc(sizeof(float) * (size_t)n, what); }
+// the buffers of buckets live on the backend's memory (kernels/ops.h): reached through os_k only
+static float *floats(int64_t n, const char *what) { return os_k->alloc((int64_t)sizeof(float) * n, what); }
+static float *floats_uninit(int64_t n, const char *what) { return os_k->alloc_uninit((int64_t)sizeof(float) * n, what); }
 
 void zr_init(zr_runtime *rt, zr_registry *reg_in, int stage, int rank, int nranks) {
     memset(rt, 0, sizeof *rt);
@@ -65,8 +67,7 @@ zr_span zr_local(const zr_runtime *rt, int b, zr_what what) {
 // zeros for the optimizer side (zero 1), unspecified for the first reduce-scatter, which writes all of it (zero 0)
 static float *grad_slice(zr_runtime *rt, int b, int zero) {
     zr_bucket_state *k = &rt->bk[b];
-    size_t bytes = sizeof(float) * (size_t)k->slice;
-    if (!k->gshard) k->gshard = zero ? os_alloc(bytes, "gradient slice") : os_alloc_uninit(bytes, "gradient slice");
+    if (!k->gshard) k->gshard = zero ? floats(k->slice, "gradient slice") : floats_uninit(k->slice, "gradient slice");
     return k->gshard;
 }
 
@@ -80,8 +81,8 @@ static void reduce_end(zr_runtime *rt, int poll) {
         comm_wait(rt->red_req);
         int64_t s = rt->bk[rt->red_b].slice;
         float *g = rt->bk[rt->red_b].gshard, *tmp = rt->red_tmp;
-        for (int64_t i = 0; tmp && i < s; i++) g[i] += tmp[i];
-        os_free(tmp), os_free(rt->red_full);
+        if (tmp) os_k->add(g, g, tmp, s);
+        os_k->free(tmp), os_k->free(rt->red_full);
         rt->red_b = -1, rt->red_req = NULL, rt->red_full = rt->red_tmp = NULL;
     }
     rt->times.reduce += os_now() - t0;
@@ -112,8 +113,8 @@ void zr_free(zr_runtime *rt) {
         if (k->prefetch) comm_wait(k->prefetch);
         if (k->xreq) comm_wait(k->xreq);
         if (k->rw) os_k->gemm_unbind(k->full);
-        os_free(k->full), os_free(k->pshard), os_free(k->gfull), os_free(k->gshard);
-        os_free(k->m), os_free(k->v), os_free(k->rw), os_free(k->xbuf);
+        os_k->free(k->full), os_k->free(k->pshard), os_k->free(k->gfull), os_k->free(k->gshard);
+        os_k->free(k->m), os_k->free(k->v), os_k->free(k->rw), os_k->free(k->xbuf);
     }
     if (rt->reg) zr_reg_free(rt->reg);
     os_free(rt->reg), os_free(rt->bk);
@@ -124,16 +125,22 @@ int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx) {
     const zr_registry *r = rt->reg;
     zr_span mine = zr_local(rt, b, ZR_PARAMETERS);
     int64_t lo = mine.off, hi = mine.off + mine.n, numel = r->b[b].numel;
-    if (hi > numel) memset(zr_at(mine, numel > lo ? numel : lo), 0, sizeof(float) * (size_t)(hi - (numel > lo ? numel : lo)));
-    for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++) {
+    if (hi > numel) os_k->zero(zr_at(mine, numel > lo ? numel : lo), hi - (numel > lo ? numel : lo));
+    zr_stage st = {0};
+    int rc = 0;
+    for (int i = r->b[b].first; rc == 0 && i < r->b[b].first + r->b[b].count; i++) {
         const zr_tensor *p = &r->p[i];
         int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        if (s >= e) continue;
-        int rc = fill(ctx, i, s - p->offset, e - s, zr_at(mine, s));
-        if (rc) return rc;
+        for (int64_t n; rc == 0 && s < e; s += n) {   // written on the host, a piece at a time
+            n = zr_stage_piece(e - s);
+            float *dst = zr_at(mine, s), *h = zr_stage_write(&st, dst, n);
+            rc = fill(ctx, i, s - p->offset, n, h);
+            if (rc == 0) zr_stage_written(&st, dst, h, n);
+        }
     }
+    zr_stage_free(&st);
     zr_params_changed(rt, b);
-    return 0;
+    return rc;
 }
 
 void zr_params_changed(zr_runtime *rt, int b) { zr_bf16_params_changed(&rt->bk[b], !params_sharded(rt)); }
@@ -164,7 +171,7 @@ static void finish_bf16(zr_runtime *rt, int b) {
 // full[padded] about to receive bucket b's exact fp32 all-gather: this rank's slice copied in, the bytes counted
 static void own_slice_in(zr_runtime *rt, int b, float *full) {
     zr_bucket_state *k = &rt->bk[b];
-    memcpy(full + rt->rank * k->slice, k->pshard, sizeof(float) * (size_t)k->slice);
+    os_k->copy(full + rt->rank * k->slice, k->pshard, k->slice);
     add_live(rt, 4 * k->padded);
     rt->gather_bytes += (rt->nranks - 1) * 4 * k->slice;
     k->exact = 1;
@@ -172,7 +179,7 @@ static void own_slice_in(zr_runtime *rt, int b, float *full) {
 
 // the gathered buffer: this rank's slice copied in, the all-gather writes the others' (every element is written)
 static float *start_gather(zr_runtime *rt, int b) {
-    float *full = os_alloc_uninit(sizeof(float) * (size_t)rt->bk[b].padded, "gathered bucket");
+    float *full = floats_uninit(rt->bk[b].padded, "gathered bucket");
     own_slice_in(rt, b, full);
     return full;
 }
@@ -234,7 +241,7 @@ void zr_release(zr_runtime *rt, int b) {
     if (k->scope == 0) {   // the last close drops the gathered bucket
         rt->live_gathered -= zr_bf16_drop(k);
         if (k->exact) rt->live_gathered -= 4 * k->padded;
-        os_free(k->full);
+        os_k->free(k->full);
         k->full = NULL;
         k->exact = 0;
     }
@@ -259,8 +266,8 @@ float *zr_grad_open(zr_runtime *rt, int b) {
 static void mask_grad(zr_runtime *rt, int b) {
     const zr_bucket *t = &rt->reg->b[b];
     zr_bucket_state *k = &rt->bk[b];
-    if (t->train_lo > 0) memset(k->gfull, 0, sizeof(float) * (size_t)t->train_lo);
-    if (t->train_hi < k->padded) memset(k->gfull + t->train_hi, 0, sizeof(float) * (size_t)(k->padded - t->train_hi));
+    if (t->train_lo > 0) os_k->zero(k->gfull, t->train_lo);
+    if (t->train_hi < k->padded) os_k->zero(k->gfull + t->train_hi, k->padded - t->train_hi);
 }
 
 void zr_grad_close(zr_runtime *rt, int b) {
@@ -274,7 +281,7 @@ void zr_grad_close(zr_runtime *rt, int b) {
     double t0 = os_now();
     // the step's first reduction of b goes straight into its new slice (0 + x == x); later micro-batches' into a
     // slice of their own, added when it completes
-    float *dst = k->gshard ? (rt->red_tmp = os_alloc_uninit(sizeof(float) * (size_t)k->slice, "reduce-scatter slice"))
+    float *dst = k->gshard ? (rt->red_tmp = floats_uninit(k->slice, "reduce-scatter slice"))
                            : grad_slice(rt, b, 0);
     rt->red_b = b, rt->red_full = k->gfull;
     rt->red_req = comm_ireduce_scatter_sum_f32(k->gfull, dst, k->slice);
@@ -297,7 +304,7 @@ void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float 
     const zr_bucket_state *k = &rt->bk[p->bucket];
     int64_t C = p->shape[1];
     if (!params_sharded(rt)) {
-        for (int64_t i = 0; i < n; i++) memcpy(out + i * C, k->full + p->offset + ids[i] * C, sizeof(float) * (size_t)C);
+        for (int64_t i = 0; i < n; i++) os_k->copy(out + i * C, k->full + p->offset + ids[i] * C, C);
         return;
     }
     double t0 = os_now();
@@ -311,16 +318,15 @@ void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float 
     for (int r = 0; r < N; r++)   // the union of the ranks' lists
         for (int64_t i = 0; i < cnt[r]; i++) all[U++] = all[r * most + i];
     U = os_ids_unique(all, U);
-    float *buf = os_alloc(sizeof(float) * (size_t)(U * C), "gathered rows");
+    float *buf = floats(U * C, "gathered rows");
     int64_t lo = rt->rank * k->slice, hi = lo + k->slice;
     for (int64_t j = 0; j < U; j++) {   // this rank's elements of each row: the part inside its slice
         int64_t e0 = p->offset + all[j] * C, s = e0 > lo ? e0 : lo, e = e0 + C < hi ? e0 + C : hi;
-        if (s < e) memcpy(buf + j * C + (s - e0), k->pshard + (s - lo), sizeof(float) * (size_t)(e - s));
+        if (s < e) os_k->copy(buf + j * C + (s - e0), k->pshard + (s - lo), e - s);
     }
     comm_allreduce_sum_f32(buf, U * C);
-    for (int64_t i = 0; i < n; i++)
-        memcpy(out + i * C, buf + os_ids_find(all, U, ids[i]) * C, sizeof(float) * (size_t)C);
-    os_free(cnt), os_free(mine), os_free(all), os_free(buf);
+    for (int64_t i = 0; i < n; i++) os_k->copy(out + i * C, buf + os_ids_find(all, U, ids[i]) * C, C);
+    os_free(cnt), os_free(mine), os_free(all), os_k->free(buf);
     rt->times.gather += os_now() - t0;
 }
 
@@ -386,18 +392,18 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
             int64_t s = q->offset > lo ? q->offset : lo;
             int64_t e = q->offset + q->numel < hi ? q->offset + q->numel : hi;
             if (s >= e) continue;
-            if (s > done) memset(zr_at(g, done), 0, sizeof(float) * (size_t)(s - done));
+            if (s > done) os_k->zero(zr_at(g, done), s - done);
             os_k->adamw(zr_at(p, s), zr_at(g, s), zr_at(m, s), zr_at(v, s), e - s, lr, b1, b2, eps,
                      q->ndim >= 2 ? wd : 0.0f, gscale, step);
             done = e > done ? e : done;
         }
         if (grads_scattered(rt)) {   // the slice lives until the next step's first reduction of b
-            os_free(k->gshard);
+            os_k->free(k->gshard);
             k->gshard = NULL;
         } else {   // the kept full gradient zeroed for the next step: what AdamW did not read (untrained ranges,
                    // padding) and, updated by slice, the other ranks' slices
-            memset(k->gfull, 0, sizeof(float) * (size_t)g.off);
-            memset(k->gfull + done, 0, sizeof(float) * (size_t)(k->padded - done));
+            os_k->zero(k->gfull, g.off);
+            os_k->zero(k->gfull + done, k->padded - done);
         }
         if (rt->pol.gather_after_update) {   // the whole parameters again on every rank
             double t1 = os_now();
@@ -413,15 +419,23 @@ void zr_adamw_step(zr_runtime *rt, float lr, float b1, float b2, float eps, floa
 
 int zr_first_nonfinite(zr_runtime *rt, int grads) {
     const zr_registry *r = rt->reg;
-    int64_t first = r->np;
-    for (int b = 0; b < rt->nb && first == r->np; b++) {
+    int64_t first = r->np, *dj = os_k->alloc((int64_t)sizeof(int64_t) * rt->nb, "non-finite checks");
+    int64_t *j = os_alloc(sizeof(int64_t) * (size_t)rt->nb, "non-finite checks (host)");
+    int64_t *off = os_alloc(sizeof(int64_t) * (size_t)rt->nb, "non-finite checks (host)");
+    for (int b = 0; b < rt->nb; b++) {   // each bucket's first non-finite element on the backend, then one read
         if (!r->b[b].trainable) continue;
         zr_span g = local_grads(rt, b);
-        int64_t j = k_first_nonfinite(grads ? g.p : zr_at(zr_local(rt, b, ZR_PARAMETERS), g.off), g.n);
-        if (j < 0) continue;
-        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
-            if (g.off + j >= r->p[i].offset && g.off + j < r->p[i].offset + r->p[i].numel) first = i;
+        off[b] = g.off;
+        os_k->first_nonfinite(grads ? g.p : zr_at(zr_local(rt, b, ZR_PARAMETERS), g.off), g.n, &dj[b]);
     }
+    os_k->download(j, dj, (int64_t)sizeof(int64_t) * rt->nb);
+    os_k->free(dj);
+    for (int b = 0; b < rt->nb && first == r->np; b++) {
+        if (!r->b[b].trainable || j[b] < 0) continue;
+        for (int i = r->b[b].first; i < r->b[b].first + r->b[b].count; i++)
+            if (off[b] + j[b] >= r->p[i].offset && off[b] + j[b] < r->p[i].offset + r->p[i].numel) first = i;
+    }
+    os_free(j), os_free(off);
     comm_allreduce_min_i64(&first, 1);
     return first < r->np ? (int)first : -1;
 }
@@ -439,7 +453,7 @@ int64_t zr_model_state_bytes(const zr_runtime *rt) {
 
 void zr_read_bucket(zr_runtime *rt, int b, float *out) {
     const float *full = zr_gather(rt, b);
-    memcpy(out, full, sizeof(float) * (size_t)rt->reg->b[b].numel);
+    os_k->download(out, full, (int64_t)sizeof(float) * rt->reg->b[b].numel);
     zr_release(rt, b);
 }
 
@@ -447,12 +461,12 @@ void zr_read_grads(zr_runtime *rt, int b, float *out) {
     const zr_bucket_state *k = &rt->bk[b];
     zr_span g = local_grads(rt, b);
     if (!grads_scattered(rt)) {   // the full reduced gradient is on every rank
-        memcpy(out, k->gfull, sizeof(float) * (size_t)rt->reg->b[b].numel);
+        os_k->download(out, k->gfull, (int64_t)sizeof(float) * rt->reg->b[b].numel);
         return;
     }
-    float *all = os_alloc_uninit(sizeof(float) * (size_t)k->padded, "gradient bucket");   // slice + all-gather: whole
-    memcpy(all + g.off, g.p, sizeof(float) * (size_t)g.n);
+    float *all = floats_uninit(k->padded, "gradient bucket");   // slice + all-gather: whole
+    os_k->copy(all + g.off, g.p, g.n);
     comm_allgather_f32(all, g.n);
-    memcpy(out, all, sizeof(float) * (size_t)rt->reg->b[b].numel);
-    os_free(all);
+    os_k->download(out, all, (int64_t)sizeof(float) * rt->reg->b[b].numel);
+    os_k->free(all);
 }
