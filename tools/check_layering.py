@@ -57,6 +57,7 @@ EXCEPTIONS = {}
 # Private headers that belong to another module (one module split over several files), "folder/stem" -> module.
 PARTS = {
     "tokenizer/tok_internal": "tokenizer/tokenizer",   # the tokenizer's internals, shared by tokenizer.c and tok_*.c
+    "infer/gen_seq": "infer/infer",   # generation's per-sequence steps (infer.c), shared with infer_batch.c
 }
 # the files of the tokenizer module (tokenizer.c + tok_*.c share tok_internal.h and call each other freely)
 PARTS.update({"tokenizer/" + p: "tokenizer/tokenizer" for p in ("tok_bpe", "tok_encode", "tok_load", "tok_maps",

@@ -37,6 +37,21 @@ const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L) {
     return f->z;
 }
 
+void os_gen_fwd_step(os_gen_fwd *const *f, int64_t n, const int32_t *tok, float *z) {
+    os_kv_cache *kvs[OS_GEN_MAX_BATCH];
+    OS_ASSERT(n >= 1 && n <= OS_GEN_MAX_BATCH);
+    for (int64_t b = 0; b < n; b++) {
+        OS_ASSERT(f[b]->cached && f[b]->kv.len >= f[b]->P && f[b]->kv.len < f[b]->cap);
+        kvs[b] = &f[b]->kv, f[b]->positions++;
+    }
+    os_session *s = f[0]->s;
+    os_weights w = os_runtime_weights(&s->rt);
+    os_model_input in = {.B = n, .R = f[0]->R, .L = 1, .ids = tok};
+    os_model_opts o = {.recompute = 1, .kvs = kvs, .logits = z, .logits_last = 1};
+    os_loss_sums ls;
+    os_model_forward(&s->acts, &in, &w, &o, &ls);
+}
+
 void os_gen_fwd_free(os_gen_fwd *f) {
     if (f->cached) os_kv_cache_free(&f->kv);
     os_free(f->ids), os_free(f->mask), os_free(f->z);

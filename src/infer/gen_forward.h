@@ -26,4 +26,9 @@ void os_gen_fwd_init(os_gen_fwd *f, os_session *s, int64_t R, int64_t P, const u
 // seq [R rows of stride f->cap] holds positions [0, L) (L <= cap; with the cache, L is 1 more than at the previous
 // call, or the prompt at the first): returns the lm_head logits [V] of position L-1.
 const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L);
+// Batched decoding (infer/infer_batch.c): n sequences at once, each with its own cache (f[b], cached, prefilled by
+// os_gen_fwd_next): tok [n, R] the rows of each sequence's new position, which attends to that sequence's cache
+// (ragged lengths); the products of the layers and the head see n rows. z: the lm_head logits [n, V].
+#define OS_GEN_MAX_BATCH 256   // sequences at most (omnishard infer --infer_batch_size)
+void os_gen_fwd_step(os_gen_fwd *const *f, int64_t n, const int32_t *tok, float *z);
 void os_gen_fwd_free(os_gen_fwd *f);

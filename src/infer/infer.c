@@ -1,5 +1,5 @@
 // omnishard infer's generation loop (infer.h): one forward per step (gen_forward.h), rank 0 picks, every rank follows.
-#include "infer/infer.h"
+#include "infer/gen_seq.h"
 #include "infer/gen_forward.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -19,21 +19,25 @@ static const char *view_wav(os_dataset *d, int64_t i) {
     return i == 0 ? ((wav_view *)d)->wav : NULL;
 }
 
-// every rank learns whether any failed; the ranks that did not fail get a message too
-static int agree(int rc) {
+int gen_agree(int rc, int local) {
+    if (local) return rc < 0 ? -1 : 0;
     int failed = comm_any_failed(rc < 0);
     if (failed && rc == 0) os_err_echo("stopping: %d other rank(s) reported an error", failed);
     return failed ? -1 : 0;
 }
 
-// audio logits [G, A] from the lm_head logits z[V]: without the adapter (G = 1, layer shift) z[T : T+G*A] (layer g:
-// its own columns with layer shift, else G = 1); with it the adapter Wa [G*A, A] @ z[T:T+A] + ba (one sgemm, as the
-// training head's k_gemm) into out[G*A]
-static const float *audio_logits(const os_model *m, const float *z, const float *Wa, const float *ba, float *out) {
-    int64_t T = m->oc.text_vocab, A = m->oc.audio_vocab, G = m->oc.G;
-    if (!Wa) return z + T;
-    k_linear_fwd(out, z + T, Wa, ba, 1, A, G * A);
-    return out;
+void gen_audio_logits(gen_ctx *c, const float *const *z, int64_t n, const int *predict, const float **xa) {
+    int64_t T = c->T, A = c->A, G = c->G, k = 0;
+    for (int64_t i = 0; i < n; i++) {   // without the adapter (G = 1, layer shift): z[T : T+G*A] itself
+        xa[i] = predict[i] ? z[i] + T : NULL;
+        if (predict[i] && c->Wa) memcpy(c->za + k++ * A, xa[i], sizeof(float) * (size_t)A);
+    }
+    if (!c->Wa || k == 0) return;
+    OS_ASSERT(k <= c->rows);
+    // the adapter Wa [G*A, A] @ z[T:T+A] + ba over the k rows (one sgemm, as the training head's k_gemm)
+    k_linear_fwd(c->al, c->za, c->Wa, c->ba, k, A, G * A);
+    for (int64_t i = 0, j = 0; i < n; i++)
+        if (predict[i]) xa[i] = c->al + j++ * G * A;
 }
 
 // the codec stream: audio [G, n] row-major after the first `latency` positions (codec_utils.py:74) up to the first
@@ -49,7 +53,7 @@ static void codec_stream(os_gen_result *r, int64_t G, int64_t A, int64_t latency
 }
 
 // the speech front end: the WAV is read and log-mel'd once (the encoder runs at the first forward only)
-static int prepare_speech(os_session *s, const os_infer_prompt *p, int local) {
+int gen_prepare_speech(os_session *s, const os_infer_prompt *p, int local) {
     if (!s->speech.on && !p->wav) return 0;
     wav_view view = {.base = {.n = 1, .path = "the spoken question", .wav_path = view_wav}, .wav = p->wav};
     os_batch b;
@@ -58,83 +62,105 @@ static int prepare_speech(os_session *s, const os_infer_prompt *p, int local) {
     os_sample smp = {.R = p->R, .L = p->L, .wav_index = p->wav ? 0 : -1};
     int64_t index = 0;
     int rc = os_speech_prepare(&s->speech, &b, &view.base, &smp, &index, 1);
-    if (!local) rc = agree(rc);
+    rc = gen_agree(rc, local);
     os_batch_free(&b);
     return rc;
 }
 
-// what one generation carries from step to step
-typedef struct {
-    const os_model *m;
-    const os_gen_opts *o;
-    int64_t G, T, A;
-    int chooser;                // this rank picks the tokens (rank 0, or every rank decoding alone)
-    float *ad;                  // the adapter bucket on the chooser (NULL: none, or another rank)
-    const float *Wa, *ba;       //   its weight [G*A, A] and bias [G*A]
-    float *al;                  // [G*A] audio logits (rank 0)
-    os_choice_work cw;          // rank 0
-    uint64_t key;               // sampling stream
-    int32_t *gen;               // [N, G] audio ids by step
-    int audio_end;
-} gen_state;
+int32_t *gen_prompt_rows(const os_infer_prompt *p, int64_t cap) {
+    int32_t *seq = os_alloc(sizeof(int32_t) * (size_t)(p->R * cap), "sequence");   // [R, cap]
+    for (int64_t q = 0; q < p->R; q++) memcpy(seq + q * cap, p->ids + q * p->L, sizeof(int32_t) * (size_t)p->L);
+    return seq;
+}
 
-static void state_init(gen_state *g, os_session *s, const os_infer_prompt *p, const os_gen_opts *o) {
+void gen_ctx_init(gen_ctx *c, os_session *s, const os_gen_opts *o, int64_t rows) {
     const os_model *m = &s->model;
-    memset(g, 0, sizeof *g);
-    g->m = m, g->o = o, g->G = m->oc.G, g->T = m->oc.text_vocab, g->A = m->oc.audio_vocab;
-    g->audio_end = o->text_only || p->asr;
-    g->key = os_hash_str("omnishard infer sampling", o->seed);
-    g->chooser = o->local || comm_rank() == 0;
-    g->gen = os_alloc(sizeof(int32_t) * (size_t)(g->G * o->max_new_tokens + 1), "audio ids by step");
+    memset(c, 0, sizeof *c);
+    c->m = m, c->o = o, c->G = m->oc.G, c->T = m->oc.text_vocab, c->A = m->oc.audio_vocab, c->rows = rows;
+    c->key = os_hash_str("omnishard infer sampling", o->seed);
+    c->chooser = o->local || comm_rank() == 0;
     if (m->b_adapter >= 0) {   // gathered once (every rank takes part at ZeRO-3), kept on the chooser
-        g->ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
-        zr_read_bucket(&s->rt, m->b_adapter, g->ad);
-        if (!g->chooser) os_free(g->ad), g->ad = NULL;
-        else g->Wa = g->ad + s->rt.reg->p[m->adapter_w].offset, g->ba = g->ad + s->rt.reg->p[m->adapter_b].offset;
+        c->ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
+        zr_read_bucket(&s->rt, m->b_adapter, c->ad);
+        if (!c->chooser) os_free(c->ad), c->ad = NULL;
+        else c->Wa = c->ad + s->rt.reg->p[m->adapter_w].offset, c->ba = c->ad + s->rt.reg->p[m->adapter_b].offset;
     }
-    if (!g->chooser) return;
-    g->al = os_alloc(sizeof(float) * (size_t)(g->G * g->A), "audio logits");
-    os_choice_work_init(&g->cw, g->T > g->A ? g->T : g->A);
+    if (!c->chooser) return;
+    c->za = os_alloc(sizeof(float) * (size_t)(rows * c->A), "adapter inputs");
+    c->al = os_alloc(sizeof(float) * (size_t)(rows * c->G * c->A), "audio logits");
+    os_choice_work_init(&c->cw, c->T > c->A ? c->T : c->A);
 }
 
-static void state_free(gen_state *g) {
-    os_free(g->gen), os_free(g->ad), os_free(g->al);
-    os_choice_work_free(&g->cw);
+void gen_ctx_free(gen_ctx *c) {
+    os_free(c->ad), os_free(c->za), os_free(c->al);
+    os_choice_work_free(&c->cw);
 }
 
-// rank 0: the tokens of `step` from the last position's logits z: tok[0, G) raw audio ids, tok[G] the text id
-static void choose_tokens(gen_state *g, const os_gen_result *r, const float *z, int64_t step, int32_t *tok) {
-    int64_t G = g->G, A = g->A;
+void gen_seq_init(gen_seq *q, const gen_ctx *c, const os_infer_prompt *p) {
+    int64_t G = c->G, N = c->o->max_new_tokens;
+    memset(q, 0, sizeof *q);
+    q->audio_end = c->o->text_only || p->asr;
+    q->gen = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids by step");
+    q->r.text = os_alloc(sizeof(int32_t) * (size_t)(N + 1), "text ids");
+    q->r.audio = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids");
+}
+
+void gen_seq_free(gen_seq *q) {
+    os_gen_result_free(&q->r);
+    os_free(q->gen);
+    memset(q, 0, sizeof *q);
+}
+
+int gen_predicts(const gen_ctx *c, const gen_seq *q, int64_t step) {
+    return !q->audio_end && step >= c->m->oc.latency;   // latency steps hold the audio back (:412)
+}
+
+void gen_choose(gen_ctx *c, const gen_seq *q, const float *z, const float *xa, int64_t step, int32_t *tok) {
+    int64_t G = c->G, A = c->A;
     uint64_t ctr = (uint64_t)step * (uint64_t)(G + 1);
-    const os_gen_opts *o = g->o;
-    int predict = !g->audio_end && step >= g->m->oc.latency;   // latency steps hold the audio back (:412)
-    const float *xa = predict ? audio_logits(g->m, z, g->Wa, g->ba, g->al) : NULL;   // [G, A]
-    tok[G] = r->text_end ? os_pad_t(g->T)
-                         : os_choose(z, g->T, r->text, r->ntext, 1, o->text_penalty, &o->choice,
-                                     os_rng_uniform(g->key, ctr + (uint64_t)G), &g->cw);
+    const os_gen_opts *o = c->o;
+    const os_gen_result *r = &q->r;
+    tok[G] = r->text_end ? os_pad_t(c->T)
+                         : os_choose(z, c->T, r->text, r->ntext, 1, o->text_penalty, &o->choice,
+                                     os_rng_uniform(c->key, ctr + (uint64_t)G), &c->cw);
     for (int64_t k = 0; k < G; k++)
-        tok[k] = !predict ? os_pad_a(A)
-                          : os_choose(xa + k * A, A, g->gen + k, r->naudio, G, o->audio_penalty, &o->choice,
-                                      os_rng_uniform(g->key, ctr + (uint64_t)k), &g->cw);
+        tok[k] = !xa ? os_pad_a(A)
+                     : os_choose(xa + k * A, A, q->gen + k, r->naudio, G, o->audio_penalty, &o->choice,
+                                 os_rng_uniform(c->key, ctr + (uint64_t)k), &c->cw);
 }
 
-// every rank: the step's tokens into r; 1 when both streams have ended
-static int record(gen_state *g, os_gen_result *r, const int32_t *tok, int64_t step) {
-    int64_t G = g->G;
+int gen_record(const gen_ctx *c, gen_seq *q, const int32_t *tok, int64_t step) {
+    int64_t G = c->G;
+    os_gen_result *r = &q->r;
     r->steps = step + 1;
     if (!r->text_end) {
-        if (tok[G] == os_eot(g->T)) r->text_end = 1;
+        if (tok[G] == os_eot(c->T)) r->text_end = 1;
         else r->text[r->ntext++] = tok[G];
     }
-    if (!g->audio_end) {
+    if (!q->audio_end) {
         for (int64_t k = 0; k < G; k++) {
-            g->gen[r->naudio * G + k] = tok[k];
-            g->audio_end |= tok[k] == os_eoa(g->A);
+            q->gen[r->naudio * G + k] = tok[k];
+            q->audio_end |= tok[k] == os_eoa(c->A);
         }
         r->naudio++;
-        r->audio_end = g->audio_end;
+        r->audio_end = q->audio_end;
     }
-    return r->text_end && g->audio_end;
+    return r->text_end && q->audio_end;
+}
+
+void gen_append_rows(const gen_ctx *c, const int32_t *tok, int32_t *rows, int64_t stride) {
+    for (int64_t k = 0; k < c->G; k++) rows[k * stride] = os_audio_token(&c->m->oc, k, tok[k]);
+    rows[c->G * stride] = tok[c->G];
+}
+
+void gen_seq_finish(const gen_ctx *c, gen_seq *q, os_gen_result *r) {
+    int64_t G = c->G;
+    *r = q->r;
+    for (int64_t k = 0; k < G; k++)
+        for (int64_t t = 0; t < r->naudio; t++) r->audio[k * r->naudio + t] = q->gen[t * G + k];
+    codec_stream(r, G, c->A, c->m->oc.latency);
+    os_free(q->gen);
+    memset(q, 0, sizeof *q);
 }
 
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r) {
@@ -142,31 +168,32 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     int64_t G = m->oc.G, R = G + 1, N = o->max_new_tokens, cap = p->L + N;
     memset(r, 0, sizeof *r);
     if (p->R != R) return os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)p->R, (long long)R);
-    if (prepare_speech(s, p, o->local) < 0) return -1;
-    gen_state g;
-    state_init(&g, s, p, o);
-    int32_t *seq = os_alloc(sizeof(int32_t) * (size_t)(R * cap), "sequence");   // [R, cap]
-    for (int64_t q = 0; q < R; q++) memcpy(seq + q * cap, p->ids + q * p->L, sizeof(int32_t) * (size_t)p->L);
-    r->text = os_alloc(sizeof(int32_t) * (size_t)(N + 1), "text ids");
-    r->audio = os_alloc(sizeof(int32_t) * (size_t)(G * N + 1), "audio ids");
+    if (gen_prepare_speech(s, p, o->local) < 0) return -1;
+    gen_ctx c;
+    gen_ctx_init(&c, s, o, 1);
+    gen_seq q;
+    gen_seq_init(&q, &c, p);
+    int32_t *seq = gen_prompt_rows(p, cap);
     os_gen_fwd fw;
     os_gen_fwd_init(&fw, s, R, p->L, p->speech, cap, o->kv_cache);
     for (int64_t step = 0, L = p->L; step < N; step++, L++) {
         const float *z = os_gen_fwd_next(&fw, seq, L);
         int32_t tok[OS_MAX_G + 1];
-        if (g.chooser) choose_tokens(&g, r, z, step, tok);
+        if (c.chooser) {
+            const float *xa;
+            int predict = gen_predicts(&c, &q, step);
+            gen_audio_logits(&c, &z, 1, &predict, &xa);
+            gen_choose(&c, &q, z, xa, step, tok);
+        }
         if (!o->local) comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
-        if (record(&g, r, tok, step)) break;
-        for (int64_t k = 0; k < G; k++) seq[k * cap + L] = os_audio_token(&m->oc, k, tok[k]);
-        seq[G * cap + L] = tok[G];
+        if (gen_record(&c, &q, tok, step)) break;
+        gen_append_rows(&c, tok, seq + L, cap);
     }
-    for (int64_t k = 0; k < G; k++)
-        for (int64_t t = 0; t < r->naudio; t++) r->audio[k * r->naudio + t] = g.gen[t * G + k];
-    codec_stream(r, G, m->oc.audio_vocab, m->oc.latency);
+    gen_seq_finish(&c, &q, r);
     r->positions = fw.positions;
     os_gen_fwd_free(&fw);
     os_free(seq);
-    state_free(&g);
+    gen_ctx_free(&c);
     return 0;
 }
 

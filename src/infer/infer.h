@@ -71,3 +71,18 @@ typedef struct {
 // WAV).
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r);
 void os_gen_result_free(os_gen_result *r);
+
+// Batched decoding (omnishard infer --infer_batch_size B, infer_batch.c): the prompts 0 .. n-1, up to B at once,
+// each with its own KV cache (o->kv_cache must be on). A free slot takes the next prompt (prompt(ctx, j, p): 0, or
+// -1 + message), runs its prefill alone (B = 1, its speech path with it), then decodes with the others: every step
+// runs one position of each sequence through one forward (the layers' and the head's products see the B rows, the
+// attention runs per sequence over its own cache), and each sequence stops on its own (eot and eoa, or
+// max_new_tokens); its slot then takes the next prompt, or stays idle when none is left. A sequence's tokens are
+// those os_generate gives it (the sampling draws keyed by the seed and the sequence's own step and stream, not by
+// its slot). done(ctx, j, p, r, seconds) gets each finished sequence, in the order they finish (0, or -1 +
+// message). Collective unless o->local (every rank runs the same slots; rank 0 picks, one broadcast per step).
+// B at most OS_GEN_MAX_BATCH (gen_forward.h). 0, or -1 + message (every rank unless local).
+typedef int (*os_gen_prompt_fn)(void *ctx, int64_t j, os_infer_prompt *p);
+typedef int (*os_gen_done_fn)(void *ctx, int64_t j, const os_infer_prompt *p, const os_gen_result *r, double seconds);
+int os_generate_batch(os_session *s, int64_t B, int64_t n, const os_gen_opts *o, os_gen_prompt_fn prompt,
+                      os_gen_done_fn done, void *ctx);

@@ -137,16 +137,22 @@ static void embed_fwd(const os_model *m, const os_model_input *in, const os_weig
 void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
                       os_loss_sums *s) {
     const os_model *m = a->m;
-    int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0;
+    int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0, npos = o->kv ? o->kv->cap : in->L;
     OS_ASSERT(!o->kv || (!in->keymask && !in->seg && !in->pos && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
-    os_act_shape sh = {.B = in->B, .L = in->L, .npos = o->kv ? o->kv->cap : in->L, .train = o->grads != NULL,
+    OS_ASSERT(!o->kvs || (!o->kv && !in->keymask && !in->seg && !in->pos && in->L == 1 && !o->grads));
+    for (int64_t b = 0; o->kvs && b < in->B; b++) {
+        OS_ASSERT(o->kvs[b]->B == 1 && o->kvs[b]->len < o->kvs[b]->cap);
+        if (o->kvs[b]->cap > npos) npos = o->kvs[b]->cap;
+    }
+    os_act_shape sh = {.B = in->B, .L = in->L, .npos = npos, .train = o->grads != NULL,
                        .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0, .rowpos = in->pos != NULL};
     os_acts_prepare(a, &sh);
     if (in->pos) os_acts_positions(a, in->pos);
     os_layer_ctx *c = &a->ctx;
     c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;
     c->rope_ld = in->pos ? in->L * m->D / 2 : 0;
-    c->keymask = in->keymask, c->seg = in->seg, c->kv = o->kv, c->lora_p = o->lora_dropout, c->lora_key = o->lora_key;
+    c->keymask = in->keymask, c->seg = in->seg, c->kv = o->kv, c->kvs = o->kvs, c->lora_p = o->lora_dropout,
+    c->lora_key = o->lora_key;
 
     embed_fwd(m, in, w, a->xs[0]);
     if (nl > 0) layer_prefetch(w, m, 0);
@@ -161,6 +167,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
     a->live = a->nacts == 1 && nl > 0 ? nl - 1 : -1;   // the shared set holds the last layer's activations
     head(a, in, w, o, s);
     if (o->kv) o->kv->len += in->L;
+    for (int64_t b = 0; o->kvs && b < in->B; b++) o->kvs[b]->len++;
 }
 
 void os_model_backward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o) {

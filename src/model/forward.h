@@ -38,6 +38,9 @@ typedef struct {
     // inference
     os_kv_cache *kv;             // NULL: none. Else the rows are positions [kv->len, kv->len + L), attend to the
                                  //   cached ones too, append their K/V; kv->len += L after the forward
+    os_kv_cache *const *kvs;     // NULL, or [B] one cache per sample (kv NULL, L = 1; ragged lengths, B = 1 each):
+                                 //   sample b's row is position kvs[b]->len of its sequence, attends to that
+                                 //   cache only; each len += 1 after the forward
     float *logits;               // NULL, or the lm_head logits: [N, V] every row, or with logits_last (labels NULL)
     int logits_last;             //   each sample's last position [B, V]
 } os_model_opts;

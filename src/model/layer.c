@@ -50,6 +50,22 @@ static void rope(const os_layer_ctx *c, float *x, int64_t heads, int bwd) {
         f(x + b * c->L * heads * D, cs + b * c->rope_ld, sn + b * c->rope_ld, 1, c->L, heads, D);
 }
 
+// one position per sample, each with its own cache (c->kvs, ragged lengths): RoPE at the sample's position and
+// attention over its cache, one sample at a time (B = 1 calls of the seam); q [B, H*D], k/v [B, KH*D]
+static void ragged_rope_attention(const os_layer_ctx *c, int l, os_layer_act *a) {
+    int64_t H = c->m->H, KH = c->m->KH, D = c->m->D;
+    for (int64_t b = 0; b < c->B; b++) {
+        os_kv_cache *kv = c->kvs[b];
+        const float *cs = c->cos_t + kv->len * D / 2, *sn = c->sin_t + kv->len * D / 2;
+        float *kc = kv->k + (int64_t)l * kv->cap * KH * D, *vc = kv->v + (int64_t)l * kv->cap * KH * D;
+        os_k->rope_fwd(a->q + b * H * D, cs, sn, 1, 1, H, D);
+        os_k->rope_fwd(a->k + b * KH * D, cs, sn, 1, 1, KH, D);
+        os_k->copy(kc + kv->len * KH * D, a->k + b * KH * D, KH * D);
+        os_k->copy(vc + kv->len * KH * D, a->v + b * KH * D, KH * D);
+        os_k->attention_cached_fwd(a->ao + b * H * D, a->q + b * H * D, kc, vc, 1, 1, kv->len, kv->cap, H, KH, D);
+    }
+}
+
 void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const float *x, os_layer_act *a, float *y) {
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
@@ -61,10 +77,14 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
     lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
     lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
-    rope(c, a->q, H, 0);
-    rope(c, a->k, KH, 0);
-    if (c->kv) cached_attention(c, l, a);
-    else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
+    if (c->kvs) {
+        ragged_rope_attention(c, l, a);
+    } else {
+        rope(c, a->q, H, 0);
+        rope(c, a->k, KH, 0);
+        if (c->kv) cached_attention(c, l, a);
+        else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
+    }
     os_k->linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
     os_k->add(a->h, a->h, x, N * C);

@@ -40,6 +40,8 @@ typedef struct {
     const uint8_t *keymask;       // [B, L] (NULL: all real)
     const int32_t *seg;           // [B, L] segment ids: packed samples never attend to each other (NULL: one per row)
     os_kv_cache *kv;              // NULL: attention over the L rows only
+    os_kv_cache *const *kvs;      // NULL, or [B] one cache per sample (L = 1, kv NULL): row b is position
+                                  //   kvs[b]->len of sample b (ragged lengths), attending to its own cache only
     // backward scratch
     float *dact, *dgate, *dup, *dln, *dao, *dq, *dk, *dv;
     // LoRA (model/lora.h): du [N, r], dropped input [N, max I] (dropout > 0), dropout probability (0 in evaluation)
@@ -57,7 +59,7 @@ typedef struct {
 
 // x[N,C] -> y[N,C] (y may be NULL: recompute the activations only). l: the layer's index (its LoRA dropout stream
 // and its KV cache slot). With c->kv the rows are positions [p0, p0+L) and also attend to the cached positions
-// [0, p0); their K/V are written at [p0, p0+L).
+// [0, p0); their K/V are written at [p0, p0+L). With c->kvs the same per sample, each at its own position.
 void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const float *x, os_layer_act *a, float *y);
 // dx[N,C]: on entry dL/dy, on exit dL/dx; gradients accumulate into g.
 void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const os_layer_grads *g, const float *x,
