@@ -48,6 +48,9 @@ static const os_opt OPTS[] = {
     {.name = "resume", F(resume), .type = OS_OPT_BOOL,
      .help = "with --output_file: keep the records already written there (a partial last line is cut off) and decode "
              "the rest (default false: the file is written anew)"},
+    NUM("infer_batch_size", batch, OS_OPT_I64, "[1,256]",   /* 256: OS_GEN_MAX_BATCH, infer/gen_forward.h */
+        "with --output_file: decode B records at once, each with its own KV cache, stopping on its own (its slot "
+        "then takes the next record); the same tokens as 1 at a time (default 1)"),
     {.name = "multi_round", F(multi_round), .type = OS_OPT_FLAG,
      .help = "a conversation: every line of stdin is a question (q: quit, c: clear the history, h: show it), "
              "answered after the history of the earlier rounds; one JSON object per round"},
@@ -156,6 +159,12 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     if (a->output_file && (!a->dataset || a->index >= 0))
         return os_errf("--output_file: only with --dataset and without --index (every record is decoded)");
     if (a->resume && !a->output_file) return os_errf("--resume: only with --output_file");
+    if (a->batch > 1 && !a->output_file)
+        return os_errf("--infer_batch_size %lld: only with --dataset and --output_file (a single answer is one "
+                       "sequence)", (long long)a->batch);
+    if (a->batch > 1 && !a->kv_cache)
+        return os_errf("--infer_batch_size %lld: needs --kv_cache true (each sequence decodes from its own KV cache)",
+                       (long long)a->batch);
     *index = a->index >= 0 ? a->index : 0;
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
     g->local = a->output_file && nranks > 1 && zero < 3;   // a whole test set, whole models: records split over ranks
@@ -167,7 +176,7 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
 }
 
 int cmd_infer(int argc, char **argv) {
-    infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
+    infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .batch = 1, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
                     .zero_stage = -1};
     const os_opt_group grp = {"options", OPTS, NOPTS, &a};
     const os_opt_cmd c = {.command = "infer", .usage = USAGE, .groups = &grp, .ngroups = 1};

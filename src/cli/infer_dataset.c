@@ -149,6 +149,75 @@ static int decode(os_session *s, os_dataset *ds, int64_t i, const os_tokenizer *
     return rc;
 }
 
+// Records decoded by os_generate_batch (--infer_batch_size > 1): its prompt j is record first + j * stride. The
+// finished records' lines and stats by j; with t (a collective run) every rank counts them, and rank 0 writes them,
+// in dataset order as soon as every earlier one is done.
+typedef struct {
+    os_session *s;
+    os_dataset *ds;
+    const os_tokenizer *tok;
+    const infer_args *a;
+    const os_gen_opts *g;
+    int64_t first, stride, n;
+    int format;          // this rank formats the lines
+    char **lines;        // [n] (malloc'd)
+    size_t *lens;        // [n]
+    rec_stats *st;       // [n]
+    uint8_t *ready;      // [n]
+    int fd;              // the output file (rank 0 of a collective run), else -1
+    tally *t;            // NULL: the caller gathers and writes (records split over ranks)
+    int64_t written;     // prompts counted (and written) so far, in order
+    double t0;
+} batch_run;
+
+static void batch_run_init(batch_run *b, int64_t n) {
+    b->n = n, b->written = 0;
+    b->lines = os_alloc(sizeof(char *) * (size_t)(n + 1), "output lines");
+    b->lens = os_alloc(sizeof(size_t) * (size_t)(n + 1), "output line lengths");
+    b->st = os_alloc(sizeof(rec_stats) * (size_t)(n + 1), "record stats");
+    b->ready = os_alloc((size_t)(n + 1), "records done");
+}
+
+static void batch_run_free(batch_run *b) {
+    for (int64_t j = 0; j < b->n; j++) free(b->lines[j]);
+    os_free(b->lines), os_free(b->lens), os_free(b->st), os_free(b->ready);
+}
+
+static int batch_prompt(void *ctx, int64_t j, os_infer_prompt *p) {
+    batch_run *b = ctx;
+    return os_infer_prompt_record(p, b->ds, b->first + j * b->stride);
+}
+
+static int batch_done(void *ctx, int64_t j, const os_infer_prompt *p, const os_gen_result *r, double sec) {
+    batch_run *b = ctx;
+    int text_only = b->g->text_only || p->asr, rc = 0;
+    b->st[j] = (rec_stats){r->steps, r->ntext, r->naudio, stop_reason(r, text_only)};
+    b->ready[j] = 1;
+    if (b->format && !(b->lines[j] = format_line(b->ds, b->first + j * b->stride, b->tok, &b->s->model, p, r, text_only,
+                                                 b->a->show_prompt, sec, &b->lens[j])))
+        return -1;
+    for (; b->t && rc == 0 && b->written < b->n && b->ready[b->written]; b->written++) {
+        int64_t w = b->written;
+        count(b->t, &b->st[w]);
+        if (b->fd >= 0) rc = write_line(b->fd, b->a->output_file, b->lines[w], b->lens[w]);
+        free(b->lines[w]), b->lines[w] = NULL;
+        if (b->fd >= 0) progress(b->t, b->first + w + 1, b->ds->n, b->t0, b->first + w + 1 == b->ds->n);
+    }
+    return rc;
+}
+
+// --infer_batch_size B > 1 without the records split: every rank decodes them together, B at once. 0, or 1 after
+// the message.
+static int collective_batched(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
+                              const os_gen_opts *g, int fd, tally *t, double t0) {
+    batch_run b = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .first = done, .stride = 1,
+                   .format = comm_rank() == 0, .fd = comm_rank() == 0 ? fd : -1, .t = t, .t0 = t0};
+    batch_run_init(&b, ds->n - done);
+    int rc = os_generate_batch(s, a->batch, b.n, g, batch_prompt, batch_done, &b);
+    batch_run_free(&b);
+    return os_infer_failed(rc);
+}
+
 // every rank decodes the records one at a time together (any ZeRO stage); rank 0 writes. 0, or 1 after the message.
 static int collective(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
                       const os_gen_opts *g, int fd, tally *t, double t0) {
@@ -167,42 +236,59 @@ static int collective(os_session *s, os_dataset *ds, int64_t done, const os_toke
     return code;
 }
 
-// ZeRO 0-2 (every rank holds the whole model): rank k decodes records done + j*N + k alone; after each round rank 0
-// gathers the N lines and writes them in dataset order. 0, or 1 after the message.
+// this rank's records of a round, b->first + j * N (j < b->n): one at a time (B = 1), or B at once. 0, or -1 +
+// message (not yet reported)
+static int decode_mine(batch_run *b) {
+    if (b->a->batch > 1) return os_generate_batch(b->s, b->a->batch, b->n, b->g, batch_prompt, batch_done, b);
+    int rc = b->n ? decode(b->s, b->ds, b->first, b->tok, b->a, b->g, 1, &b->lines[0], &b->lens[0], &b->st[0]) : 0;
+    return rc < 0 ? -1 : 0;
+}
+
+// ZeRO 0-2 (every rank holds the whole model): in rounds of W records per rank (1; 4 B with --infer_batch_size B >
+// 1), rank k decodes records base + j*N + k (j < W) alone; after each round rank 0 gathers the lines and writes them
+// in dataset order. 0, or 1 after the message.
 static int split(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
                  const os_gen_opts *g, int fd, tally *t, double t0) {
     int N = comm_size(), me = comm_rank(), code = 0;
-    int64_t *lens = os_alloc(sizeof(int64_t) * (size_t)N, "line lengths");
-    rec_stats *all = os_alloc(sizeof(rec_stats) * (size_t)N, "record stats");
+    int64_t W = a->batch > 1 ? 4 * a->batch : 1;
+    int64_t *lens = os_alloc(sizeof(int64_t) * (size_t)(N * W), "line lengths"), *mylens = os_alloc(sizeof(int64_t) * (size_t)W, "line lengths");
+    int64_t *totals = os_alloc(sizeof(int64_t) * (size_t)N, "round bytes");
+    rec_stats *all = os_alloc(sizeof(rec_stats) * (size_t)(N * W), "record stats");
     if (me == 0) os_info("omnishard infer: the records split over %d ranks, each decoding its own alone", N);
-    for (int64_t base = done; !code && base < ds->n; base += N) {
-        int64_t i = base + me, len64 = 0, most = 0;
-        char *line = NULL;
-        size_t len = 0;
-        rec_stats st = {0};
-        int rc = i < ds->n ? decode(s, ds, i, tok, a, g, 1, &line, &len, &st) : 0;
+    for (int64_t base = done; !code && base < ds->n; base += N * W) {
+        batch_run b = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .first = base + me, .stride = N, .format = 1, .fd = -1};
+        int64_t mine = b.first < ds->n ? (ds->n - 1 - b.first) / N + 1 : 0, total = 0, most = 0;
+        batch_run_init(&b, mine < W ? mine : W);
+        int rc = decode_mine(&b);
         if ((code = os_infer_failed(rc))) {
-            free(line);
+            batch_run_free(&b);
             break;
         }
-        len64 = (int64_t)len;
-        comm_allgather_bytes(&len64, lens, sizeof len64);
-        comm_allgather_bytes(&st, all, sizeof st);
-        for (int k = 0; k < N; k++) most = lens[k] > most ? lens[k] : most;
-        char *mine = os_alloc((size_t)most + 1, "output line"), *lines = os_alloc((size_t)(most * N) + 1, "output lines");
-        if (line) memcpy(mine, line, len);
-        free(line);
-        if (most) comm_allgather_bytes(mine, lines, most);
-        for (int k = 0; k < N && rc == 0 && base + k < ds->n; k++) {
-            count(t, &all[k]);
-            if (me == 0) rc = write_line(fd, a->output_file, lines + (int64_t)k * most, (size_t)lens[k]);
-        }
-        os_free(mine), os_free(lines);
+        for (int64_t j = 0; j < W; j++) mylens[j] = j < b.n ? (int64_t)b.lens[j] : 0, total += mylens[j];
+        comm_allgather_bytes(mylens, lens, sizeof(int64_t) * (size_t)W);
+        comm_allgather_bytes(&total, totals, sizeof total);
+        rec_stats *st = os_alloc(sizeof(rec_stats) * (size_t)W, "record stats");
+        memcpy(st, b.st, sizeof(rec_stats) * (size_t)b.n);
+        comm_allgather_bytes(st, all, sizeof(rec_stats) * (size_t)W);
+        os_free(st);
+        for (int k = 0; k < N; k++) most = totals[k] > most ? totals[k] : most;
+        char *mybytes = os_alloc((size_t)most + 1, "output lines"), *bytes = os_alloc((size_t)(most * N) + 1, "output lines");
+        for (int64_t j = 0, at = 0; j < b.n; at += mylens[j], j++) memcpy(mybytes + at, b.lines[j], (size_t)mylens[j]);
+        batch_run_free(&b);
+        if (most) comm_allgather_bytes(mybytes, bytes, most);
+        int64_t upto = base;
+        for (int64_t j = 0; j < W && rc == 0; j++)   // record base + j*N + k: rank k's line j
+            for (int k = 0; k < N && rc == 0 && base + j * N + k < ds->n; k++, upto++) {
+                int64_t at = 0;
+                for (int64_t q = 0; q < j; q++) at += lens[k * W + q];
+                count(t, &all[k * W + j]);
+                if (me == 0) rc = write_line(fd, a->output_file, bytes + k * most + at, (size_t)lens[k * W + j]);
+            }
+        os_free(mybytes), os_free(bytes);
         code = os_infer_failed(rc);
-        int64_t upto = base + N < ds->n ? base + N : ds->n;
         if (!code && me == 0) progress(t, upto, ds->n, t0, upto == ds->n);
     }
-    os_free(lens), os_free(all);
+    os_free(lens), os_free(mylens), os_free(totals), os_free(all);
     return code;
 }
 
@@ -222,7 +308,8 @@ int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a
     comm_bcast(&done, sizeof done, 0);
     tally t = {0};
     double t0 = os_now();
-    if (!code) code = g->local ? split(s, ds, done, tok, a, g, fd, &t, t0) : collective(s, ds, done, tok, a, g, fd, &t, t0);
+    if (!code && g->local) code = split(s, ds, done, tok, a, g, fd, &t, t0);
+    else if (!code) code = (a->batch > 1 ? collective_batched : collective)(s, ds, done, tok, a, g, fd, &t, t0);
     if (fd >= 0 && close(fd) < 0 && !code) code = 1, fprintf(stderr, "omnishard infer: --output_file %s: %m\n", a->output_file);
     if (!code && comm_rank() == 0) {
         double k = t.records ? (double)t.records : 1.0;
