@@ -94,6 +94,35 @@ static int64_t fwd_floats(int64_t D) { return BQ * D + 2 * BK * (D + 1) + BQ * (
 static int64_t dq_floats(int64_t D) { return 2 * BQ * D + 2 * BK * (D + 1) + BQ * (BK + 1); }
 static int64_t dkv_floats(int64_t D) { return 2 * BQ * D + 2 * BK * (D + 1) + 2 * BQ * (BK + 1); }
 
+// acc[i][c] += sum_j W[r][j] X[j][d] for the warp's rows r = warp + WARPS i and the lane's head dims d = lane + 32 c
+// (W [BQ][BK+1] the tile's probabilities or dS, X [BK][D+1] its values or keys)
+template <int DCH> __device__ static inline void rows_times_keys(float (&acc)[RPW][DCH], const float *W, const float *X,
+                                                                 int64_t D) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+        int r = warp + WARPS * i;
+        for (int j = 0; j < BK; j++) {
+            float w = W[r * (BK + 1) + j];
+#pragma unroll
+            for (int c = 0; c < DCH; c++) {
+                int64_t d = lane + 32 * c;
+                if (d < D) acc[i][c] += w * X[j * (D + 1) + d];
+            }
+        }
+    }
+}
+
+// dst[d] += scale * acc[c] for the lane's head dims d = lane + 32 c of one row
+template <int DCH> __device__ static inline void add_row(float *dst, const float (&acc)[DCH], float scale, int64_t D) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int c = 0; c < DCH; c++) {
+        int64_t d = lane + 32 * c;
+        if (d < D) dst[d] += scale * acc[c];
+    }
+}
+
 // grid (query tiles, H, B); DCH = head-dim chunks of 32 held per row in registers (D <= 32 * DCH)
 template <int DCH> __global__ void __launch_bounds__(THREADS) attention_fwd_kernel(att_args a) {
     extern __shared__ float sm[];
@@ -132,19 +161,10 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_fwd_kern
         }
         __syncwarp();
 #pragma unroll
-        for (int i = 0; i < RPW; i++) {   // O = alpha O + P V: lane = head dims lane + 32 c
-            int r = warp + WARPS * i;
+        for (int i = 0; i < RPW; i++)   // O = alpha O + P V: lane = head dims lane + 32 c
 #pragma unroll
             for (int c = 0; c < DCH; c++) o[i][c] *= alpha[i];
-            for (int j = 0; j < BK; j++) {
-                float p = Ps[r * (BK + 1) + j];
-#pragma unroll
-                for (int c = 0; c < DCH; c++) {
-                    int64_t d = lane + 32 * c;
-                    if (d < D) o[i][c] += p * Vs[j * (D + 1) + d];
-                }
-            }
-        }
+        rows_times_keys<DCH>(o, Ps, Vs, D);
     }
 #pragma unroll
     for (int i = 0; i < RPW; i++) {
@@ -206,29 +226,13 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kerne
             dSs[r * (BK + 1) + lane] = ds;
         }
         __syncwarp();
-#pragma unroll
-        for (int i = 0; i < RPW; i++) {   // lane = head dims
-            int r = warp + WARPS * i;
-            for (int j = 0; j < BK; j++) {
-                float ds = dSs[r * (BK + 1) + j];
-#pragma unroll
-                for (int c = 0; c < DCH; c++) {
-                    int64_t d = lane + 32 * c;
-                    if (d < D) acc[i][c] += ds * Ks[j * (D + 1) + d];
-                }
-            }
-        }
+        rows_times_keys<DCH>(acc, dSs, Ks, D);   // lane = head dims
     }
 #pragma unroll
     for (int i = 0; i < RPW; i++) {
         int64_t t = t0 + warp + WARPS * i;
         if (t >= a.Tq) continue;
-        int64_t base = cu_att_row(b, t, h, a.Tq, a.H, D);
-#pragma unroll
-        for (int c = 0; c < DCH; c++) {
-            int64_t d = lane + 32 * c;
-            if (d < D) a.dq[base + d] += a.scale * acc[i][c];
-        }
+        add_row<DCH>(a.dq + cu_att_row(b, t, h, a.Tq, a.H, D), acc[i], a.scale, D);
     }
 }
 
@@ -286,13 +290,8 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dkv_kern
         int64_t s = s0 + warp + WARPS * i;
         if (s >= a.Tk) continue;
         int64_t base = cu_att_row(b, s, g, a.S, a.KH, D);
-#pragma unroll
-        for (int c = 0; c < DCH; c++) {
-            int64_t d = lane + 32 * c;
-            if (d >= D) continue;
-            if (a.dk) a.dk[base + d] += a.scale * dk[i][c];
-            if (a.dv) a.dv[base + d] += dv[i][c];
-        }
+        if (a.dk) add_row<DCH>(a.dk + base, dk[i], a.scale, D);
+        if (a.dv) add_row<DCH>(a.dv + base, dv[i], 1.0f, D);
     }
 }
 
