@@ -8,6 +8,7 @@
 #include "core/timer.h"
 #include "audio/audio.h"
 #include "audio/logmel.h"
+#include "kernels/ops.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "model/whisper.h"
@@ -136,23 +137,30 @@ int cmd_mel_encoder(int argc, char **argv) {
         os_die("%s: %lld mel frames give %lld encoder frames; the encoder takes 1..%lld (max_source_positions)", mel_in,
                (long long)T_mel, (long long)T, (long long)w->n_pos);
     float *enc = os_alloc(sizeof(float) * (size_t)(T * w->d), "encoder output");
-    const float *mels[1] = {mel};
-    float *outs[1] = {enc};
+    int64_t mel_bytes = (int64_t)sizeof(float) * w->n_mels * T_mel;   // the encoder's input and output on the backend
+    float *mel_d = os_k->alloc(mel_bytes, "log-mel (backend)"), *enc_d = os_k->alloc((int64_t)sizeof(float) * T * w->d, "encoder output (backend)");
+    const float *mels[1] = {mel_d};
+    float *outs[1] = {enc_d};
     os_weights wt = os_runtime_weights(&e.rt);
+    os_k->upload(mel_d, mel, mel_bytes);
     os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
     if (bench > 0) {
         double tm = 0.0, te = 0.0, ce = 0.0;
         for (int r = 0; r < bench; r++) {
             double t0 = os_now();
             if (wav && wav_mel(wav, n_wave, (int)w->n_mels, mel) < 0) os_die_err();
+            os_k->upload(mel_d, mel, mel_bytes);
             double t1 = os_now(), c1 = os_cpu_now();
             os_whisper_fwd(w, &wt, 1, mels, T_mel, outs);
+            os_k->download(enc, enc_d, (int64_t)sizeof(float) * T * w->d);
             tm += t1 - t0, te += os_now() - t1, ce += os_cpu_now() - c1;
         }
         double secs = (double)T_mel * OS_MEL_HOP / OS_AUDIO_RATE;
         printf("bench: %.1f s of audio per input: load+log-mel %.1f ms, encoder %.1f ms per input (CPU %.1f ms); %.2f s "
                "of audio per second\n", secs, 1e3 * tm / bench, 1e3 * te / bench, 1e3 * ce / bench, secs * bench / (tm + te));
     }
+    os_k->download(enc, enc_d, (int64_t)sizeof(float) * T * w->d);
+    os_k->free(mel_d), os_k->free(enc_d);
     if (write_out(out, mel, w->n_mels, T_mel, enc, T, w->d) < 0) os_die_err();
     printf("%lld %lld\n", (long long)T, (long long)w->d);
     os_free(mel), os_free(enc);

@@ -45,3 +45,9 @@ void k_relu_bwd(float *dinp, const float *dout, const float *inp, int64_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
     for (int64_t i = 0; i < N; i++) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
 }
+
+void k_relu_grad(float *dy, const float *y, int64_t N) {
+#pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
+    for (int64_t i = 0; i < N; i++)
+        if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+}

@@ -116,6 +116,13 @@ void k_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
 // ReLU; in place allowed
 void k_relu_fwd(float *out, const float *inp, int64_t N);
 void k_relu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
+// dy[N] through a ReLU, in place, from the ReLU's output y[N]: dy[i] = 0 where !(y[i] > 0) (relu(h) > 0 exactly
+// where h > 0), else unchanged
+void k_relu_grad(float *dy, const float *y, int64_t N);
+// inverted dropout of probability p (< 1) with the mask of stream key: keep_i = os_rng_uniform(key, i) >= p;
+// acc 0: out[i] = keep_i ? inp[i] / (1 - p) : 0; acc 1: out[i] += inp[i] / (1 - p) where keep_i (else unchanged).
+// inp, out [N] (dropout.c)
+void k_dropout(float *out, const float *inp, int64_t N, float p, uint64_t key, int acc);
 
 // ---- conv1d (Whisper front, forward only; cross-correlation like PyTorch) ----
 // inp[Cin, Tin], w[Cout, Cin, K], b[Cout] -> out[Cout, Tout], Tout = (Tin + 2*pad - K) / stride + 1,
@@ -143,6 +150,8 @@ void k_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float 
              float gscale, int64_t step);
 
 // ---- elementwise helpers ----
+// nb batches of inp[R, C] transposed: out[b][c, r] = inp[b][r, c] (out [nb, C, R]; not in place; reshape.c)
+void k_transpose(float *out, const float *inp, int64_t nb, int64_t R, int64_t C);
 void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a + b (out may alias)
 void k_axpy(float *y, float a, const float *x, int64_t N);            // y += a*x
 void k_scale(float *x, float a, int64_t N);                           // x *= a

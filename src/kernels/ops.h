@@ -89,6 +89,15 @@ typedef struct {
     void (*swiglu_bwd)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N);
     void (*gelu_fwd)(float *out, const float *inp, int64_t N);
     void (*relu_fwd)(float *out, const float *inp, int64_t N);
+    // dy[N] through a ReLU, in place, from its output y[N]: dy[i] = 0 where !(y[i] > 0) (the projector's backward)
+    void (*relu_grad)(float *dy, const float *y, int64_t N);
+    // inverted dropout, out/inp [N], probability p < 1, the mask a function of (key, i) (k_dropout: keep_i =
+    // os_rng_uniform(key, i) >= p): acc 0 out = keep * inp / (1 - p); acc 1 out += that where kept (LoRA's input
+    // dropout forward, and its backward through the same mask)
+    void (*dropout)(float *out, const float *inp, int64_t N, float p, uint64_t key, int acc);
+    // nb batches of inp[R, C] transposed into out[nb, C, R] (not in place): the Whisper front's [d, T] -> [T, d],
+    // the projector's convolution windows [k, d] -> [d, k]
+    void (*transpose)(float *out, const float *inp, int64_t nb, int64_t R, int64_t C);
     void (*conv1d_fwd)(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                        int64_t Cout, int64_t K, int64_t stride, int64_t pad);
     // softmax cross-entropy (fused forward + backward on a chunk of rows): *sum += the rows' summed loss,

@@ -252,6 +252,13 @@ static void swiglu_bwd(float *dgate, float *dup, const float *dout, const float 
 }
 static void gelu_fwd(float *out, const float *inp, int64_t N) { GUARDED(gelu_fwd, ALL, CPU.gelu_fwd(out, inp, N), out, inp); }
 static void relu_fwd(float *out, const float *inp, int64_t N) { GUARDED(relu_fwd, ALL, CPU.relu_fwd(out, inp, N), out, inp); }
+static void relu_grad(float *dy, const float *y, int64_t N) { GUARDED(relu_grad, ALL, CPU.relu_grad(dy, y, N), dy, y); }
+static void dropout(float *out, const float *inp, int64_t N, float p, uint64_t key, int acc) {
+    GUARDED(dropout, ALL, CPU.dropout(out, inp, N, p, key, acc), out, inp);
+}
+static void transpose(float *out, const float *inp, int64_t nb, int64_t R, int64_t C) {
+    GUARDED(transpose, ALL, CPU.transpose(out, inp, nb, R, C), out, inp);
+}
 static void conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                        int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
     GUARDED(conv1d_fwd, ALL, CPU.conv1d_fwd(out, inp, w, b, Cin, Tin, Cout, K, stride, pad), out, inp, w, b);
@@ -288,7 +295,8 @@ static void fill(void) {
     g_guard.rope_table = rope_table, g_guard.rope_fwd = rope_fwd, g_guard.rope_bwd = rope_bwd;
     g_guard.embedding_fwd = embedding_fwd, g_guard.embedding_acc = embedding_acc, g_guard.embedding_bwd = embedding_bwd;
     g_guard.swiglu_fwd = swiglu_fwd, g_guard.swiglu_bwd = swiglu_bwd, g_guard.gelu_fwd = gelu_fwd;
-    g_guard.relu_fwd = relu_fwd, g_guard.conv1d_fwd = conv1d_fwd, g_guard.xent_fwd_bwd = xent_fwd_bwd;
+    g_guard.relu_fwd = relu_fwd, g_guard.relu_grad = relu_grad, g_guard.dropout = dropout;
+    g_guard.transpose = transpose, g_guard.conv1d_fwd = conv1d_fwd, g_guard.xent_fwd_bwd = xent_fwd_bwd;
     g_guard.add = add, g_guard.axpy = axpy, g_guard.scale = scale, g_guard.sumsq = sumsq, g_guard.adamw = adamw;
     g_guard.first_nonfinite = first_nonfinite;
     g_guard.alloc_uninit = alloc, g_guard.alloc_sparse = alloc, g_guard.host_memory = 0;   // MPI stages (zero/comm.c)

@@ -1,5 +1,6 @@
 #include "model/activations.h"
 #include "core/alloc.h"
+#include "core/err.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "model/head_stash.h"
@@ -65,6 +66,8 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     put(lo, OS_ACT_SCRATCH, &c->dk, tr * N * KD), put(lo, OS_ACT_SCRATCH, &c->dv, tr * N * KD);
     put(lo, OS_ACT_SCRATCH, &c->lora_du, tr * N * r);
     put(lo, OS_ACT_SCRATCH, &c->lora_xd, tr && r > 0 && m->oc.lora.dropout > 0 ? N * wide : 0);
+    put(lo, OS_ACT_SCRATCH, &a->pos, npos), put(lo, OS_ACT_SCRATCH, &a->ids, N * (G + 1));
+    put(lo, OS_ACT_SCRATCH, &a->seg_buf, N), put(lo, OS_ACT_SCRATCH, &a->keymask_buf, (N + 3) / 4);   // (4-byte units)
     // RESID
     float *x_dummy;
     for (int64_t l = 0; l <= nl; l++) put(lo, OS_ACT_RESID, lo->a ? &a->xs[l] : &x_dummy, N * C);
@@ -97,9 +100,18 @@ void os_acts_init(os_model_acts *a, const os_model *m) {
     a->head.sums = os_k->alloc((int64_t)sizeof(os_loss_sums), "head loss sums");
 }
 
+void os_acts_upload(os_model_acts *a, int64_t R, const int32_t *ids, const uint8_t *keymask, const int32_t *seg) {
+    int64_t N = a->shape.B * a->shape.L;
+    OS_ASSERT(R <= a->m->oc.G + 1);
+    os_k->upload(a->ids, ids, (int64_t)sizeof(int32_t) * N * R);
+    a->keymask = keymask ? a->keymask_buf : NULL, a->seg = seg ? a->seg_buf : NULL;
+    if (keymask) os_k->upload(a->keymask_buf, keymask, N);
+    if (seg) os_k->upload(a->seg_buf, seg, (int64_t)sizeof(int32_t) * N);
+}
+
 void os_acts_free(os_model_acts *a) {
     if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
-    os_free(a->arena), os_free(a->xs), os_free(a->acts);
+    os_k->free(a->arena), os_free(a->xs), os_free(a->acts), os_free(a->head.yh);
     os_k->free(a->head.sums);
     memset(a, 0, sizeof *a);
 }
@@ -111,10 +123,12 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     os_acts_sizes(m, s, &sz);
     if (sz.total > a->cap) {
         if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
-        os_free(a->arena);
-        a->arena = os_alloc((size_t)sz.total, "activations");
+        os_k->free(a->arena);
+        a->arena = os_k->alloc(sz.total, "activations");
         a->cap = sz.total;
     }
+    int64_t ny = (m->oc.G + 1) * s->B * s->L;   // the head's targets on the host
+    if (ny > a->ny) os_free(a->head.yh), a->head.yh = os_alloc(sizeof(int32_t) * (size_t)ny, "head targets (host)"), a->ny = ny;
     ASAN_POISON_MEMORY_REGION(a->arena, (size_t)a->cap);   // the layout below unpoisons its buffers
     memset(&sz, 0, sizeof sz);
     layout lo = {.a = a, .sz = &sz};
@@ -125,13 +139,15 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
     if (s->rowpos) return;
     int32_t *pos = os_alloc(sizeof(int32_t) * (size_t)(s->npos > 0 ? s->npos : 1), "positions");
     for (int64_t i = 0; i < s->npos; i++) pos[i] = (int32_t)i;
-    os_k->rope_table(a->cos_t, a->sin_t, pos, s->npos, m->D, (float)m->cfg.rope_theta);
+    os_k->upload(a->pos, pos, (int64_t)sizeof(int32_t) * s->npos);
+    os_k->rope_table(a->cos_t, a->sin_t, a->pos, s->npos, m->D, (float)m->cfg.rope_theta);
     os_free(pos);
 }
 
 void os_acts_positions(os_model_acts *a, const int32_t *pos) {
     const os_model *m = a->m;
     int64_t L = a->shape.L, half = L * m->D / 2;
+    os_k->upload(a->pos, pos, (int64_t)sizeof(int32_t) * a->shape.B * L);
     for (int64_t b = 0; b < a->shape.B; b++)
-        os_k->rope_table(a->cos_t + b * half, a->sin_t + b * half, pos + b * L, L, m->D, (float)m->cfg.rope_theta);
+        os_k->rope_table(a->cos_t + b * half, a->sin_t + b * half, a->pos + b * L, L, m->D, (float)m->cfg.rope_theta);
 }

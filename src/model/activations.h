@@ -22,7 +22,8 @@ typedef struct {
 // floats (4-byte elements) per group of the table
 typedef enum { OS_ACT_LAYERS, OS_ACT_SCRATCH, OS_ACT_RESID, OS_ACT_HEAD, OS_ACT_GRAD, OS_ACT_NGROUPS } os_act_group;
 //   LAYERS: the kept layers' saved activations (os_layer_act, one or every layer)
-//   SCRATCH: the layer backward scratch (os_layer_ctx) and the RoPE tables
+//   SCRATCH: the layer backward scratch (os_layer_ctx), the RoPE tables and positions, and the micro-batch's inputs
+//            uploaded for the kernels (ids, key mask, segments)
 //   RESID: the residual stream, layer inputs xs[0..nlayers] [N, C] each
 //   HEAD: os_head_buf (targets included)
 //   GRAD: dx [N, C], the residual gradient of the backward
@@ -43,6 +44,14 @@ typedef struct {
                               // forward (the last one), so the backward need not recompute it; -1: none
     os_layer_ctx ctx;         // the layer scratch and RoPE tables (per-call fields set by the forward)
     float *cos_t, *sin_t;     // [npos, D/2], or [B, L, D/2] with shape.rowpos
+    int32_t *pos;             // [npos] the RoPE tables' positions 0..npos-1, or [B, L] the rows' (rowpos)
+    // the micro-batch's inputs on the backend (os_acts_upload; the host keeps its own): ids [B, G+1, L], keymask
+    // and seg [B, L] (the call's: its buffer, or NULL when the micro-batch has none), their buffers
+    int32_t *ids, *seg_buf;
+    uint8_t *keymask_buf;
+    const uint8_t *keymask;
+    const int32_t *seg;
+    int64_t ny;               // ints of head.yh
     os_head_buf head;
     float *dx;                // [N, C]
 } os_model_acts;
@@ -50,7 +59,11 @@ typedef struct {
 void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out);
 void os_acts_init(os_model_acts *a, const os_model *m);
 void os_acts_free(os_model_acts *a);
-// lay the buffers out for shape s (growing the arena when needed; RoPE tables filled unless s->rowpos)
+// lay the buffers out for shape s (growing the arena when needed; RoPE tables filled unless s->rowpos). Every buffer
+// is on the backend's memory (os_k->alloc) but the head's host copy of its targets (head.yh)
 void os_acts_prepare(os_model_acts *a, const os_act_shape *s);
-// shape.rowpos: the RoPE tables of each row's positions pos [B, L]
+// shape.rowpos: the RoPE tables of each row's positions pos [B, L] (host; uploaded)
 void os_acts_positions(os_model_acts *a, const int32_t *pos);
+// the micro-batch's ids [B, R, L] (R <= G+1), keymask and seg [B, L] (each NULL: none) into a->ids, a->keymask,
+// a->seg (NULL for a missing one); after os_acts_prepare for its shape
+void os_acts_upload(os_model_acts *a, int64_t R, const int32_t *ids, const uint8_t *keymask, const int32_t *seg);

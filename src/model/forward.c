@@ -9,12 +9,12 @@
 void os_kv_cache_init(os_kv_cache *kv, const os_model *m, int64_t B, int64_t cap) {
     *kv = (os_kv_cache){.nlayers = m->nlayers, .B = B, .cap = cap, .KH = m->KH, .D = m->D};
     size_t n = sizeof(float) * (size_t)(m->nlayers * B * cap * m->KH * m->D);
-    kv->k = os_alloc(n, "KV cache keys[layers, B, cap, KH, D]");
-    kv->v = os_alloc(n, "KV cache values[layers, B, cap, KH, D]");
+    kv->k = os_k->alloc((int64_t)n, "KV cache keys[layers, B, cap, KH, D]");   // the backend's memory
+    kv->v = os_k->alloc((int64_t)n, "KV cache values[layers, B, cap, KH, D]");
 }
 
 void os_kv_cache_free(os_kv_cache *kv) {
-    os_free(kv->k), os_free(kv->v);
+    os_k->free(kv->k), os_k->free(kv->v);
     *kv = (os_kv_cache){0};
 }
 
@@ -61,8 +61,9 @@ LAYER_RESOLVER(layer_grads, os_layer_grads, os_grads, os_grad)
 #undef LAYER_RESOLVER
 #undef RESOLVE_ONE
 
-static os_embed_task embed_task(const os_model *m, const os_model_input *in) {
-    return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = in->ids, .speech = in->speech,
+// ids: in's ids on the backend (os_model_acts.ids)
+static os_embed_task embed_task(const os_model *m, const os_model_input *in, const int32_t *ids) {
+    return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = ids, .speech = in->speech,
                            .proj = in->proj};
 }
 
@@ -113,9 +114,9 @@ static void head(os_model_acts *a, const os_model_input *in, const os_weights *w
 }
 
 // the embedding forward: only the rows the batch reads when the owner can fetch rows (w->rows: the ids renumbered
-// into the fetched table), else the whole bucket gathered
-static void embed_fwd(const os_model *m, const os_model_input *in, const os_weights *w, float *x0) {
-    os_embed_task et = embed_task(m, in);
+// into the fetched table, both on the backend), else the whole bucket gathered. ids: in's ids on the backend
+static void embed_fwd(const os_model *m, const os_model_input *in, const int32_t *ids, const os_weights *w, float *x0) {
+    os_embed_task et = embed_task(m, in, ids);
     if (!w->rows) {
         w->gather(w->ctx, m->b_embed);
         os_embed_fwd(&et, os_weight(w, m->embed), x0);
@@ -127,11 +128,13 @@ static void embed_fwd(const os_model *m, const os_model_input *in, const os_weig
     memcpy(u, in->ids, sizeof(int32_t) * (size_t)n);
     int64_t nu = os_ids_unique(u, n);
     for (int64_t i = 0; i < n; i++) local[i] = (int32_t)os_ids_find(u, nu, in->ids[i]);
-    float *table = os_alloc_uninit(sizeof(float) * (size_t)((nu ? nu : 1) * C), "embedding rows[rows, C]");   // rows fills it
+    float *table = os_k->alloc((int64_t)sizeof(float) * (nu ? nu : 1) * C, "embedding rows[rows, C]");   // rows fills it
+    int32_t *dlocal = os_k->alloc((int64_t)sizeof(int32_t) * (n ? n : 1), "embedding ids (backend)");
     w->rows(w->ctx, m->embed, u, nu, table);
-    et.ids = local;
+    os_k->upload(dlocal, local, (int64_t)sizeof(int32_t) * n);
+    et.ids = dlocal;
     os_embed_fwd(&et, table, x0);
-    os_free(u), os_free(local), os_free(table);
+    os_free(u), os_free(local), os_k->free(table), os_k->free(dlocal);
 }
 
 void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
@@ -148,13 +151,14 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
                        .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0, .rowpos = in->pos != NULL};
     os_acts_prepare(a, &sh);
     if (in->pos) os_acts_positions(a, in->pos);
+    os_acts_upload(a, in->R, in->ids, in->keymask, in->seg);   // the host inputs the kernels read, once
     os_layer_ctx *c = &a->ctx;
     c->m = m, c->B = in->B, c->L = in->L, c->N = in->B * in->L, c->p0 = p0, c->cos_t = a->cos_t, c->sin_t = a->sin_t;
     c->rope_ld = in->pos ? in->L * m->D / 2 : 0;
-    c->keymask = in->keymask, c->seg = in->seg, c->kv = o->kv, c->kvs = o->kvs, c->lora_p = o->lora_dropout,
+    c->keymask = a->keymask, c->seg = a->seg, c->kv = o->kv, c->kvs = o->kvs, c->lora_p = o->lora_dropout,
     c->lora_key = o->lora_key;
 
-    embed_fwd(m, in, w, a->xs[0]);
+    embed_fwd(m, in, a->ids, w, a->xs[0]);
     if (nl > 0) layer_prefetch(w, m, 0);
     for (int64_t l = 0; l < nl; l++) {
         if (l + 1 < nl) layer_prefetch(w, m, l + 1);
@@ -195,7 +199,7 @@ void os_model_backward(os_model_acts *a, const os_model_input *in, const os_weig
         layer_release(w, m, l);
     }
     // embedding (tied lm_head: its gradient scope is still open from the head, and this close is its last)
-    os_embed_task et = embed_task(m, in);
+    os_embed_task et = embed_task(m, in, a->ids);   // the ids the forward uploaded
     if (m->b_head != m->b_embed) g->open(g->ctx, m->b_embed);
     os_embed_bwd(&et, in->dproj, a->dx, os_grad(g, m->embed));
     g->close(g->ctx, m->b_embed);

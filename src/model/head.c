@@ -14,13 +14,16 @@ void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const 
     os_k->rmsnorm_bwd(dx, dnorm, buf->dhn, x, norm, buf->rstd, N, m->C);
 }
 
-// each sample's last row of lm_head logits into out[B, V] (inference)
+// each sample's last row of lm_head logits into out[B, V] (inference; host memory: downloaded row by row from the
+// logits buffer)
 static void last_logits(const os_model *m, const float *W, const os_head_task *t, const os_head_buf *buf) {
-    for (int64_t b = 0; b < t->B; b++)
-        os_k->linear_fwd(t->logits + b * m->V, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
+    for (int64_t b = 0; b < t->B; b++) {
+        os_k->linear_fwd(buf->logits, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
+        os_k->download(t->logits + b * m->V, buf->logits, (int64_t)sizeof(float) * m->V);
+    }
 }
 
-// shifted targets of loss term k (0 = text, 1+i = audio layer i) for every row into y[N]; returns their count
+// shifted targets of loss term k (0 = text, 1+i = audio layer i) for every row into y[N] (host); returns their count
 static int64_t targets(const os_model *m, const os_head_task *t, int k, int32_t *y) {
     int64_t L = t->L, R = t->R, G = m->oc.G, count = 0;
     int64_t row = k == 0 ? (G > 0 ? G : 0) : k - 1;
@@ -40,10 +43,10 @@ static int row_class(const int32_t *y, int K, int64_t N, int64_t r) {
     return text ? (audio ? OS_HEAD_CLS_TA : OS_HEAD_CLS_T) : audio ? OS_HEAD_CLS_A : OS_HEAD_NCLS;
 }
 
-// Rows with a target moved to the front of hn [N, C] and of the targets y [K, N], grouped by class (in order within
-// one), idx[i] the original row of row i; cnt[c] the rows of class c; returns their count. A row with no target
-// adds nothing to any loss or gradient and is skipped (in SLAM-Omni: the speech input and the prompt). tmp (at
-// least [N, C]) is the scratch.
+// Rows with a target moved to the front of hn [N, C] and of the targets y [K, N] (host), grouped by class (in order
+// within one), idx[i] the original row of row i; cnt[c] the rows of class c; returns their count. A row with no
+// target adds nothing to any loss or gradient and is skipped (in SLAM-Omni: the speech input and the prompt). tmp
+// (at least [N, C], the backend's) is the scratch.
 static int64_t order_rows(const os_model *m, float *hn, int32_t *y, int K, int64_t N, float *tmp, int64_t *idx,
                           int64_t cnt[OS_HEAD_NCLS]) {
     int64_t C = m->C, n = 0;
@@ -54,11 +57,12 @@ static int64_t order_rows(const os_model *m, float *hn, int32_t *y, int K, int64
     }
     for (int64_t i = 0; i < n; i++) os_k->copy(tmp + i * C, hn + idx[i] * C, C);
     os_k->copy(hn, tmp, n * C);
-    int32_t *yt = (int32_t *)tmp;
+    int32_t *yt = os_alloc(sizeof(int32_t) * (size_t)(n ? n : 1), "head targets in row order");
     for (int k = 0; k < K; k++) {
         for (int64_t i = 0; i < n; i++) yt[i] = y[k * N + idx[i]];
         memcpy(y + k * N, yt, sizeof(int32_t) * (size_t)n);
     }
+    os_free(yt);
     return n;
 }
 
@@ -84,16 +88,17 @@ void os_head_loss(const os_model *m, const os_head_weights *w, const os_head_gra
     float scale[OS_MAX_G + 1] = {0};
     // every row in the first class when the logits are wanted (fixed), else the rows with a target by class
     os_head_rows r = {.cnt = {N, 0, 0}, .nterms = t->labels ? (int)m->oc.G + 1 : 0, .hn = buf->hn, .y = buf->y,
-                      .ldy = N, .scale = scale, .sums = buf->sums, .dhn = buf->dhn, .fixed = t->logits != NULL};
+                      .yh = buf->yh, .ldy = N, .scale = scale, .sums = buf->sums, .dhn = buf->dhn, .fixed = t->logits != NULL};
     for (int k = 0; k < r.nterms; k++) {
-        s->count[k] = targets(m, t, k, buf->y + k * N);
+        s->count[k] = targets(m, t, k, buf->yh + k * N);
         scale[k] = s->count[k] && g ? t->dscale * m->oc.loss_w[k] / (float)s->count[k] : 0.0f;
     }
     int64_t *idx = NULL, n = N;
     if (r.nterms && !r.fixed) {
         idx = os_alloc(sizeof(int64_t) * (size_t)N, "head rows with a target");
-        n = order_rows(m, buf->hn, buf->y, r.nterms, N, buf->logits, idx, r.cnt);
+        n = order_rows(m, buf->hn, buf->yh, r.nterms, N, buf->logits, idx, r.cnt);
     }
+    if (r.nterms) os_k->upload(buf->y, buf->yh, (int64_t)sizeof(int32_t) * r.nterms * N);
     os_k->gemm_pin(w->lm_head, V, C, C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
     if (r.nterms && t->runner) t->runner->run(t->runner->ctx, &hd, &r);
     else os_head_compute(&hd, &r);

@@ -103,7 +103,7 @@ static void chunk(pass *p, int64_t r0, int64_t n, int64_t c0, int64_t c1, int64_
     const float *hr = r->hn + r0 * C;
     float *lg = hd->buf->logits, *la = lg + (T - c0);   // la: the audio columns (c0 <= T)
     os_k->gemm(0, 1, n, w, C, 1.0f, hr, C, W + c0 * C, C, 0.0f, lg, V);   // logits[n, c0:c1]
-    if (hd->logits) os_k->copy(hd->logits + r0 * V, lg, n * V);   // every row, every column (w = V)
+    if (hd->logits) os_k->download(hd->logits + r0 * V, lg, (int64_t)sizeof(float) * n * V);   // every row and column (w = V)
     if (!r->nterms) return;
     if (text) xent(p, 0, lg, V, r0, n, T);
     if (audio) audio_fwd(p, r0, n, la);

@@ -32,9 +32,10 @@ typedef struct {
 // output gradient), ain [srows, A] (adapter input); NULL otherwise.
 // sums: the micro-batch's loss sums and correct counts on the backend's memory (the cross-entropy adds into them;
 // os_head_read_sums brings them to the host), allocated with the activations (os_acts_init).
+// yh: y's copy on the host (not in the arena: the targets are made, ordered and classed there, then uploaded)
 typedef struct {
     float *hn, *rstd, *logits, *al, *dA, *dhn;
-    int32_t *y;
+    int32_t *y, *yh;
     void *dls, *als, *ain;
     os_loss_sums *sums;
 } os_head_buf;
@@ -47,7 +48,8 @@ typedef struct {
     os_head_buf *buf;
     int64_t N;                // the micro-batch's rows B*L: the buffers' capacity (logits chunk, stash)
     int dh;                   // compute dL/dhn (something below the head is trained; with g only)
-    float *logits;            // NULL, or receives every row's lm_head logits [N, V] (the rows in their order)
+    float *logits;            // NULL, or receives every row's lm_head logits [N, V] (the rows in their order; host
+                              //   memory: each chunk downloaded, a wait per chunk: a debugging dump)
 } os_head;
 
 // Rows for the head to compute, grouped by class: class c is cnt[c] rows, after the earlier classes'; n rows in
@@ -59,7 +61,8 @@ typedef struct {
     int64_t cnt[OS_HEAD_NCLS];
     int nterms;                // loss terms (G+1), 0: no losses (logits only)
     const float *hn;           // [n, C]
-    const int32_t *y;          // [nterms, ldy]
+    const int32_t *y;          // [nterms, ldy] (the backend's memory)
+    const int32_t *yh;         // the same targets on the host (what code on the host reads: the balanced head)
     int64_t ldy;
     const int *owner;          // [n] or NULL
     const float *scale;        // [owners, OS_MAX_G + 1]
@@ -80,7 +83,7 @@ typedef struct {
     const int32_t *labels;     // [B, R, L] raw labels or -100; NULL: no losses (inference)
     float dscale;              // gradient scale of the losses (with gradients)
     int dh;                    // compute dL/d(norm output) into buf->dhn (something below the head is trained)
-    float *logits;             // NULL, or receives lm_head logits: every row [N, V], or with `last` (labels NULL
+    float *logits;             // NULL, or receives (host memory: downloaded) lm_head logits: every row [N, V], or with `last` (labels NULL
     int last;                  //   only) each sample's last row [B, V]
     const os_head_runner *runner;   // NULL, or computes the rows with losses (os_head_runner)
 } os_head_task;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define F32(n, what) os_alloc(sizeof(float) * (size_t)((n) > 0 ? (n) : 1), what)
+#define F32(n, what) os_k->alloc((int64_t)sizeof(float) * ((n) > 0 ? (n) : 1), what)   // the backend's memory
 
 static int par(os_registry *r, const char *name, int ndim, int64_t a, int64_t b, int64_t c) {
     int64_t s[3] = {a, b, c};
@@ -125,12 +125,10 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
         os_k->gelu_fwd(c1, c1, d * T_mel);
         os_k->conv1d_fwd(c2, c1, os_weight(wt, w->conv2_w), os_weight(wt, w->conv2_b), d, T_mel, d, 3, 2, 1);
         os_k->gelu_fwd(c2, c2, d * T);
-        float *x = out[i];
-#pragma omp parallel for schedule(static)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t c = 0; c < d; c++) x[t * d + c] = c2[c * T + t] + pos[t * d + c];
+        os_k->transpose(out[i], c2, 1, d, T);   // [d, T] -> [T, d], plus the positions
+        os_k->add(out[i], out[i], pos, T * d);
     }
-    os_free(c1), os_free(c2);
+    os_k->free(c1), os_k->free(c2);
     wt->release(wt->ctx, w->b_front);
     // ---- blocks ----
     enc_scratch s = {0};
@@ -146,7 +144,7 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
         wt->release(wt->ctx, w->b_layer[l]);
     }
     float *bufs[] = {s.ln, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
-    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_free(bufs[k]);
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_k->free(bufs[k]);
     // ---- final LayerNorm ----
     wt->gather(wt->ctx, w->b_final);
     for (int64_t i = 0; i < n; i++)

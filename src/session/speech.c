@@ -4,6 +4,7 @@
 #include "audio/audio.h"
 #include "audio/logmel.h"
 #include "io/atomic.h"
+#include "kernels/ops.h"
 #include "model/speech_input.h"
 #include "session/speech_cache.h"
 #include <string.h>
@@ -31,21 +32,22 @@ int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const 
         if (os_feat_cache_encoder_id(enc_dir, sp->enc_id, sizeof sp->enc_id) < 0) return -1;
         sp->cache_dir = cache_dir;
     }
-    sp->da = os_alloc(sizeof(float) * (size_t)(sp->T_s * os_projector_scratch_floats(&sp->pd)), "projector backward scratch");
+    sp->da = os_k->alloc((int64_t)sizeof(float) * sp->T_s * os_projector_scratch_floats(&sp->pd), "projector backward scratch");
+    sp->stage = os_alloc(sizeof(float) * (size_t)(sp->T_enc * sp->d), "speech encoder output (host)");
     return 0;
 }
 
 static void free_slots(os_speech *sp) {
     for (int64_t i = 0; sp->key && i < sp->cap; i++) os_free(sp->key[i]);
-    os_free(sp->key), os_free(sp->state), os_free(sp->mel), os_free(sp->feat);
-    os_free(sp->act), os_free(sp->proj), os_free(sp->dproj);
-    sp->key = NULL, sp->state = NULL, sp->mel = sp->feat = sp->act = sp->proj = sp->dproj = NULL;
+    os_free(sp->key), os_free(sp->state), os_free(sp->mel);
+    os_k->free(sp->mel_d), os_k->free(sp->feat), os_k->free(sp->act), os_k->free(sp->proj), os_k->free(sp->dproj);
+    sp->key = NULL, sp->state = NULL, sp->mel = sp->mel_d = sp->feat = sp->act = sp->proj = sp->dproj = NULL;
     sp->cap = 0;
 }
 
 void os_speech_free(os_speech *sp) {
     free_slots(sp);
-    os_free(sp->da);
+    os_k->free(sp->da), os_free(sp->stage);
     memset(sp, 0, sizeof *sp);
 }
 
@@ -59,10 +61,11 @@ static void ensure_slots(os_speech *sp, int64_t B) {
     sp->key = os_alloc(sizeof(char *) * (size_t)B, "speech cache keys");
     sp->state = os_alloc(sizeof(int) * (size_t)B, "speech states");
     sp->mel = os_alloc(sizeof(float) * (size_t)(B * sp->n_mels * sp->T_mel), "speech log-mel");
-    sp->feat = os_alloc(sizeof(float) * (size_t)(B * sp->T_enc * sp->d), "speech encoder output");
-    sp->act = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->n_act), "projector activations");
-    sp->proj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output");
-    sp->dproj = os_alloc(sizeof(float) * (size_t)(B * sp->T_s * sp->C), "projector output gradient");
+    sp->mel_d = os_k->alloc((int64_t)sizeof(float) * B * sp->n_mels * sp->T_mel, "speech log-mel (backend)");
+    sp->feat = os_k->alloc((int64_t)sizeof(float) * B * sp->T_enc * sp->d, "speech encoder output");
+    sp->act = os_k->alloc((int64_t)sizeof(float) * B * sp->T_s * sp->n_act, "projector activations");
+    sp->proj = os_k->alloc((int64_t)sizeof(float) * B * sp->T_s * sp->C, "projector output");
+    sp->dproj = os_k->alloc((int64_t)sizeof(float) * B * sp->T_s * sp->C, "projector output gradient");
 }
 
 // WAV -> 16 kHz -> padded or trimmed to n_wave samples -> log-mel into mel[n_mels, T_mel]
@@ -101,7 +104,8 @@ int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os
         if (sp->cache_dir) {
             sp->key[bi] = os_feat_cache_key(wav, sp->enc_id, sp->n_wave, sp->T_enc, sp->d);
             if (!sp->key[bi]) return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
-            if (os_feat_cache_read(sp->cache_dir, sp->key[bi], feat, sp->T_enc, sp->d)) {
+            if (os_feat_cache_read(sp->cache_dir, sp->key[bi], sp->stage, sp->T_enc, sp->d)) {
+                os_k->upload(feat, sp->stage, (int64_t)sizeof(float) * sp->T_enc * sp->d);
                 sp->state[bi] = 2, sp->cache_hits++;
                 continue;
             }
@@ -122,7 +126,9 @@ void os_speech_fwd(os_speech *sp, const os_weights *w) {
     int64_t k = 0;
     for (int64_t bi = 0; bi < sp->B; bi++)
         if (sp->state[bi] == 1) {
-            mel[k] = sp->mel + bi * sp->n_mels * sp->T_mel;
+            int64_t at = bi * sp->n_mels * sp->T_mel;
+            os_k->upload(sp->mel_d + at, sp->mel + at, (int64_t)sizeof(float) * sp->n_mels * sp->T_mel);
+            mel[k] = sp->mel_d + at;
             out[k++] = sp->feat + bi * sp->T_enc * sp->d;
         }
     os_whisper_fwd(&m->enc, w, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
@@ -130,7 +136,8 @@ void os_speech_fwd(os_speech *sp, const os_weights *w) {
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {
         if (sp->state[bi] != 1) continue;
         // a failed cache write ends a training run at the step boundary (every output is checked, docs/operations.md)
-        if (os_feat_cache_write(sp->cache_dir, sp->key[bi], sp->feat + bi * sp->T_enc * sp->d, sp->T_enc, sp->d) < 0) {
+        os_k->download(sp->stage, sp->feat + bi * sp->T_enc * sp->d, (int64_t)sizeof(float) * sp->T_enc * sp->d);
+        if (os_feat_cache_write(sp->cache_dir, sp->key[bi], sp->stage, sp->T_enc, sp->d) < 0) {
             if (!sp->cache_warned++) {
                 os_err_ctx("--cache_speech_features");
                 if (sp->write_failed) sp->write_failed();

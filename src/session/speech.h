@@ -24,7 +24,10 @@ typedef struct os_speech {
     int64_t B, cap;         // samples of the prepared micro-batch, allocated slots
     int *state;             // [B] 0 no speech, 1 log-mel ready (the encoder runs), 2 encoder output from the cache
     char **key;             // [B] cache key of a state-1 sample (NULL without a cache)
-    float *mel;             // [B, n_mels, T_mel]
+    float *mel;             // [B, n_mels, T_mel] (host: computed here)
+    float *stage;           // [T_enc, d] (host): one encoder output read from or written to the cache
+    // on the backend's memory (os_k->alloc; docs/design.md "The device seam"):
+    float *mel_d;           // [B, n_mels, T_mel] the encoder's input, uploaded by os_speech_fwd
     float *feat;            // [B, T_enc, d] encoder output
     int64_t n_act;          // projector activation floats per position (os_projector_act_floats)
     float *act;             // [B, T_s, n_act] projector activations kept for the backward

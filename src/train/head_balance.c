@@ -109,12 +109,27 @@ static void rows_to(const exch *x, int p, int64_t *list) {
     }
 }
 
+// rows list[0..K) of dev [*, C] (the backend's) into host [K, C] (a message): gathered on the backend, one download
+static void rows_down(float *host, const float *dev, const int64_t *list, int64_t K, int64_t C) {
+    float *st = os_k->alloc((int64_t)sizeof(float) * (K * C + 1), "head rows (staging)");
+    for (int64_t i = 0; i < K; i++) os_k->copy(st + i * C, dev + list[i] * C, C);
+    os_k->download(host, st, (int64_t)sizeof(float) * K * C);
+    os_k->free(st);
+}
+// host [K, C] (a message) into rows list[0..K) of dev [*, C]: one upload, then scattered on the backend
+static void rows_up(float *dev, const float *host, const int64_t *list, int64_t K, int64_t C) {
+    float *st = os_k->alloc((int64_t)sizeof(float) * (K * C + 1), "head rows (staging)");
+    os_k->upload(st, host, (int64_t)sizeof(float) * K * C);
+    for (int64_t i = 0; i < K; i++) os_k->copy(dev + list[i] * C, st + i * C, C);
+    os_k->free(st);
+}
+
 // the rows computed here: per class this rank's kept rows (owner me), then the rows moved here (owner: the sender),
 // moves in plan order; at[q]: where move q's rows start (moves to this rank)
 typedef struct {
     os_head_rows r;
-    float *hn, *dhn, *scale;
-    int32_t *y;
+    float *hn, *dhn, *scale;   // hn, dhn [rows, C] and y [K1, rows] on the backend, yh y's host copy
+    int32_t *y, *yh;
     int *owner;
     os_loss_sums *dsums;  // [S] on the backend's memory, what the head adds into; sums[me] this rank's own rows'
     os_loss_sums *sums;   // [S] their host copy, read once the rows are computed (the answers are host messages)
@@ -125,9 +140,10 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
     int64_t C = x->C, Nc = 0, row = 0;
     for (int c = 0; c < NCLS; c++) Nc += x->kept[c];
     for (int p = 0; p < x->S; p++) Nc += x->kin[p];
-    H->hn = os_alloc_uninit(sizeof(float) * (size_t)(Nc * C + 1), "head rows here[rows, C]");
-    H->dhn = x->dh ? os_alloc_uninit(sizeof(float) * (size_t)(Nc * C + 1), "head row gradients here") : NULL;
-    H->y = os_alloc_uninit(sizeof(int32_t) * (size_t)(Nc * x->K1 + 1), "head targets here");
+    H->hn = os_k->alloc((int64_t)sizeof(float) * (Nc * C + 1), "head rows here[rows, C]");
+    H->dhn = x->dh ? os_k->alloc((int64_t)sizeof(float) * (Nc * C + 1), "head row gradients here") : NULL;
+    H->y = os_k->alloc((int64_t)sizeof(int32_t) * (Nc * x->K1 + 1), "head targets here");
+    H->yh = os_alloc_uninit(sizeof(int32_t) * (size_t)(Nc * x->K1 + 1), "head targets here (host)");
     H->owner = os_alloc(sizeof(int) * (size_t)(Nc + 1), "head row owners");
     H->scale = os_alloc(sizeof(float) * (size_t)(x->S * NT), "head owners' gradient scales");
     H->dsums = os_k->alloc((int64_t)sizeof(os_loss_sums) * x->S, "head owners' loss sums");
@@ -141,9 +157,9 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
         if (x->mv[q].to == x->me) first[q] = cur[x->mv[q].from], cur[x->mv[q].from] += x->mv[q].rows;
     for (int c = 0; c < NCLS; c++) {
         H->start[c] = row;
+        os_k->copy(H->hn + row * C, r->hn + x->ostart[c] * C, x->kept[c] * C);
         for (int64_t i = 0; i < x->kept[c]; i++, row++) {
-            os_k->copy(H->hn + row * C, r->hn + (x->ostart[c] + i) * C, C);
-            for (int t = 0; t < x->K1; t++) H->y[t * Nc + row] = r->y[t * r->ldy + x->ostart[c] + i];
+            for (int t = 0; t < x->K1; t++) H->yh[t * Nc + row] = r->yh[t * r->ldy + x->ostart[c] + i];
             H->owner[row] = x->me;
         }
         for (int q = 0; q < x->nm; q++) {
@@ -154,22 +170,23 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
             rows_msg g = rows_at(x, in->buf + in->off[p], K);
             memcpy(H->scale + p * NT, g.scale, sizeof(float) * (size_t)x->K1);
             H->at[q] = row;
+            os_k->upload(H->hn + row * C, g.hn + first[q] * C, (int64_t)sizeof(float) * v->rows * C);
             for (int64_t i = first[q]; i < first[q] + v->rows; i++, row++) {
-                os_k->copy(H->hn + row * C, g.hn + i * C, C);
-                for (int t = 0; t < x->K1; t++) H->y[t * Nc + row] = g.y[t * K + i];
+                for (int t = 0; t < x->K1; t++) H->yh[t * Nc + row] = g.y[t * K + i];
                 H->owner[row] = p;
             }
         }
     }
-    H->r = (os_head_rows){.nterms = r->nterms, .hn = H->hn, .y = H->y, .ldy = Nc, .owner = H->owner,
+    os_k->upload(H->y, H->yh, (int64_t)sizeof(int32_t) * x->K1 * Nc);
+    H->r = (os_head_rows){.nterms = r->nterms, .hn = H->hn, .y = H->y, .yh = H->yh, .ldy = Nc, .owner = H->owner,
                           .scale = H->scale, .sums = H->dsums, .dhn = H->dhn};
     for (int c = 0; c < NCLS; c++) H->r.cnt[c] = (c + 1 < NCLS ? H->start[c + 1] : row) - H->start[c];
     os_free(cur), os_free(first);
 }
 
 static void here_free(here_rows *H) {
-    os_free(H->hn), os_free(H->dhn), os_free(H->y), os_free(H->owner), os_free(H->scale), os_free(H->sums);
-    os_k->free(H->dsums);
+    os_k->free(H->hn), os_k->free(H->dhn), os_k->free(H->y), os_k->free(H->dsums);
+    os_free(H->yh), os_free(H->owner), os_free(H->scale), os_free(H->sums);
     os_free(H->at);
 }
 
@@ -183,7 +200,7 @@ static void pack_back(const exch *x, const here_rows *H, msgs *out) {
         for (int q = 0; q < x->nm && x->dh; q++) {
             const os_head_move *v = &x->mv[q];
             if (v->to != x->me || v->from != p) continue;
-            os_k->copy(g.dh, H->dhn + H->at[q] * x->C, v->rows * x->C);
+            os_k->download(g.dh, H->dhn + H->at[q] * x->C, (int64_t)sizeof(float) * v->rows * x->C);
             g.dh += v->rows * x->C;
         }
     }
@@ -205,7 +222,7 @@ static void take_back(const exch *x, const here_rows *H, msgs *in, const os_head
         if (!x->dh) continue;
         int64_t *list = os_alloc(sizeof(int64_t) * (size_t)x->kout[p], "head moved rows");
         rows_to(x, p, list);
-        for (int64_t i = 0; i < x->kout[p]; i++) os_k->copy(r->dhn + list[i] * C, g.dh + i * C, C);
+        rows_up(r->dhn, g.dh, list, x->kout[p], C);
         os_free(list);
     }
     os_k->upload(r->sums, &acc, (int64_t)sizeof acc);
@@ -230,10 +247,9 @@ static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
         int64_t *list = os_alloc(sizeof(int64_t) * (size_t)K, "head moved rows");
         rows_msg g = rows_at(&x, out.buf + out.off[p], K);
         rows_to(&x, p, list);
-        for (int64_t i = 0; i < K; i++) {
-            os_k->copy(g.hn + i * x.C, r->hn + list[i] * x.C, x.C);
-            for (int t = 0; t < x.K1; t++) g.y[t * K + i] = r->y[t * r->ldy + list[i]];
-        }
+        rows_down(g.hn, r->hn, list, K, x.C);
+        for (int64_t i = 0; i < K; i++)
+            for (int t = 0; t < x.K1; t++) g.y[t * K + i] = r->yh[t * r->ldy + list[i]];
         memcpy(g.scale, r->scale, sizeof(float) * (size_t)x.K1);
         os_free(list);
     }
