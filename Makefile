@@ -3,6 +3,11 @@
 # targets with clang's libFuzzer into build-fuzz/fuzz/ (tests/fuzz/README.md).
 # BUILD=dir puts every output under another folder (parallel builds of different people do not collide).
 # `make install PREFIX=DIR` installs the binary, tools and docs; `make PORTABLE=1` builds for any x86-64 (below).
+# `make CUDA=1` builds the CUDA backend (src/cuda/) beside the CPU one into build-cuda/ (BUILD= another folder):
+# nvcc from CUDA_HOME, else the PyPI toolkit tools/setup-cuda.sh puts in .cuda/, else /usr/local/cuda.
+ifeq ($(CUDA),1)
+BUILD  ?= build-cuda
+endif
 BUILD  ?= build
 CC     := mpicc
 # -march=native: this machine's instruction set (the binary may not start on an older CPU). PORTABLE=1 builds for
@@ -24,7 +29,13 @@ LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm -ldl
 LDFLAGS := -fopenmp $(SAN)
 FUZZ_CC ?= clang-14
 
-LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+# src/cuda/: cuda_none.c in the plain build (--device cuda names make CUDA=1), the backend's files in a CUDA one
+CUDA_C   := $(filter-out src/cuda/cuda_none.c,$(wildcard src/cuda/*.c))
+ifeq ($(CUDA),1)
+LIB_SRC  := $(filter-out src/cli/main.c src/cuda/cuda_none.c,$(wildcard src/*/*.c))
+else
+LIB_SRC  := $(filter-out src/cli/main.c $(CUDA_C),$(wildcard src/*/*.c))
+endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -36,7 +47,11 @@ PY       ?= .venv/bin/python
 ASAN_PYTESTS ?= tests/test_train_oracle.py tests/test_errors.py tests/test_export_transformers.py tests/test_zero_runtime.py \
                 tests/test_freeze.py tests/test_lora.py tests/test_outputs.py tests/test_head_balance.py
 
-all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY)
+ifeq ($(CUDA),1)
+include tools/cuda.mk
+endif
+
+all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c Makefile   # a flag changed here rebuilds every object
 	@mkdir -p $(dir $@)
@@ -46,12 +61,14 @@ $(BUILD)/libomnishard.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/omnishard: $(BUILD)/obj/src/cli/main.o $(BUILD)/libomnishard.a
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+# CU_OBJ (make CUDA=1): the kernels, linked as objects (ops_cuda.c refers to them weakly, which takes nothing
+# out of an archive)
+$(BUILD)/omnishard: $(BUILD)/obj/src/cli/main.o $(CU_OBJ) $(BUILD)/libomnishard.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/tests/test_fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
                            $(BUILD)/obj/tests/fuzz/scratch.o $(BUILD)/libomnishard.a
@@ -99,5 +116,5 @@ clean:
 	rm -rf $(BUILD) build-asan build-fuzz
 
 .PHONY: all test asan clean layering fuzz fuzz-targets install
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
+-include $(LIB_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
          $(wildcard $(BUILD)/obj/tests/fuzz/*.d)

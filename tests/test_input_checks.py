@@ -58,7 +58,7 @@ def test_a_value_at_the_edge_of_its_range_is_accepted(tmp_path, name, ok):
 
 @pytest.mark.parametrize("name,bad,supported", [
     ("train_type", "qlora", "full or lora"), ("torch_dtype", "float16", "float32, fp32, bfloat16 or bf16"), ("ddp_backend", "nccl", "mpi"),
-    ("device", "cuda", "cpu"), ("lazy_tokenize", "false", "true or True"), ("check_model", "true", "false or False"),
+    ("device", "npu", "cpu, cuda or cuda:N"), ("lazy_tokenize", "false", "true or True"), ("check_model", "true", "false or False"),
     ("report_to", "swanlab", "none, tensorboard or all"), ("model_type", "qwen3", "slam_omni or qwen2"),
     ("lr_scheduler_type", "polynomial", "linear, constant, constant_with_warmup or cosine"),
     ("truncation_strategy", "split", "right, left or delete"),

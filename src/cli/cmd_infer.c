@@ -1,7 +1,9 @@
 // omnishard infer: generate the text and audio tokens of an answer with a trained SLAM-Omni model (docs/inference.md).
 #include "cli/commands.h"
+#include "cli/device.h"
 #include "cli/infer_run.h"
 #include "core/alloc.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "core/opts.h"
 #include "io/hfconfig.h"
@@ -80,6 +82,11 @@ static const os_opt OPTS[] = {
      .help = "predict no audio (audio rows pad_a), as the reference's decode_text_only"},
     NUM("zero_stage", zero_stage, OS_OPT_INT, "[0,3]", "ZeRO stage (default 3 under mpirun, else 0)"),
     {.name = "deepspeed", F(zero_stage), .type = OS_OPT_STAGE, .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
+    {.name = "device", F(device), .type = OS_OPT_STR, .metavar = "cpu|cuda|cuda:N",
+     .help = "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs a "
+             "binary built with make CUDA=1 (docs/operations.md \"GPUs\")"},
+    {.name = "tf32", F(tf32), .type = OS_OPT_BOOL,
+     .help = "--device cuda: fp32 products in TF32 on the tensor cores (faster, not exact; default false)"},
     {.name = "show_prompt", F(show_prompt), .type = OS_OPT_FLAG, .per_rank = 1,
      .help = "add the prompt's input ids [G+1][P] to the output"},
 };
@@ -177,11 +184,14 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
 
 int cmd_infer(int argc, char **argv) {
     infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .batch = 1, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
-                    .zero_stage = -1};
+                    .zero_stage = -1, .device = "cpu"};
     const os_opt_group grp = {"options", OPTS, NOPTS, &a};
     const os_opt_cmd c = {.command = "infer", .usage = USAGE, .groups = &grp, .ngroups = 1};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
+    // the device before MPI starts (each rank its GPU by the launcher's local rank); inference runs fp32
+    if (rc == 0 && os_tf32_check(a.tf32, a.device, 0) == 0) rc = os_cli_device_open(a.device, a.tf32);
+    else if (rc == 0) rc = -1;
     if (rc < 0) return fprintf(stderr, "omnishard infer: %s\n", os_errmsg()), 2;
     comm_init(&argc, &argv);
     os_gen_opts g;
@@ -193,6 +203,7 @@ int cmd_infer(int argc, char **argv) {
     }
     // every rank needs the same options (else the ranks run different forwards and wait on each other)
     rc = os_infer_failed(os_agree_table(OPTS, NOPTS, &a, NULL, NULL, 0)) ? 1 : os_infer_run(&a, &g, &so, index);
+    os_cli_device_report();
     comm_finalize();
     return rc;
 }

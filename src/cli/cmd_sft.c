@@ -1,5 +1,7 @@
 // omnishard sft: parse the ms-swift style flags, start MPI, agree on them across ranks, run the training loop.
 #include "cli/commands.h"
+#include "cli/device.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "io/hfconfig.h"
 #include "persist/checkpoint_limit.h"
@@ -14,6 +16,7 @@
 // --resume_from_checkpoint true (or a run directory): its latest complete checkpoint; false: no resume
 static int settle(os_sft_args *a, int argc, char **argv) {
     if (a->deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
+    if (os_tf32_check(a->tf32, a->device, os_sft_args_bf16(a)) < 0) return -1;    // its bf16.enabled counts too
     if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
     static char resume[4300];
     int found = os_checkpoint_resolve(a->resume_from_checkpoint, a->output_dir, resume, sizeof resume);
@@ -31,6 +34,9 @@ int cmd_sft(int argc, char **argv) {
     // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
     if (rc == 0) rc = settle(&a, argc, argv);
+    // the device before MPI starts (each rank its GPU by the launcher's local rank); a rank that cannot open it
+    // says why in the agreement below
+    if (rc == 0) rc = os_cli_device_open(a.device, a.tf32);
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);
@@ -51,6 +57,7 @@ int cmd_sft(int argc, char **argv) {
         return 2;
     }
     rc = os_sft_run(&a);
+    os_cli_device_report();
     comm_finalize();
     return rc;
 }

@@ -2,6 +2,7 @@
 #include "train/args.h"
 #include "train/swift_defaults.h"
 #include "core/alloc.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "core/numtext.h"
 #include "core/knobs.h"
@@ -36,6 +37,8 @@ static int parse_param_loss(void *obj, const char *v);
 static void show_param_loss(const void *obj, char *buf, size_t n);
 static int parse_target_modules(void *obj, const char *v);
 static int parse_report_to(void *obj, const char *v);
+static int parse_device(void *obj, const char *v);
+static void show_device(const void *obj, char *buf, size_t n);
 static int parse_deepspeed(void *obj, const char *v);
 static void show_deepspeed(const void *obj, char *buf, size_t n);
 static void show_report_to(const void *obj, char *buf, size_t n);
@@ -137,7 +140,10 @@ static const os_opt opts[] = {
                                                  "precision: GEMMs on bf16 inputs with fp32 accumulation, fp32 "
                                                  "master weights, gradients and AdamW (docs/training.md)"),
     C(ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
-    C(device, "cpu", "device to train on"),
+    X(device, "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs "
+              "a binary built with make CUDA=1 (docs/operations.md \"GPUs\")"),
+    B(tf32, "--device cuda: fp32 products on the tensor cores in TF32 (inputs rounded to 10-bit mantissas: faster, not "
+            "exact; default false: exact fp32)"),
     N(dataloader_num_workers, I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),
     C(lazy_tokenize, "true|True", "SLAM-Omni text is tokenized when a sample is first used"),
     C(check_model, "false|False", "compare the model files with a model hub (never done here)"),
@@ -193,7 +199,7 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->gradient_checkpointing = 1;
     a->ddp_timeout = OS_DDP_TIMEOUT_DEFAULT;
     a->freeze_encoder = 1;
-    a->target_modules = "all-linear", a->report_to = "none";
+    a->target_modules = "all-linear", a->report_to = "none", a->device = "cpu";
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
     a->head_balance = os_knobs()->head_balance;
     a->dataset_shuffle = 1, a->data_seed = -1;
@@ -302,6 +308,16 @@ static void show_deepspeed(const void *obj, char *buf, size_t n) {
     else snprintf(buf, n, "zero%d", a->zero_stage);
 }
 
+// --device: cpu, cuda or cuda:N (core/device.h); which backend runs is the command's to open (cli/device.c)
+static int parse_device(void *obj, const char *v) {
+    int index;
+    if (os_device_parse(v, &index) < 0) return -1;
+    ((os_sft_args *)obj)->device = v;
+    return 0;
+}
+
+static void show_device(const void *obj, char *buf, size_t n) { snprintf(buf, n, "%s", ((const os_sft_args *)obj)->device); }
+
 // --report_to: none, tensorboard or all (every sink omnishard has: TensorBoard); wandb named with its reason
 static int parse_report_to(void *obj, const char *v) {
     os_sft_args *a = obj;
@@ -331,6 +347,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
         return os_errf("--attn_impl %s: FlashAttention runs on CUDA GPUs only; omnishard trains on the CPU (--device cpu) "
                        "with one exact softmax attention, what sdpa and eager compute: pass --attn_impl sdpa or eager",
                        a->attn_impl);
+    if (os_tf32_check(a->tf32, a->device, os_sft_args_bf16(a)) < 0) return -1;
     if (a->trainable_embed_rows && strcmp(a->trainable_embed_rows, "all") && strcmp(a->trainable_embed_rows, "new") &&
         strcmp(a->trainable_embed_rows, "audio") && strcmp(a->trainable_embed_rows, "none"))
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->trainable_embed_rows);
@@ -338,6 +355,10 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
 }
 
 int os_sft_args_count(void) { return NOPTS; }
+
+int os_sft_args_bf16(const os_sft_args *a) {
+    return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));
+}
 
 // --target_modules as the modules it selects: all-linear, or the list in the model's order without repeats
 static void show_target_modules(const void *obj, char *buf, size_t n) {

@@ -31,6 +31,7 @@ typedef struct {
     int lora_rank, merge_lora;
     int resume_only_model;
     int packing;   // --packing: training samples packed into rows of up to max_length (dataset/pack.h)
+    int tf32;   // --tf32: fp32 products in TF32 on --device cuda (core/device.h)
     // --deepspeed FILE.json (train/ds_config.h): the file, its FNV-1a 64, train_batch_size (0: auto), what it did
     const char *deepspeed_file, *ds_notes;
     uint64_t ds_hash;
@@ -50,6 +51,8 @@ typedef struct {
 // Parse argv (argv[0] is the command name). Returns 0, 1 when --help or -h was given (nothing printed), -1 +
 // message on error (unknown option, a value outside its range or its allowed values, a missing required option).
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv);
+// 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16)
+int os_sft_args_bf16(const os_sft_args *a);
 // The option list with help, ranges and allowed values (omnishard sft --help).
 void os_sft_args_usage(FILE *f);
 // The defaults of every option (os_sft_args_parse starts from them); the table itself (omnishard plan parses the

@@ -1,0 +1,77 @@
+// The small kernels of the CUDA backend's products (cu_gemm_kernels.h): bf16 rounding, bias rows and sums.
+#include "cuda/cu_gemm_kernels.h"
+#include "cuda/cu_runtime.h"
+
+enum { THREADS = 256 };
+
+__device__ static uint16_t bf16_bits(float f) {   // k_bf16_round's rule: round to nearest even, NaN quiet
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__global__ static void round_kernel(uint16_t *dst, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = bf16_bits(src[i]);
+}
+
+// grid-stride over the rows x cols elements of a strided matrix
+__global__ static void round_rows_kernel(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = bf16_bits(src[(i / cols) * ld + i % cols]);
+}
+
+__global__ static void fill_kernel(float *out, const float *bias, int64_t N, int64_t O) {
+    int64_t n = N * O;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = bias[i % O];
+}
+
+// one thread per column, rows in order (the CPU's order of the double sum)
+__global__ static void colsum_kernel(float *dbias, const float *dout, int64_t N, int64_t O) {
+    int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (o >= O) return;
+    double s = 0.0;
+    for (int64_t r = 0; r < N; r++) s += dout[r * O + o];
+    dbias[o] += (float)s;
+}
+
+__global__ static void scale_kernel(float *c, int64_t M, int64_t N, int64_t ldc, float beta) {
+    int64_t n = M * N;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float *x = &c[(i / N) * ldc + i % N];
+        *x = beta == 0.0f ? 0.0f : beta * *x;
+    }
+}
+
+// a grid-stride launch over n items: at most 65536 blocks
+static unsigned grid(int64_t n) {
+    unsigned b = cu_blocks(n, THREADS);
+    return b > 65536u ? 65536u : b;
+}
+
+extern "C" void cu_round_bf16(uint16_t *dst, const float *src, int64_t n) {
+    round_kernel<<<grid(n), THREADS, 0, cu_stream()>>>(dst, src, n);
+    CU_LAUNCHED("cu_round_bf16");
+}
+
+extern "C" void cu_round_rows(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    round_rows_kernel<<<grid(rows * cols), THREADS, 0, cu_stream()>>>(dst, src, rows, cols, ld);
+    CU_LAUNCHED("cu_round_rows");
+}
+
+extern "C" void cu_fill_rows(float *out, const float *bias, int64_t N, int64_t O) {
+    fill_kernel<<<grid(N * O), THREADS, 0, cu_stream()>>>(out, bias, N, O);
+    CU_LAUNCHED("cu_fill_rows");
+}
+
+extern "C" void cu_colsum_add(float *dbias, const float *dout, int64_t N, int64_t O) {
+    colsum_kernel<<<cu_blocks(O, THREADS), THREADS, 0, cu_stream()>>>(dbias, dout, N, O);
+    CU_LAUNCHED("cu_colsum_add");
+}
+
+extern "C" void cu_scale_rows(float *c, int64_t M, int64_t N, int64_t ldc, float beta) {
+    scale_kernel<<<grid(M * N), THREADS, 0, cu_stream()>>>(c, M, N, ldc, beta);
+    CU_LAUNCHED("cu_scale_rows");
+}

@@ -1,0 +1,123 @@
+// The CUDA backend of the device seam (kernels/ops.h): the table os_cuda_open hands to os_k. Memory members and
+// the products are here and in cu_gemm.c; every other member is the kernel cu_<member> of src/cuda/*.cu (cu_ops.h),
+// with exactly the member's signature, referenced weakly so that the table builds while kernels are still being
+// written: a member whose kernel is not linked stops os_cuda_open with its name, never a fallback to host code.
+#include "cuda/cuda.h"
+#include "cuda/cu_alloc.h"
+#include "cuda/cu_gemm.h"
+#include "cuda/cu_runtime.h"
+#include "core/err.h"
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+// the members whose kernels live in src/cuda/*.cu as cu_<member>
+#define KERNEL_MEMBERS(X)                                                                                             \
+    X(attention_fwd) X(attention_bwd) X(attention_cached_fwd) X(rmsnorm_fwd) X(rmsnorm_bwd) X(layernorm_fwd)         \
+    X(rope_table) X(rope_fwd) X(rope_bwd) X(embedding_fwd) X(embedding_acc) X(embedding_bwd) X(swiglu_fwd)          \
+    X(swiglu_bwd) X(gelu_fwd) X(relu_fwd) X(conv1d_fwd) X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(adamw)
+#define DECLARE(m) extern __typeof__(*((os_ops *)0)->m) cu_##m __attribute__((weak));
+KERNEL_MEMBERS(DECLARE)
+#undef DECLARE
+
+static void *alloc(int64_t bytes, const char *what) {
+    void *p = cu_alloc(bytes > 0 ? bytes : 1, what);
+    CU_CHECK(cudaMemsetAsync(p, 0, (size_t)(bytes > 0 ? bytes : 1), cu_stream()));
+    return p;
+}
+
+// host -> device: from pageable memory the copy is staged before this returns, so src may change after it
+static void upload(void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyHostToDevice, cu_stream()));
+}
+
+// device -> host, after everything issued before it: the synchronisation point
+static void download(void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToHost, cu_stream()));
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
+}
+
+static void zero(float *x, int64_t n) {
+    if (n > 0) CU_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * (size_t)n, cu_stream()));
+}
+
+static void copy(float *dst, const float *src, int64_t n) {
+    if (n > 0 && dst != src)
+        CU_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, cu_stream()));
+}
+
+#define FILL(m) .m = cu_##m,
+static const os_ops g_cuda = {
+    .name = "cuda",
+    .alloc = alloc,
+    .free = cu_free,
+    .upload = upload,
+    .download = download,
+    .zero = zero,
+    .copy = copy,
+    .gemm = cu_gemm,
+    .gemm_pin = cu_gemm_pin,
+    .gemm_unpin = cu_gemm_unpin,
+    .to_bf16 = cu_to_bf16,
+    .gemm_bound_esz = cu_gemm_bound_esz,
+    .gemm_widen = cu_gemm_widen,
+    .gemm_bind = cu_gemm_bind,
+    .gemm_unbind = cu_gemm_unbind,
+    .gemm_rounds = cu_gemm_rounds,
+    .gemm_round = cu_gemm_round,
+    .gemm_rounded = cu_gemm_rounded,
+    .linear_fwd = cu_linear_fwd,
+    .linear_bwd = cu_linear_bwd,
+    KERNEL_MEMBERS(FILL)
+};
+#undef FILL
+
+// every function member of the table set: the named kernels, then any member ops.h gained that this table does
+// not fill yet (found by position: the table is its name followed by function pointers only)
+typedef void (*any_fn)(void);
+_Static_assert((sizeof(os_ops) - offsetof(os_ops, alloc)) % sizeof(any_fn) == 0, "os_ops: name, then functions");
+
+int cu_ops_missing(char *buf, size_t n) {
+    size_t k = 0;
+    int missing = 0;
+    buf[0] = 0;
+#define CHECK(m)                                                                                                      \
+    if (!g_cuda.m && k < n) k += (size_t)snprintf(buf + k, n - k, "%s%s", missing++ ? ", " : "", #m);
+    KERNEL_MEMBERS(CHECK)
+#undef CHECK
+    if (missing) return missing;
+    for (size_t off = offsetof(os_ops, alloc); off < sizeof(os_ops); off += sizeof(any_fn)) {
+        any_fn f;
+        memcpy(&f, (const char *)&g_cuda + off, sizeof f);
+        if (!f && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "%smember %zu of os_ops (not filled in src/cuda/ops_cuda.c)",
+                                  missing++ ? ", " : "", (off - offsetof(os_ops, alloc)) / sizeof(any_fn) + 1);
+    }
+    return missing;
+}
+
+const os_ops *os_ops_cuda(void) { return &g_cuda; }
+int os_cuda_built(void) { return 1; }
+
+const os_ops *os_cuda_open(int index, int tf32) {
+    static int opened;
+    if (opened) return &g_cuda;
+    struct cudaDeviceProp p;
+    if (cu_runtime_open(index, &p) < 0) return NULL;   // the driver and the device first: the likeliest failure
+    char missing[1024];
+    if (cu_ops_missing(missing, sizeof missing)) {
+        os_errf("CUDA backend: %s not built yet (no kernel cu_<member> linked from src/cuda/*.cu)", missing);
+        return NULL;
+    }
+    if (cu_gemm_open(tf32) < 0) return NULL;
+    os_info("device: cuda:%d, %s (compute capability %d.%d, %.1f GB), fp32 products %s", cu_device(), p.name,
+            p.major, p.minor, (double)p.totalGlobalMem / 1e9, tf32 ? "in TF32 (--tf32 true)" : "exact (no TF32)");
+    opened = 1;
+    return &g_cuda;
+}
+
+os_cuda_mem os_cuda_mem_stats(void) {
+    cu_mem_stats s = cu_alloc_stats();
+    return (os_cuda_mem){s.requested, s.peak_requested, s.in_use,          s.peak_in_use,
+                         s.reserved,  s.peak_reserved,  s.device_used_peak, s.device_total};
+}

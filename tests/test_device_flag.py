@@ -1,0 +1,94 @@
+"""--device cpu|cuda|cuda:N and --tf32 (sft, infer; docs/operations.md "GPUs"): the value is checked, a build without
+the CUDA backend names `make CUDA=1`, and a CUDA build (make CUDA=1 -> build-cuda/, or OMNISHARD_CUDA_BUILD) on a
+machine without a GPU says so with the CUDA error string, and trains on --device cpu exactly as the CPU build."""
+import os, pathlib, subprocess
+import pytest
+
+from conftest import BIN, ROOT
+from omni_run import logs, run, tiny_slam
+
+CUDA_BUILD = ROOT / os.environ.get("OMNISHARD_CUDA_BUILD", "build-cuda")
+CUDA_BIN = CUDA_BUILD / "omnishard"
+needs_cuda_build = pytest.mark.skipif(not CUDA_BIN.exists(), reason=f"no CUDA build at {CUDA_BIN} (make CUDA=1)")
+
+
+def no_gpu():
+    return not any(pathlib.Path("/dev").glob("nvidia[0-9]*"))
+
+
+def cmd(kind, tmp_path, *extra):
+    if kind == "sft":
+        return ["sft", "--model", tmp_path / "nomodel", "--dataset", tmp_path / "d.jsonl", "--output_dir", tmp_path / "o", *extra]
+    return ["infer", "--model", tmp_path / "nomodel", "--question", "hi", *extra]
+
+
+def stderr_of(binary, args):
+    p = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    return p.stderr
+
+
+@pytest.mark.parametrize("kind", ["sft", "infer"])
+@pytest.mark.parametrize("dev", ["cuda", "cuda:0", "cuda:3"])
+def test_cuda_in_a_cpu_build_names_make_cuda(tmp_path, kind, dev):
+    if BIN.parent.resolve() == CUDA_BUILD.resolve():
+        pytest.skip("OMNISHARD_BUILD is the CUDA build")
+    err = stderr_of(BIN, cmd(kind, tmp_path, "--device", dev))
+    assert "--device cuda: this omnishard was built without the CUDA backend; build it with `make CUDA=1`" in err, err
+
+
+@pytest.mark.parametrize("kind", ["sft", "infer"])
+@pytest.mark.parametrize("dev", ["npu", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1024", "CUDA"])
+def test_a_device_value_is_checked(tmp_path, kind, dev):
+    err = stderr_of(BIN, cmd(kind, tmp_path, "--device", dev))
+    assert f"--device: '{dev}' is not supported (supported: cpu, cuda or cuda:N)" in err, err
+
+
+@pytest.mark.parametrize("kind", ["sft", "infer"])
+def test_tf32_needs_a_gpu(tmp_path, kind):
+    err = stderr_of(BIN, cmd(kind, tmp_path, "--tf32", "true"))
+    assert "--tf32 true: TF32 is the number format of a CUDA GPU's tensor cores; on --device cpu" in err, err
+
+
+def test_tf32_with_bf16_is_refused(tmp_path):
+    err = stderr_of(BIN, cmd("sft", tmp_path, "--tf32", "true", "--device", "cuda", "--torch_dtype", "bfloat16"))
+    assert "--tf32 true with --torch_dtype bfloat16: every product runs on bf16 inputs already" in err, err
+
+
+def test_cuda_with_the_guard_hook_is_refused(tmp_path):
+    if not CUDA_BIN.exists():
+        pytest.skip("no CUDA build")
+    p = subprocess.run([str(CUDA_BIN), *map(str, cmd("sft", tmp_path, "--device", "cuda"))], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, OMNISHARD_BACKEND="guard"))
+    assert p.returncode == 2 and "--device cuda with OMNISHARD_BACKEND=guard" in p.stderr, p.stderr
+
+
+@needs_cuda_build
+def test_cuda_build_unit_checks():
+    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_nogpu"), *(["nogpu"] if no_gpu() else [])],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@needs_cuda_build
+@pytest.mark.skipif(not no_gpu(), reason="a GPU is here")
+@pytest.mark.parametrize("kind", ["sft", "infer"])
+@pytest.mark.parametrize("dev", ["cuda", "cuda:1"])
+def test_cuda_build_without_a_gpu_gives_the_cuda_error(tmp_path, kind, dev):
+    err = stderr_of(CUDA_BIN, cmd(kind, tmp_path, "--device", dev))
+    # the toolkit's static runtime finds no driver here (the PyPI nvcc needs none): CUDA's own words
+    assert "--device cuda: no usable CUDA device: CUDA driver version is insufficient for CUDA runtime version" in err, err
+
+
+@needs_cuda_build
+def test_cuda_build_trains_on_the_cpu_as_the_cpu_build(tmp_path_factory):
+    d = tiny_slam(tmp_path_factory, "devcpu", 4)
+    args = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--max_steps", 2, "--max_length", 64,
+            "--learning_rate", "2e-3"]
+    run([*args, "--output_dir", d / "cpu"])
+    p = subprocess.run([str(CUDA_BIN), *map(str, args), "--output_dir", str(d / "cuda"), "--device", "cpu"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    keys = ("step", "loss", "grad_norm")
+    want = [{k: x.get(k) for k in keys} for x in logs(d / "cpu") if "loss" in x]
+    assert len(want) == 2 and [{k: x.get(k) for k in keys} for x in logs(d / "cuda") if "loss" in x] == want
