@@ -65,10 +65,6 @@ int64_t cu_gemm_bound_esz(void) { return 2; }
 void cu_gemm_widen(void *buf, int64_t n) { (void)buf, (void)n; }   // bf16 bits are the products' format
 int64_t cu_gemm_rounds(void) { return k_gemm_bf16_on() ? 2 : 0; }
 
-void cu_to_bf16(uint16_t *dst, const float *src, int64_t n) {
-    if (n > 0) cu_round_bf16(dst, src, n);
-}
-
 void cu_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     if (rows > 0 && cols > 0) cu_round_rows(dst, src, rows, cols, ld);
 }

@@ -3,7 +3,7 @@
 // bf16 (on while k_gemm_bf16_on(), the process-wide mode the session sets for --torch_dtype bfloat16): both
 // operands rounded to bf16 (round to nearest even, as the CPU) and multiplied with fp32 accumulation; a bound or
 // pinned operand is read from its rounded copy, any other is rounded into scratch first. Bound copies hold bf16
-// bits (gemm_bound_esz 2; gemm_widen does nothing).
+// bits (gemm_bound_esz 2; gemm_widen does nothing). to_bf16 is cu_to_bf16 of cu_ops.h.
 #pragma once
 #include <stdint.h>
 
@@ -12,7 +12,6 @@ void cu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const
              const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void cu_gemm_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);
 void cu_gemm_unpin(void);
-void cu_to_bf16(uint16_t *dst, const float *src, int64_t n);
 int64_t cu_gemm_bound_esz(void);
 void cu_gemm_widen(void *buf, int64_t n);
 void cu_gemm_bind(const float *w, int64_t n, const void *rounded);

@@ -10,11 +10,6 @@ __device__ static uint16_t bf16_bits(float f) {   // k_bf16_round's rule: round 
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-__global__ static void round_kernel(uint16_t *dst, const float *src, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = bf16_bits(src[i]);
-}
-
 // grid-stride over the rows x cols elements of a strided matrix
 __global__ static void round_rows_kernel(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     int64_t n = rows * cols;
@@ -49,11 +44,6 @@ __global__ static void scale_kernel(float *c, int64_t M, int64_t N, int64_t ldc,
 static unsigned grid(int64_t n) {
     unsigned b = cu_blocks(n, THREADS);
     return b > 65536u ? 65536u : b;
-}
-
-extern "C" void cu_round_bf16(uint16_t *dst, const float *src, int64_t n) {
-    round_kernel<<<grid(n), THREADS, 0, cu_stream()>>>(dst, src, n);
-    CU_LAUNCHED("cu_round_bf16");
 }
 
 extern "C" void cu_round_rows(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {

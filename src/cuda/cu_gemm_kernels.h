@@ -5,9 +5,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-// dst[n] = bf16 bits of src[n], round to nearest even (a NaN stays a quiet NaN), as k_bf16_round
-void cu_round_bf16(uint16_t *dst, const float *src, int64_t n);
-// dst[rows, cols] (packed) = bf16 bits of src[rows, cols] (row stride ld)
+// dst[rows, cols] (packed) = bf16 bits of src[rows, cols] (row stride ld), round to nearest even (a NaN stays a
+// quiet NaN), as k_bf16_round
 void cu_round_rows(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 // out[N, O] = bias[O] in every row
 void cu_fill_rows(float *out, const float *bias, int64_t N, int64_t O);

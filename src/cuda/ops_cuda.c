@@ -1,10 +1,11 @@
-// The CUDA backend of the device seam (kernels/ops.h): the table os_cuda_open hands to os_k. Memory members and
-// the products are here and in cu_gemm.c; every other member is the kernel cu_<member> of src/cuda/*.cu (cu_ops.h),
+// The CUDA backend of the device seam (kernels/ops.h): the table os_cuda_open hands to os_k. alloc, free, upload,
+// download are here, the products in cu_gemm.c; every other member is the kernel cu_<member> of src/cuda/*.cu (cu_ops.h),
 // with exactly the member's signature, referenced weakly so that the table builds while kernels are still being
 // written: a member whose kernel is not linked stops os_cuda_open with its name, never a fallback to host code.
 #include "cuda/cuda.h"
 #include "cuda/cu_alloc.h"
 #include "cuda/cu_gemm.h"
+#include "cuda/cu_ops.h"
 #include "cuda/cu_runtime.h"
 #include "core/err.h"
 #include <stddef.h>
@@ -12,10 +13,13 @@
 #include <string.h>
 
 // the members whose kernels live in src/cuda/*.cu as cu_<member>
+// (cu_ops.h declares them; the declarations below, of each member's own type, make them weak and fail to compile
+// where a kernel's arguments differ from its member's)
 #define KERNEL_MEMBERS(X)                                                                                             \
-    X(attention_fwd) X(attention_bwd) X(attention_cached_fwd) X(rmsnorm_fwd) X(rmsnorm_bwd) X(layernorm_fwd)         \
-    X(rope_table) X(rope_fwd) X(rope_bwd) X(embedding_fwd) X(embedding_acc) X(embedding_bwd) X(swiglu_fwd)          \
-    X(swiglu_bwd) X(gelu_fwd) X(relu_fwd) X(conv1d_fwd) X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(adamw)
+    X(zero) X(copy) X(to_bf16) X(attention_stats_floats) X(attention_fwd) X(attention_bwd) X(attention_cached_fwd)  \
+    X(rmsnorm_fwd) X(rmsnorm_bwd) X(layernorm_fwd) X(rope_table) X(rope_fwd) X(rope_bwd) X(embedding_fwd)           \
+    X(embedding_acc) X(embedding_bwd) X(swiglu_fwd) X(swiglu_bwd) X(gelu_fwd) X(relu_fwd) X(conv1d_fwd)             \
+    X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(adamw)
 #define DECLARE(m) extern __typeof__(*((os_ops *)0)->m) cu_##m __attribute__((weak));
 KERNEL_MEMBERS(DECLARE)
 #undef DECLARE
@@ -37,15 +41,6 @@ static void download(void *dst, const void *src, int64_t bytes) {
     CU_CHECK(cudaStreamSynchronize(cu_stream()));
 }
 
-static void zero(float *x, int64_t n) {
-    if (n > 0) CU_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * (size_t)n, cu_stream()));
-}
-
-static void copy(float *dst, const float *src, int64_t n) {
-    if (n > 0 && dst != src)
-        CU_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, cu_stream()));
-}
-
 #define FILL(m) .m = cu_##m,
 static const os_ops g_cuda = {
     .name = "cuda",
@@ -53,12 +48,9 @@ static const os_ops g_cuda = {
     .free = cu_free,
     .upload = upload,
     .download = download,
-    .zero = zero,
-    .copy = copy,
     .gemm = cu_gemm,
     .gemm_pin = cu_gemm_pin,
     .gemm_unpin = cu_gemm_unpin,
-    .to_bf16 = cu_to_bf16,
     .gemm_bound_esz = cu_gemm_bound_esz,
     .gemm_widen = cu_gemm_widen,
     .gemm_bind = cu_gemm_bind,

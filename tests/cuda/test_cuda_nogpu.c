@@ -33,8 +33,8 @@ static void table(void) {
     CHECK(t && !strcmp(t->name, "cuda"), "os_ops_cuda: the table named cuda");
     if (!t) return;
     // the members this folder's C files fill (memory and products) are always there
-    CHECK(t->alloc && t->free && t->upload && t->download && t->zero && t->copy, "memory members");
-    CHECK(t->gemm && t->gemm_pin && t->gemm_unpin && t->to_bf16 && t->gemm_bound_esz && t->gemm_widen &&
+    CHECK(t->alloc && t->free && t->upload && t->download, "memory members");
+    CHECK(t->gemm && t->gemm_pin && t->gemm_unpin && t->gemm_bound_esz && t->gemm_widen &&
           t->gemm_bind && t->gemm_unbind && t->gemm_rounds && t->gemm_round && t->gemm_rounded && t->linear_fwd &&
           t->linear_bwd, "product members");
     CHECK(t->gemm_bound_esz() == 2, "bound copies hold bf16 bits: esz %lld", (long long)t->gemm_bound_esz());
