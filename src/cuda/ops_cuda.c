@@ -19,13 +19,15 @@
     X(zero) X(copy) X(to_bf16) X(attention_stats_floats) X(attention_fwd) X(attention_bwd) X(attention_cached_fwd)  \
     X(rmsnorm_fwd) X(rmsnorm_bwd) X(layernorm_fwd) X(rope_table) X(rope_fwd) X(rope_bwd) X(embedding_fwd)           \
     X(embedding_acc) X(embedding_bwd) X(swiglu_fwd) X(swiglu_bwd) X(gelu_fwd) X(relu_fwd) X(conv1d_fwd)             \
-    X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(adamw)
+    X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(first_nonfinite) X(adamw)
 #define DECLARE(m) extern __typeof__(*((os_ops *)0)->m) cu_##m __attribute__((weak));
 KERNEL_MEMBERS(DECLARE)
 #undef DECLARE
 
+// zeroed (alloc; alloc_sparse too: device memory has no pages that cost nothing until written) or not
+static void *alloc_uninit(int64_t bytes, const char *what) { return cu_alloc(bytes > 0 ? bytes : 1, what); }
 static void *alloc(int64_t bytes, const char *what) {
-    void *p = cu_alloc(bytes > 0 ? bytes : 1, what);
+    void *p = alloc_uninit(bytes, what);
     CU_CHECK(cudaMemsetAsync(p, 0, (size_t)(bytes > 0 ? bytes : 1), cu_stream()));
     return p;
 }
@@ -45,7 +47,10 @@ static void download(void *dst, const void *src, int64_t bytes) {
 static const os_ops g_cuda = {
     .name = "cuda",
     .alloc = alloc,
+    .alloc_uninit = alloc_uninit,
+    .alloc_sparse = alloc,
     .free = cu_free,
+    .host_memory = 0,   // zero/comm.c stages the collectives through host buffers until NCCL
     .upload = upload,
     .download = download,
     .gemm = cu_gemm,
@@ -64,10 +69,19 @@ static const os_ops g_cuda = {
 };
 #undef FILL
 
-// every function member of the table set: the named kernels, then any member ops.h gained that this table does
-// not fill yet (found by position: the table is its name followed by function pointers only)
-typedef void (*any_fn)(void);
-_Static_assert((sizeof(os_ops) - offsetof(os_ops, alloc)) % sizeof(any_fn) == 0, "os_ops: name, then functions");
+// every member of os_ops is in this file's lists (a member added to ops.h and not filled here does not compile)
+#define OWN_MEMBERS(X)                                                                                                \
+    X(alloc) X(alloc_uninit) X(alloc_sparse) X(free) X(upload) X(download) X(gemm) X(gemm_pin) X(gemm_unpin)         \
+    X(gemm_bound_esz) X(gemm_widen) X(gemm_bind) X(gemm_unbind) X(gemm_rounds) X(gemm_round) X(gemm_rounded)        \
+    X(linear_fwd) X(linear_bwd)
+#define FIELD(m) __typeof__(((os_ops *)0)->m) m;
+struct listed {
+    const char *name;
+    int host_memory;
+    OWN_MEMBERS(FIELD) KERNEL_MEMBERS(FIELD)
+};
+#undef FIELD
+_Static_assert(sizeof(struct listed) == sizeof(os_ops), "os_ops has a member src/cuda/ops_cuda.c does not list");
 
 int cu_ops_missing(char *buf, size_t n) {
     size_t k = 0;
@@ -77,14 +91,6 @@ int cu_ops_missing(char *buf, size_t n) {
     if (!g_cuda.m && k < n) k += (size_t)snprintf(buf + k, n - k, "%s%s", missing++ ? ", " : "", #m);
     KERNEL_MEMBERS(CHECK)
 #undef CHECK
-    if (missing) return missing;
-    for (size_t off = offsetof(os_ops, alloc); off < sizeof(os_ops); off += sizeof(any_fn)) {
-        any_fn f;
-        memcpy(&f, (const char *)&g_cuda + off, sizeof f);
-        if (!f && k < n)
-            k += (size_t)snprintf(buf + k, n - k, "%smember %zu of os_ops (not filled in src/cuda/ops_cuda.c)",
-                                  missing++ ? ", " : "", (off - offsetof(os_ops, alloc)) / sizeof(any_fn) + 1);
-    }
     return missing;
 }
 
