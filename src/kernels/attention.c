@@ -54,9 +54,13 @@ static void softmax_rows(float *S, const uint8_t *km, const int32_t *sg, int cau
 // it belong to other segments only, and the block's products leave them out
 static int64_t first_key(const int32_t *sg, int64_t r0, int64_t n, int64_t kend) {
     if (!sg) return 0;
+    int32_t ids[BQ];   // the block's segment ids, once per run of equal ids (packed samples: a few runs)
+    int nid = 0;
+    for (int64_t t = r0; t < r0 + n; t++)
+        if (t == r0 || sg[t] != sg[t - 1]) ids[nid++] = sg[t];
     for (int64_t s = 0; s < kend; s++)
-        for (int64_t t = r0; t < r0 + n; t++)
-            if (sg[s] == sg[t]) return s;
+        for (int i = 0; i < nid; i++)
+            if (sg[s] == ids[i]) return s;
     return kend;
 }
 
