@@ -71,6 +71,23 @@ def test_packed_equals_unpacked(tiny, tmp_path):
         assert rel(wp[k], wu[k]) < 1e-5, (k, rel(wp[k], wu[k]))
 
 
+def test_packed_rows_over_ranks(tiny, tmp_path):
+    """Packed rows are the data stream as samples were: 2 ranks x batch 1 row (ZeRO-3) train as 1 rank x 2
+    accumulated micro-batches of 1 row (docs/training.md "Sample order and batches")."""
+    extra = [*COMMON, "--packing", "true", "--max_length", max(lengths(tiny / "data.jsonl")), "--num_train_epochs", 2]
+    one, two = tmp_path / "one", tmp_path / "two"
+    sft(tiny / "model", tiny / "data.jsonl", one, 0, [*extra, "--gradient_accumulation_steps", 2])
+    sft(tiny / "model", tiny / "data.jsonl", two, 0, [*extra, "--deepspeed", "zero3"], np_=2)
+    l1, l2 = logs(one), logs(two)
+    assert len(l1) == len(l2) >= 2
+    for a, b in zip(l1, l2):
+        for k in LOSSES:
+            assert abs(a[k] - b[k]) <= 1e-6 * max(abs(a[k]), 1e-3), (a["step"], k, a[k], b[k])
+    w1, w2 = weights(one / "final_model"), weights(two / "final_model")
+    flat = lambda w: np.concatenate([w[k].ravel().astype(np.float64) for k in sorted(w)])
+    assert rel(flat(w2), flat(w1)) < 1e-6
+
+
 def write_samples(path, samples):
     with open(path, "w") as f:
         for s in samples:
