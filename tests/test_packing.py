@@ -28,6 +28,18 @@ def tiny(tmp_path_factory):
     return d
 
 
+def flat(tensors):
+    return np.concatenate([tensors[k].ravel().astype(np.float64) for k in sorted(tensors)])
+
+
+def same_losses(la, lb):
+    """logged losses and accuracies of each step equal to 1e-6"""
+    assert len(la) == len(lb)
+    for a, b in zip(la, lb):
+        for k in LOSSES:
+            assert abs(a[k] - b[k]) <= 1e-6 * max(abs(a[k]), 1e-3), (a["step"], k, a[k], b[k])
+
+
 def lengths(path):
     return [len(json.loads(l)["input_ids"][0]) for l in open(path)]
 
@@ -54,12 +66,9 @@ def test_packed_equals_unpacked(tiny, tmp_path):
     assert f"--packing true: {N} training samples in {rows} rows of up to {maxlen} positions" in r.stderr, r.stderr
     lu, lp = logs(u), logs(p)
     assert [x["step"] for x in lp] == [1, 2, 3] and [x["epoch"] for x in lp] == [x["epoch"] for x in lu]
-    for a, b in zip(lu, lp):
-        for k in LOSSES:
-            assert abs(a[k] - b[k]) <= 1e-6 * max(abs(a[k]), 1e-3), (a["step"], k, a[k], b[k])
+    same_losses(lu, lp)
     gu, gp = load_file(tmp_path / "gu.safetensors"), load_file(tmp_path / "gp.safetensors")
     assert gu.keys() == gp.keys()
-    flat = lambda g: np.concatenate([g[k].ravel().astype(np.float64) for k in sorted(g)])
     assert rel(flat(gp), flat(gu)) < 1e-6
     # per tensor 1e-5: a k_proj bias gradient nearly cancels (a constant key shift moves no softmax), so its relative
     # error is that of a difference of large terms
@@ -80,11 +89,8 @@ def test_packed_rows_over_ranks(tiny, tmp_path):
     sft(tiny / "model", tiny / "data.jsonl", two, 0, [*extra, "--deepspeed", "zero3"], np_=2)
     l1, l2 = logs(one), logs(two)
     assert len(l1) == len(l2) >= 2
-    for a, b in zip(l1, l2):
-        for k in LOSSES:
-            assert abs(a[k] - b[k]) <= 1e-6 * max(abs(a[k]), 1e-3), (a["step"], k, a[k], b[k])
+    same_losses(l1, l2)
     w1, w2 = weights(one / "final_model"), weights(two / "final_model")
-    flat = lambda w: np.concatenate([w[k].ravel().astype(np.float64) for k in sorted(w)])
     assert rel(flat(w2), flat(w1)) < 1e-6
 
 
@@ -141,27 +147,32 @@ def test_resume_with_other_packing_is_refused(tiny, tmp_path):
     assert r.returncode != 0 and f"--packing: {out}/checkpoint-1 was trained with false, this run has true" in r.stderr, r.stderr
 
 
-def test_spoken_samples_are_refused(tmp_path):
-    """A row holds one WAV's speech span: a spoken sample with --packing true is an error naming the file, the
-    sample and the WAV."""
-    import wave
-    ref.make_model(str(tmp_path / "model"), hidden=32, layers=1, heads=4, kv_heads=2, inter=48, T=192, A=80, G=3,
+def test_packed_speech_equals_unpacked(tmp_path):
+    """Rows holding several spoken samples: each WAV's encoder and projector output fills its own sample's speech
+    span (the speech front end's slots per row, session/speech.h); losses per layer and the first step's gradients
+    (projector included) equal the unpacked ones, all samples in one micro-batch, to 1e-6."""
+    from test_speech_train import write_wav, write_data, G, T, A
+    ref.make_model(str(tmp_path / "model"), hidden=32, layers=1, heads=4, kv_heads=2, inter=48, T=T, A=A, G=G,
                    tied=True, seed=0)
     ref.add_projector(str(tmp_path / "model"), 16, 24, 32)
     ref.make_encoder(str(tmp_path / "enc"), d_model=16, layers=1, heads=4, ffn=32, max_pos=30, layout="cond")
-    with wave.open(str(tmp_path / "q.wav"), "wb") as w:
-        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
-        w.writeframes(np.zeros(4800, dtype="<i2").tobytes())
-    G, T, A, T_S, P = 3, 192, 80, 6, 2
-    L = P + T_S + 4
-    ids = [[T + 1] * L for _ in range(G)] + [[5] * L]
-    for r in range(G + 1):
-        for p in range(P, P + T_S):
-            ids[r][p] = T + A - 63 if r < G else T - 63
-    lab = [[-100] * (P + T_S) + [1] * 4 for _ in range(G + 1)]
-    write_samples(tmp_path / "d.jsonl", [{"input_ids": ids, "labels": lab},
-                                         {"input_ids": ids, "labels": lab, "speech_wav": "q.wav", "speech_start": P}])
-    r = sft(tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "o", 1,
-            ["--packing", "true", "--speech_encoder", tmp_path / "enc"], check=False)
-    assert r.returncode != 0 and "sample 1 has a spoken question" in r.stderr and "q.wav" in r.stderr, r.stderr
-    assert "--packing true packs text, text-to-speech and pretokenized samples only" in r.stderr, r.stderr
+    for name, sec, fr in [("a.wav", 0.3, 300), ("b.wav", 0.6, 500), ("c.wav", 1.1, 700)]:
+        write_wav(tmp_path / name, sec, fr, seed=fr)
+    write_data(tmp_path / "d.jsonl", 6, {0: "a.wav", 1: "b.wav", 3: "c.wav", 4: "a.wav"})
+    L = lengths(tmp_path / "d.jsonl")
+    maxlen = L[0] + L[1] + L[2]   # row 0: samples 0, 1 (both spoken) and 2
+    common = [*COMMON, "--speech_encoder", tmp_path / "enc", "--max_length", maxlen, "--num_train_epochs", 2]
+    u, p = tmp_path / "u", tmp_path / "p"
+    sft(tmp_path / "model", tmp_path / "d.jsonl", u, 0, [*common, "--per_device_train_batch_size", 6,
+                                                         "--dump_grads", tmp_path / "gu.safetensors"])
+    r = sft(tmp_path / "model", tmp_path / "d.jsonl", p, 0, [*common, "--packing", "true",
+                                                             "--per_device_train_batch_size", 6,
+                                                             "--dump_grads", tmp_path / "gp.safetensors"])
+    assert "--packing true: 6 training samples in" in r.stderr, r.stderr
+    lu, lp = logs(u), logs(p)
+    assert len(lu) == len(lp) == 2
+    same_losses(lu, lp)
+    gu, gp = load_file(tmp_path / "gu.safetensors"), load_file(tmp_path / "gp.safetensors")
+    assert rel(flat(gp), flat(gu)) < 1e-6
+    proj = [k for k in gu if "projector" in k]
+    assert proj and all(rel(gp[k], gu[k]) < 1e-5 for k in proj), [(k, rel(gp[k], gu[k])) for k in proj]

@@ -12,6 +12,8 @@ typedef struct {
     int32_t *seg;            // [L] or NULL: a packed row's segment ids, one per member sample (dataset/pack.h)
     int64_t lead;            // positions before the answer (left-padded); 0 = right-pad everything
     int64_t wav_index;       // which speech input (-1 none); used by the speech front end
+    const int64_t *wavs;     // a packed row's speech inputs (nwavs wav indices, in the order of its speech spans);
+    int64_t nwavs;           //   0: the sample's one is wav_index
     int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
 } os_sample;
 

@@ -8,7 +8,9 @@
 
 typedef struct {
     int32_t *ids, *labels, *seg;
-    int64_t cap;   // positions * rows the buffers hold
+    uint8_t *speech;   // [L] the members' speech positions
+    int64_t *wavs;     // [<= L] the spoken members' speech inputs, in order
+    int64_t cap;       // positions * rows the buffers hold
 } slot;
 
 typedef struct {
@@ -20,15 +22,22 @@ typedef struct {
     int ringpos;
 } pack_ds;
 
+static void slot_free(slot *s) {
+    os_free(s->ids), os_free(s->labels), os_free(s->seg), os_free(s->speech), os_free(s->wavs);
+}
+
+// a slot for a row of R x L cells (R >= 1)
 static slot *next_slot(pack_ds *d, int64_t cells) {
     slot *s = &d->ring[d->ringpos];
     d->ringpos = (d->ringpos + 1) % RING;
     if (s->cap < cells) {
-        os_free(s->ids), os_free(s->labels), os_free(s->seg);
+        slot_free(s);
         s->cap = cells;
         s->ids = os_alloc(sizeof(int32_t) * (size_t)cells, "packed row ids");
         s->labels = os_alloc(sizeof(int32_t) * (size_t)cells, "packed row labels");
         s->seg = os_alloc(sizeof(int32_t) * (size_t)cells, "packed row segments");
+        s->speech = os_alloc((size_t)cells, "packed row speech positions");
+        s->wavs = os_alloc(sizeof(int64_t) * (size_t)cells, "packed row speech inputs");
     }
     return s;
 }
@@ -52,22 +61,31 @@ static int pack_get(os_dataset *base, int64_t i, os_sample *out) {
             s->labels[r * L + off] = -100;   // no target crosses into this member
         }
         for (int64_t p = 0; p < m.L; p++) s->seg[off + p] = (int32_t)(j - d->first[i]);
+        for (int64_t p = 0; p < m.L; p++) s->speech[off + p] = m.speech ? m.speech[p] : 0;
+        if (m.wav_index >= 0) s->wavs[out->nwavs++] = m.wav_index;
         off += m.L;
     }
     out->L = L, out->ids = s->ids, out->labels = s->labels, out->seg = s->seg, out->wav_index = -1;
+    out->speech = out->nwavs ? s->speech : NULL, out->wavs = out->nwavs ? s->wavs : NULL;
     return 0;
+}
+
+// speech inputs keep the source's indices
+static const char *pack_wav(os_dataset *base, int64_t wav_index) {
+    pack_ds *d = (pack_ds *)base;
+    return d->src->wav_path(d->src, wav_index);
 }
 
 static void pack_free(os_dataset *base) {
     pack_ds *d = (pack_ds *)base;
-    for (int k = 0; k < RING; k++) os_free(d->ring[k].ids), os_free(d->ring[k].labels), os_free(d->ring[k].seg);
+    for (int k = 0; k < RING; k++) slot_free(&d->ring[k]);
     d->src->free(d->src);
     os_free(d->first), os_free(d->len), os_free(d);
 }
 
 os_dataset *os_pack_inner(os_dataset *d) { return d && d->get == pack_get ? ((pack_ds *)d)->src : NULL; }
 
-// each sample's length (a spoken one refused), then the rows: greedy in order
+// each sample's length, then the rows: greedy in order
 static int form_rows(pack_ds *d, int64_t max_length) {
     os_dataset *src = d->src;
     int64_t n = 0, used = 0;
@@ -75,11 +93,6 @@ static int form_rows(pack_ds *d, int64_t max_length) {
     for (int64_t i = 0; i < src->n; i++) {
         os_sample s;
         if (src->get(src, i, &s) < 0) return os_err_ctx("--packing true");
-        if (s.wav_index >= 0 || s.speech)
-            return os_errf("%s: sample %lld has a spoken question (%s): --packing true packs text, text-to-speech and "
-                           "pretokenized samples only (the speech front end fills one WAV per row; docs/dataset.md "
-                           "\"Packing\")", src->path, (long long)i,
-                           src->wav_path && src->wav_path(src, s.wav_index) ? src->wav_path(src, s.wav_index) : "a WAV");
         if (used > 0 && used + s.L > max_length) d->len[n] = used, d->first[++n] = i, used = 0;
         used += s.L;
     }
@@ -91,7 +104,7 @@ static int form_rows(pack_ds *d, int64_t max_length) {
 os_dataset *os_pack_open(os_dataset *src, int64_t max_length) {
     pack_ds *d = os_alloc(sizeof *d, "packing view");
     d->base = *src;
-    d->base.get = pack_get, d->base.free = pack_free, d->base.wav_path = NULL, d->base.record = NULL;
+    d->base.get = pack_get, d->base.free = pack_free, d->base.wav_path = src->wav_path ? pack_wav : NULL, d->base.record = NULL;
     d->base.live = RING, d->base.lazy_skipped = NULL, d->base.sources = NULL, d->base.nsources = 0;
     d->src = src;
     d->first = os_alloc(sizeof(int64_t) * (size_t)(src->n + 2), "packed rows");

@@ -7,14 +7,13 @@
 // targets are shifted by one inside a row, and no target crosses from one member into the next; a sample's first
 // label is never a target anyway). The model attends inside a segment only and restarts the positions at each
 // segment (dataset/batch.h: os_batch seg, pos).
-// Spoken questions are refused: the speech front end (session/speech.h) fills the speech positions of a row from
-// one WAV, so a row holds at most one spoken sample; packing applies to text and text-to-speech samples and
-// pretokenized data.
+// Spoken members: the row's speech mask is theirs, and wavs lists their speech inputs in order (os_sample.wavs);
+// the speech front end (session/speech.h) gives the row one input slot per spoken member.
 #pragma once
 #include "dataset/dataset.h"
 
-// The view over src (which it owns from then on: freed with it). Every sample of src is read once here (SLAM-Omni
-// text is tokenized now). NULL + message naming the dataset and the sample for a spoken sample.
+// The view over src (which it owns from then on: freed with it, also on failure). Every sample of src is read once
+// here (SLAM-Omni text is tokenized now). NULL + message when a sample cannot be read.
 os_dataset *os_pack_open(os_dataset *src, int64_t max_length);
 // The dataset a packing view draws from; NULL when d is not one.
 os_dataset *os_pack_inner(os_dataset *d);

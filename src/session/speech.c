@@ -15,7 +15,7 @@ int64_t os_speech_positions(const os_model *m) {
 
 int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const char *cache_dir) {
     memset(sp, 0, sizeof *sp);
-    sp->m = m;
+    sp->m = m, sp->K = 1;
     sp->on = m->enc.nlayers > 0 && m->b_proj >= 0;
     if (!sp->on) return 0;
     const os_whisper *w = &m->enc;
@@ -81,40 +81,66 @@ static int wav_to_mel(const os_speech *sp, const char *wav, float *mel) {
     return rc;
 }
 
+// the speech inputs of sample s (wav indices into w[], at most max); returns their count
+static int64_t inputs(const os_sample *s, int64_t *w, int64_t max) {
+    if (s->nwavs > 0) {
+        for (int64_t j = 0; j < s->nwavs && j < max; j++) w[j] = s->wavs[j];
+        return s->nwavs;
+    }
+    w[0] = s->wav_index;
+    return s->wav_index >= 0;
+}
+
+// row bi's input j (wav: its path) into slot s: the cached encoder output, or the log-mel; who names the sample
+static int prepare_slot(os_speech *sp, int64_t s, const char *wav, os_dataset *ds, long long who) {
+    float *feat = sp->feat + s * sp->T_enc * sp->d;
+    if (sp->cache_dir) {
+        sp->key[s] = os_feat_cache_key(wav, sp->enc_id, sp->n_wave, sp->T_enc, sp->d);
+        if (!sp->key[s]) return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
+        if (os_feat_cache_read(sp->cache_dir, sp->key[s], sp->stage, sp->T_enc, sp->d)) {
+            os_k->upload(feat, sp->stage, (int64_t)sizeof(float) * sp->T_enc * sp->d);
+            sp->state[s] = 2, sp->cache_hits++;
+            return 0;
+        }
+    }
+    if (wav_to_mel(sp, wav, sp->mel + s * sp->n_mels * sp->T_mel) < 0)
+        return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
+    sp->state[s] = 1;
+    return 0;
+}
+
 int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
                       int64_t n) {
-    if (sp->on) ensure_slots(sp, b->B);
-    sp->B = b->B;
-    for (int64_t bi = 0; bi < b->B; bi++) {
-        int64_t npos = 0;
+    int64_t K = 1, w[1];
+    for (int64_t bi = 0; bi < n && bi < b->B; bi++) K = smp[bi].nwavs > K ? smp[bi].nwavs : K;
+    if (sp->on) ensure_slots(sp, b->B * K);
+    sp->B = b->B * K, sp->K = K;
+    for (int64_t s = 0; sp->on && s < sp->B; s++) sp->state[s] = 0;
+    int64_t *wv = K > 1 ? os_alloc(sizeof(int64_t) * (size_t)K, "a row's speech inputs") : w;
+    int rc = 0;
+    for (int64_t bi = 0; bi < b->B && rc == 0; bi++) {
+        int64_t npos = 0, nw = bi < n ? inputs(&smp[bi], wv, K) : 0;
         for (int64_t p = 0; b->speech && p < b->L; p++) npos += b->speech[bi * b->L + p];
-        const char *wav = bi < n && smp[bi].wav_index >= 0 && ds->wav_path ? ds->wav_path(ds, smp[bi].wav_index) : NULL;
+        const char *wav = nw && ds->wav_path ? ds->wav_path(ds, wv[0]) : NULL;
         long long who = bi < n && index ? (long long)index[bi] : (long long)bi;
-        if (sp->on) sp->state[bi] = 0;
         if (!npos && !wav) continue;
         if (!sp->on)
-            return os_errf("%s: sample %lld: has a speech input%s%s but the model has no speech encoder (--speech_encoder DIR)",
-                           ds->path, who, wav ? " " : "", wav ? wav : "");
-        if (!wav) return os_errf("%s: sample %lld: %lld speech positions but no speech input (WAV)", ds->path, who, (long long)npos);
-        if (npos != sp->T_s)
-            return os_errf("%s: sample %lld: speech input '%s' fills %lld positions, the encoder gives %lld "
-                           "(max_source_positions / %lld)", ds->path, who, wav, (long long)npos, (long long)sp->T_s,
-                           (long long)sp->pd.k);
-        float *feat = sp->feat + bi * sp->T_enc * sp->d;
-        if (sp->cache_dir) {
-            sp->key[bi] = os_feat_cache_key(wav, sp->enc_id, sp->n_wave, sp->T_enc, sp->d);
-            if (!sp->key[bi]) return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
-            if (os_feat_cache_read(sp->cache_dir, sp->key[bi], sp->stage, sp->T_enc, sp->d)) {
-                os_k->upload(feat, sp->stage, (int64_t)sizeof(float) * sp->T_enc * sp->d);
-                sp->state[bi] = 2, sp->cache_hits++;
-                continue;
-            }
+            rc = os_errf("%s: sample %lld: has a speech input%s%s but the model has no speech encoder (--speech_encoder DIR)",
+                         ds->path, who, wav ? " " : "", wav ? wav : "");
+        else if (!wav)
+            rc = os_errf("%s: sample %lld: %lld speech positions but no speech input (WAV)", ds->path, who, (long long)npos);
+        else if (npos != sp->T_s * nw)
+            rc = os_errf("%s: sample %lld: speech input%s '%s' fill%s %lld positions, the encoder gives %lld "
+                         "(max_source_positions / %lld%s)", ds->path, who, nw > 1 ? "s" : "", wav, nw > 1 ? "" : "s",
+                         (long long)npos, (long long)(sp->T_s * nw), (long long)sp->pd.k, nw > 1 ? " per input" : "");
+        for (int64_t j = 0; rc == 0 && j < nw; j++) {
+            const char *wj = ds->wav_path(ds, wv[j]);
+            rc = wj ? prepare_slot(sp, bi * K + j, wj, ds, who)
+                    : os_errf("%s: sample %lld: speech input %lld has no WAV", ds->path, who, (long long)j);
         }
-        if (wav_to_mel(sp, wav, sp->mel + bi * sp->n_mels * sp->T_mel) < 0)
-            return os_err_ctx("%s: sample %lld: speech input", ds->path, who);
-        sp->state[bi] = 1;
     }
-    return 0;
+    if (wv != w) os_free(wv);
+    return rc;
 }
 
 void os_speech_fwd(os_speech *sp, const os_weights *w) {
@@ -149,11 +175,13 @@ void os_speech_fwd(os_speech *sp, const os_weights *w) {
 }
 
 const float *os_speech_proj(const os_speech *sp, int64_t bi) {
-    return sp && sp->on && bi < sp->B && sp->state[bi] ? sp->proj + bi * sp->T_s * sp->C : NULL;
+    int64_t s = sp ? bi * sp->K : 0;   // the row's first slot
+    return sp && sp->on && s < sp->B && sp->state[s] ? sp->proj + s * sp->T_s * sp->C : NULL;
 }
 
 float *os_speech_dproj(os_speech *sp, int64_t bi) {
-    return sp && sp->on && bi < sp->B && sp->state[bi] ? sp->dproj + bi * sp->T_s * sp->C : NULL;
+    int64_t s = sp ? bi * sp->K : 0;
+    return sp && sp->on && s < sp->B && sp->state[s] ? sp->dproj + s * sp->T_s * sp->C : NULL;
 }
 
 void os_speech_bwd(os_speech *sp, const os_weights *w, const os_grads *g) {

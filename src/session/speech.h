@@ -21,7 +21,9 @@ typedef struct os_speech {
     char enc_id[4400];      // the encoder's identity in cache keys (its directory and weight files)
     int64_t n_wave, T_mel, T_enc, T_s, n_mels, d, C;
     os_proj_dims pd;
-    int64_t B, cap;         // samples of the prepared micro-batch, allocated slots
+    int64_t B, cap;         // speech input slots of the prepared micro-batch (its rows x K), allocated slots
+    int64_t K;              // slots per row: row bi's inputs are slots bi*K + j, in the order of its speech spans
+                            // (1 unless packed rows hold several spoken samples, dataset/pack.h)
     int *state;             // [B] 0 no speech, 1 log-mel ready (the encoder runs), 2 encoder output from the cache
     char **key;             // [B] cache key of a state-1 sample (NULL without a cache)
     float *mel;             // [B, n_mels, T_mel] (host: computed here)
@@ -47,15 +49,16 @@ int os_speech_init(os_speech *sp, const os_model *m, const char *enc_dir, const 
 void os_speech_free(os_speech *sp);
 
 // Per micro-batch, before os_train_micro: b collated from smp[0..n) (n = 0: an empty micro-batch), index[i] the
-// dataset index of smp[i] (for messages). Checks that each sample's speech positions and speech input agree
-// (T_s positions per input), reads cached encoder outputs, and loads + log-mels the other WAVs. Not collective;
-// -1 + message naming the dataset, the sample and the WAV.
+// dataset index of smp[i] (for messages). Checks that each sample's speech positions and speech inputs agree
+// (T_s positions per input; a packed row: one input per spoken member, os_sample.wavs), reads cached encoder
+// outputs, and loads + log-mels the other WAVs. Not collective; -1 + message naming the dataset, the sample and
+// the WAV.
 int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
                       int64_t n);
 // Encoder (for state-1 samples; writes their cache files) and projector forward. Collective schedule fixed.
 void os_speech_fwd(os_speech *sp, const os_weights *w);
-// The projector output [T_s, C] of sample bi and its gradient buffer (filled by the embedding backward); NULL when
-// the sample has no speech.
+// The projector output [T_s, C] of sample bi (a packed row: [n * T_s, C] for its n inputs, in order) and its
+// gradient buffer (filled by the embedding backward); NULL when the sample has no speech.
 const float *os_speech_proj(const os_speech *sp, int64_t bi);
 float *os_speech_dproj(os_speech *sp, int64_t bi);
 // Projector backward into its gradients through g (whose close the trainer gives the parameter loss terms).

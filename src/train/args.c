@@ -76,8 +76,7 @@ static const os_opt opts[] = {
     C(lr_scheduler_type, "linear|constant|constant_with_warmup|cosine", "learning-rate schedule (default linear)"),
     N(max_length, I64, "[2,2147483647]", "longest sample in tokens (default 2048); with --packing, longest packed row"),
     B(packing, "pack the training samples into rows of up to --max_length tokens (attention and positions per "
-               "sample, losses per sample as unpacked; --per_device_train_batch_size counts rows); text, "
-               "text-to-speech and pretokenized samples only, spoken questions are refused (default false; "
+               "sample, losses per sample as unpacked; --per_device_train_batch_size counts rows; default false; "
                "docs/dataset.md \"Packing\")"),
     C(truncation_strategy, "right|left|delete", "right keeps the start (default), left the end, delete skips (counted)"),
     N(logging_steps, I64, "[1,inf)", "log every N steps, and the last; loss and accuracies are the window's mean, as "
