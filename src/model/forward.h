@@ -23,6 +23,8 @@ typedef struct {
     const uint8_t *speech;       // [B, L] 1 = speech position (filled by the projector); NULL: none
     const float *const *proj;    // [B] each sample's projector output [T_s, C] (NULL entry or NULL: no speech)
     float *const *dproj;         // [B] its gradient, filled by the embedding backward (NULL: not wanted)
+    // (ids, labels, keymask, seg, speech: host memory, the kernels read ids/keymask/seg uploaded by the forward;
+    // proj and dproj point at the backend's memory)
 } os_model_input;
 
 typedef struct {
@@ -41,7 +43,8 @@ typedef struct {
     os_kv_cache *const *kvs;     // NULL, or [B] one cache per sample (kv NULL, L = 1; ragged lengths, B = 1 each):
                                  //   sample b's row is position kvs[b]->len of its sequence, attends to that
                                  //   cache only; each len += 1 after the forward
-    float *logits;               // NULL, or the lm_head logits: [N, V] every row, or with logits_last (labels NULL)
+    float *logits;               // NULL, or the lm_head logits (host memory: downloaded): [N, V] every row, or with
+                                 //   logits_last (labels NULL)
     int logits_last;             //   each sample's last position [B, V]
 } os_model_opts;
 

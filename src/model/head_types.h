@@ -83,7 +83,8 @@ typedef struct {
     const int32_t *labels;     // [B, R, L] raw labels or -100; NULL: no losses (inference)
     float dscale;              // gradient scale of the losses (with gradients)
     int dh;                    // compute dL/d(norm output) into buf->dhn (something below the head is trained)
-    float *logits;             // NULL, or receives (host memory: downloaded) lm_head logits: every row [N, V], or with `last` (labels NULL
+    float *logits;             // NULL, or receives lm_head logits (host memory: downloaded): every row [N, V], or
+                               //   with `last` (labels NULL
     int last;                  //   only) each sample's last row [B, V]
     const os_head_runner *runner;   // NULL, or computes the rows with losses (os_head_runner)
 } os_head_task;

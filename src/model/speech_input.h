@@ -2,7 +2,8 @@
 // encoder outputs, its weights read through os_weights and its gradients written through os_grads like every other
 // weight of the model (model/weights.h). The Whisper encoder before it is os_whisper_fwd (model/whisper.h).
 // Per sample b of B: feat[b] [T_enc, d] encoder output, act[b] [T_s, os_projector_act_floats] activations kept for
-// the backward, out[b] / dout[b] [T_s, C]; only the samples with on[b] set are computed.
+// the backward, out[b] / dout[b] [T_s, C] (all on the backend's memory; on: host); only the samples with on[b] set
+// are computed.
 #pragma once
 #include "model/omni.h"
 #include "model/weights.h"

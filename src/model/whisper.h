@@ -43,7 +43,7 @@ int64_t os_whisper_out_frames(int64_t T_mel);   // (T_mel - 1) / 2 + 1
 // registry's "encoder.X" names from it. -1 + message when no layout matches.
 int os_whisper_name_map(const os_st_dir *d, const char *dir, os_name_map *map);
 
-// Forward of n inputs: mel[i] [n_mels, T_mel] -> out[i] [T, d]. Gathers each encoder bucket once through wt (and
+// Forward of n inputs: mel[i] [n_mels, T_mel] -> out[i] [T, d] (both on the backend's memory). Gathers each encoder bucket once through wt (and
 // releases it), in the same order whatever n is, n = 0 included: the collective schedule depends on the model only.
 // T_mel must satisfy os_whisper_out_frames(T_mel) <= max_source_positions (checked by the caller).
 void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const float *const *mel, int64_t T_mel,
