@@ -51,7 +51,7 @@ ifeq ($(CUDA),1)
 include tools/cuda.mk
 endif
 
-all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN)
+all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_compare
 
 $(BUILD)/obj/%.o: %.c Makefile   # a flag changed here rebuilds every object
 	@mkdir -p $(dir $@)
@@ -68,6 +68,11 @@ $(BUILD)/omnishard: $(BUILD)/obj/src/cli/main.o $(CU_OBJ) $(BUILD)/libomnishard.
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libomnishard.a
 	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CUDA_LDLIBS)
+
+# the device check's op-by-op comparison of a backend against the CPU's (tests/device/op_compare.c,
+# tools/device-check.sh); built with every build so that a change of the seam keeps it compiling
+$(BUILD)/op_compare: $(BUILD)/obj/tests/device/op_compare.o $(CU_OBJ) $(BUILD)/libomnishard.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/tests/test_fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
@@ -116,5 +121,6 @@ clean:
 	rm -rf $(BUILD) build-asan build-fuzz
 
 .PHONY: all test asan clean layering fuzz fuzz-targets install
--include $(LIB_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
+-include $(LIB_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(BUILD)/obj/tests/device/op_compare.d \
+         $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
          $(wildcard $(BUILD)/obj/tests/fuzz/*.d)

@@ -222,10 +222,11 @@ def collate(samples, pad_id):
     return ids, lab, mask
 
 
-def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None, upcast=False):
+def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None, upcast=False, lazy=False):
     """Per-term (sum, count, correct) and the logits path of slam-omni.md. speech: per batch row None or
     (projector output [T_s, C], first speech position): every audio row's embedding there is replaced by it.
-    upcast: cross-entropy on the logits converted to fp32 (what transformers' causal-LM loss does for a bf16 model)."""
+    upcast: cross-entropy on the logits converted to fp32 (what transformers' causal-LM loss does for a bf16 model).
+    lazy: count and correct stay tensors on the model's device (no synchronisation: bench/bench_device.py)."""
     emb = model.get_input_embeddings()(ids)            # [B, R, L, C]
     for b, sp in enumerate(speech or []):
         if sp is not None:
@@ -233,7 +234,7 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None, upcast=
             emb[b, :G, P:P + proj.shape[0]] = proj
     x = emb.mean(dim=1)                                 # G+1-row mean
     B, R, L = ids.shape
-    pos = torch.arange(L).unsqueeze(0).expand(B, L)
+    pos = torch.arange(L, device=ids.device).unsqueeze(0).expand(B, L)
     logits = model(inputs_embeds=x, attention_mask=mask, position_ids=pos).logits   # [B, L, V]
     terms = []
     text = logits[..., :T]
@@ -254,8 +255,8 @@ def forward_losses(model, adapter, ids, lab, mask, G, T, A, speech=None, upcast=
         y = y.reshape(-1)
         valid = y != -100
         s = F.cross_entropy(lg, y, ignore_index=-100, reduction="sum")
-        correct = int((lg.argmax(-1)[valid] == y[valid]).sum())
-        out.append((s, int(valid.sum()), correct))
+        correct = (lg.argmax(-1)[valid] == y[valid]).sum()
+        out.append((s, valid.sum(), correct) if lazy else (s, int(valid.sum()), int(correct)))
     return out
 
 

@@ -1,0 +1,742 @@
+// op_compare BACKEND [--json FILE] [--only OP[,OP...]] [--perturb OP]: every member of the device seam
+// (kernels/ops.h) run on BACKEND and on the CPU backend (os_ops_cpu, the reference) with the same inputs, on odd
+// shapes (T = 1, 7, 1000; a vocabulary of 1001 columns and the full 156160; GQA 14/2 heads of 64; element counts
+// that are no multiple of 8), in fp32 and, for the products, bf16. One line per check:
+//   op  dtype  shape  max_abs  max_rel  rel  tol  PASS|FAIL  [note]
+// max_abs = max |got - want|, max_rel = max |got - want| / max(|want|, 1e-30), rel = ||got - want|| / ||want||
+// (2-norms over the whole output). A check passes when rel <= tol, max_abs <= 10 * tol * max |want| (one wrong
+// element fails however large the tensor) and every element the reference wrote is finite where the reference's is
+// (outputs that are overwritten are filled with NaN before the call: an element the backend did not write fails).
+// Tolerances (tol), by what an exact implementation of the same definition can differ in:
+//   0      bit for bit: memory (alloc zeroed, upload/download, zero, copy), bf16 rounding, gathers, ReLU, counts
+//   1e-6   elementwise float arithmetic (libm or device exp/erf/sqrt differ by an ulp or two; FMA contraction)
+//   1e-5   fp32 reductions and products (another summation order: GEMM exact fp32, never TF32; attention, norms,
+//          RoPE tables, convolution, cross-entropy, sums of squares)
+//   1e-4   bf16 products (the same bf16-rounded operands and fp32 accumulation, in another order)
+// BACKEND: cpu, guard (OMNISHARD_BACKEND=guard's backend: the CPU kernels on memory unreadable outside the seam's
+// calls), cuda or cuda:N (make CUDA=1). Every check runs in a child process started before any backend call, so a
+// check that crashes the backend (a signal, a CUDA error that stops the program) is reported as FAIL and the
+// following checks still run. Exit status 0 when every check passes, 1 when one fails, 2 on bad arguments.
+// --perturb OP adds an error to OP's first output after it is read back (tests/test_device_check.py: a wrong
+// result is caught). tools/device-check.sh runs this on the lent GPU; docs/performance.md "Device check".
+#include "core/err.h"
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// every member of the seam is checked: a member added to os_ops (pointer-sized slots after `name`) changes this
+// count, and the build stops here until its check is added to TESTS below
+enum { OS_OPS_SLOTS = 42 };
+_Static_assert(sizeof(os_ops) == sizeof(void *) * (1 + OS_OPS_SLOTS),
+               "os_ops changed: add the new member's check to tests/device/op_compare.c and update OS_OPS_SLOTS");
+
+static const os_ops *X;                   // the backend under test
+#define R (&os_ops_cpu)                   // the reference
+static const char *g_perturb, *g_json;
+static int g_fd = -1;                     // pipe to the parent: "B i" (check i begins), "P" / "F" (a result)
+static uint64_t g_key = 1234;
+
+// ---- host buffers (reference inputs and outputs) and their copies on the backend ----
+static float *rnd(int64_t n, float lo, float hi) {
+    float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    os_rng_fill_uniform(h, n, g_key++, 0, lo, hi);
+    return h;
+}
+static void *hdup(const void *h, int64_t bytes) {
+    void *p = malloc((size_t)(bytes > 0 ? bytes : 1));
+    memcpy(p, h, (size_t)bytes);
+    return p;
+}
+static void *up(const void *h, int64_t bytes) {      // a backend buffer holding h's bytes
+    void *d = X->alloc(bytes, "op_compare input");
+    if (bytes > 0) X->upload(d, h, bytes);
+    return d;
+}
+static float *upnan(int64_t n) {                      // a backend buffer of n NaNs (an output that is overwritten)
+    float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) h[i] = NAN;
+    float *d = up(h, (int64_t)sizeof(float) * n);
+    free(h);
+    return d;
+}
+static float *down(const void *d, int64_t n) {        // n floats read back from the backend
+    float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (n > 0) X->download(h, d, (int64_t)sizeof(float) * n);
+    return h;
+}
+#define UPF(h, n) ((float *)up((h), (int64_t)sizeof(float) * (n)))
+#define UPI(h, n) ((int32_t *)up((h), (int64_t)sizeof(int32_t) * (n)))
+
+// ---- results ----
+static void report(const char *op, const char *dtype, const char *shape, double max_abs, double max_rel,
+                   double rel, double tol, int pass, const char *note) {
+    printf("%-22s %-5s %-44s %9.2e %9.2e %9.2e %7.0e  %s%s%s\n", op, dtype, shape, max_abs, max_rel, rel, tol,
+           pass ? "PASS" : "FAIL", note && *note ? "  " : "", note ? note : "");
+    fflush(stdout);
+    if (g_json) {
+        FILE *f = fopen(g_json, "a");
+        if (!f) os_die("op_compare: cannot append to %s", g_json);
+#define JNUM(x) (isfinite(x) ? (x) : -1.0)
+        fprintf(f, "{\"op\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"max_abs\": %.6e, \"max_rel\": %.6e, "
+                   "\"rel\": %.6e, \"tol\": %.1e, \"pass\": %s, \"note\": \"%s\"}\n",
+                op, dtype, shape, JNUM(max_abs), JNUM(max_rel), JNUM(rel), tol, pass ? "true" : "false",
+                note ? note : "");
+        if (fclose(f)) os_die("op_compare: writing %s failed", g_json);
+    }
+    if (g_fd >= 0 && write(g_fd, pass ? "P\n" : "F\n", 2) != 2) os_die("op_compare: the pipe to the parent broke");
+}
+
+// got (read back from the backend) against want (the CPU backend's), n floats; frees got
+static void check(const char *op, const char *dtype, const char *shape, float *got, const float *want, int64_t n,
+                  double tol) {
+    if (g_perturb && !strcmp(g_perturb, op) && n > 0) got[0] += 1e-2f * (fabsf(want[0]) + 1.0f);
+    double d2 = 0, w2 = 0, max_abs = 0, max_rel = 0, wmax = 0;
+    int64_t bad = 0, unequal = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = want[i], g = got[i];
+        if (!isfinite(w)) {
+            if (memcmp(&want[i], &got[i], sizeof(float))) bad++;
+            continue;
+        }
+        if (!isfinite(g)) {
+            bad++;
+            continue;
+        }
+        double d = fabs(g - w);
+        unequal += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+        d2 += d * d, w2 += w * w;
+        max_abs = fmax(max_abs, d), wmax = fmax(wmax, fabs(w));
+        max_rel = fmax(max_rel, d / fmax(fabs(w), 1e-30));
+    }
+    double rel = w2 > 0 ? sqrt(d2 / w2) : sqrt(d2);
+    int pass = !bad && (tol == 0 ? !unequal : rel <= tol && max_abs <= 10 * tol * fmax(wmax, 1e-30));
+    char note[96] = "";
+    if (bad) snprintf(note, sizeof note, "%lld elements not finite or not written", (long long)bad);
+    else if (tol == 0 && unequal) snprintf(note, sizeof note, "%lld elements differ", (long long)unequal);
+    report(op, dtype, shape, bad ? INFINITY : max_abs, bad ? INFINITY : max_rel, bad ? INFINITY : rel, tol, pass, note);
+    free(got);
+}
+// a backend output d of n floats against want; frees d on the backend
+static void checkd(const char *op, const char *dtype, const char *shape, void *d, const float *want, int64_t n,
+                   double tol) {
+    check(op, dtype, shape, down(d, n), want, n, tol);
+    X->free(d);
+}
+static void check_scalar(const char *op, const char *shape, double got, double want, double tol) {
+    if (g_perturb && !strcmp(g_perturb, op)) got += 1e-2 * (fabs(want) + 1.0);
+    double d = fabs(got - want), rel = d / fmax(fabs(want), 1e-30);
+    report(op, "fp32", shape, d, rel, rel, tol, isfinite(got) && (tol == 0 ? got == want : rel <= tol), "");
+}
+static void check_info(const char *op, const char *shape, int pass, const char *note) {
+    report(op, "-", shape, 0, 0, 0, 0, pass, note);
+}
+
+// ---- bf16 mode: the process-wide switch the session sets (both backends read it) ----
+static void set_bf16(int on) {
+    if (on && k_gemm_bf16_setup(NULL, NULL) < 0) os_die("op_compare: bf16 set-up: %s", os_errmsg());
+    k_gemm_set_bf16(on);
+}
+static const char *dt(void) { return k_gemm_bf16_on() ? "bf16" : "fp32"; }
+static double tol_mm(void) { return k_gemm_bf16_on() ? 1e-4 : 1e-5; }
+
+// ---- memory ----
+static void t_memory(void) {
+    const int64_t n = 1000003;   // bytes: no multiple of 8
+    unsigned char *h = malloc((size_t)n), *z = calloc((size_t)n, 1), *back = malloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) h[i] = (unsigned char)(os_rng_u64(g_key, (uint64_t)i) >> 56);
+    g_key++;
+    void *d = X->alloc(n, "op_compare alloc");
+    X->download(back, d, n);
+    check_info("alloc", "1000003 bytes", !memcmp(back, z, (size_t)n), "zeroed");
+    X->upload(d, h, n);
+    memset(back, 0, (size_t)n);
+    X->download(back, d, n);
+    int same = !memcmp(back, h, (size_t)n);
+    check_info("upload", "1000003 bytes", same, "bytes read back equal");
+    // download of a part at an odd offset
+    X->download(back, (unsigned char *)d + 13, 1001);
+    check_info("download", "1001 bytes at offset 13", !memcmp(back, h + 13, 1001), "");
+    X->free(d);
+    X->free(NULL);
+    check_info("free", "a buffer and NULL", 1, "");
+    free(h), free(z), free(back);
+}
+
+static void t_zero_copy(void) {
+    const int64_t n = 1000003;
+    float *a = rnd(n, -1, 1), *zero = calloc((size_t)n, sizeof(float));
+    float *d = UPF(a, n);
+    X->zero(d, n);
+    checkd("zero", "fp32", "1000003", d, zero, n, 0);
+    float *src = UPF(a, n), *dst = upnan(n);
+    X->copy(dst, src, n);
+    checkd("copy", "fp32", "1000003", dst, a, n, 0);
+    X->free(src);
+    free(a), free(zero);
+}
+
+// ---- products ----
+static void gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+    float *a = rnd(na, -1, 1), *b = rnd(nb, -1, 1), *c = rnd(nc, -1, 1);
+    float *want = hdup(c, (int64_t)sizeof(float) * nc);
+    if (beta == 0)   // beta 0: c is not read (NaN there must not leak into the result)
+        for (int64_t i = 0; i < nc; i++) c[i] = NAN, want[i] = NAN;
+    R->gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, want, ldc);
+    float *da = UPF(a, na), *db = UPF(b, nb), *dc = UPF(c, nc);
+    X->gemm(ta, tb, M, N, K, alpha, da, lda, db, ldb, beta, dc, ldc);
+    // compare the rows' written columns only (the stride's padding is not the product's)
+    float *got = down(dc, nc), *g2 = malloc(sizeof(float) * (size_t)(M * N)), *w2 = malloc(sizeof(float) * (size_t)(M * N));
+    for (int64_t i = 0; i < M; i++)
+        memcpy(g2 + i * N, got + i * ldc, sizeof(float) * (size_t)N), memcpy(w2 + i * N, want + i * ldc, sizeof(float) * (size_t)N);
+    char s[64];
+    snprintf(s, sizeof s, "%s%s M%lld N%lld K%lld b%g", ta ? "T" : "N", tb ? "T" : "N", (long long)M, (long long)N,
+             (long long)K, beta);
+    check("gemm", dt(), s, g2, w2, M * N, tol_mm());
+    X->free(da), X->free(db), X->free(dc);
+    free(a), free(b), free(c), free(want), free(got), free(w2);
+}
+static void t_gemm(void) {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) gemm_case(ta, tb, 7, 1000, 97, 0.5f, ta ? 1.0f : 0.0f);
+    gemm_case(0, 1, 1, 131, 896, 1.0f, 0.0f);
+    gemm_case(0, 1, 1000, 1001, 64, 1.0f, 1.0f);
+}
+
+static void linear_case(int64_t N, int64_t I, int64_t O, int bias) {
+    float *inp = rnd(N * I, -1, 1), *w = rnd(O * I, -0.1f, 0.1f), *b = bias ? rnd(O, -1, 1) : NULL;
+    float *want = malloc(sizeof(float) * (size_t)(N * O));
+    R->linear_fwd(want, inp, w, b, N, I, O);
+    float *di = UPF(inp, N * I), *dw = UPF(w, O * I), *db = bias ? UPF(b, O) : NULL, *dout = upnan(N * O);
+    X->linear_fwd(dout, di, dw, db, N, I, O);
+    char s[64];
+    snprintf(s, sizeof s, "N%lld I%lld O%lld%s", (long long)N, (long long)I, (long long)O, bias ? " bias" : "");
+    checkd("linear_fwd", dt(), s, dout, want, N * O, tol_mm());
+    // backward: accumulates into non-zero gradients
+    float *go = rnd(N * O, -1, 1), *gi = rnd(N * I, -1, 1), *gw = rnd(O * I, -1, 1), *gb = rnd(O, -1, 1);
+    float *wi = hdup(gi, 4 * N * I), *ww = hdup(gw, 4 * O * I), *wb = hdup(gb, 4 * O);
+    R->linear_bwd(wi, ww, bias ? wb : NULL, go, inp, w, N, I, O);
+    float *dgo = UPF(go, N * O), *dgi = UPF(gi, N * I), *dgw = UPF(gw, O * I), *dgb = UPF(gb, O);
+    X->linear_bwd(dgi, dgw, bias ? dgb : NULL, dgo, di, dw, N, I, O);
+    checkd("linear_bwd", dt(), s, dgi, wi, N * I, tol_mm());
+    checkd("linear_bwd", dt(), s, dgw, ww, O * I, tol_mm());
+    if (bias) checkd("linear_bwd", dt(), s, dgb, wb, O, tol_mm());
+    else X->free(dgb);
+    X->free(di), X->free(dw), X->free(db), X->free(dgo);
+    free(inp), free(w), free(b), free(want), free(go), free(gi), free(gw), free(gb), free(wi), free(ww), free(wb);
+}
+static void t_linear(void) {
+    int64_t T[] = {1, 7, 1000};
+    for (int i = 0; i < 3; i++) linear_case(T[i], 896, 131, i != 1);
+    linear_case(7, 97, 4864, 0);
+}
+
+// ---- bf16 operands: rounding, a bound copy, a pinned weight, operands rounded by the caller ----
+static void t_to_bf16(void) {
+    const int64_t n = 100003;
+    float *a = rnd(n, -3, 3);
+    a[0] = 1.0f + 1.0f / 256, a[1] = 1.0f + 3.0f / 256, a[2] = -0.0f, a[3] = INFINITY, a[4] = 1e-40f;   // ties, signs
+    uint16_t *want = malloc(2 * (size_t)n), *got = malloc(2 * (size_t)n);
+    R->to_bf16(want, a, n);
+    float *da = UPF(a, n);
+    uint16_t *dd = X->alloc(2 * n, "op_compare bf16");
+    X->to_bf16(dd, da, n);
+    X->download(got, dd, 2 * n);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < n; i++) diff += got[i] != want[i];
+    char note[64];
+    snprintf(note, sizeof note, "%lld of %lld bit patterns differ", (long long)diff, (long long)n);
+    check_info("to_bf16", "100003 (ties, -0, inf, subnormal)", diff == 0 && !(g_perturb && !strcmp(g_perturb, "to_bf16")), note);
+    X->free(da), X->free(dd);
+    free(a), free(want), free(got);
+}
+
+static void t_bind(void) {   // the runtime's path: bf16 bits of w2, widened, bound as w's copy; products read it
+    const int64_t N = 7, I = 896, O = 131, n = O * I;
+    int64_t esz = X->gemm_bound_esz(), resz = R->gemm_bound_esz();
+    char note[64];
+    snprintf(note, sizeof note, "%lld bytes (reference %lld)", (long long)esz, (long long)resz);
+    check_info("gemm_bound_esz", "bf16", esz == 2 || esz == 4, note);
+    float *inp = rnd(N * I, -1, 1), *w = rnd(n, -0.1f, 0.1f), *w2 = rnd(n, -0.1f, 0.1f);
+    float *want = malloc(sizeof(float) * (size_t)(N * O));
+    void *rr = malloc((size_t)(n * resz));
+    R->to_bf16(rr, w2, n), R->gemm_widen(rr, n), R->gemm_bind(w, n, rr);
+    R->linear_fwd(want, inp, w, NULL, N, I, O);
+    R->gemm_unbind(w);
+    float *di = UPF(inp, N * I), *dw = UPF(w, n), *dw2 = UPF(w2, n), *dout = upnan(N * O);
+    void *dr = X->alloc(n * esz, "op_compare bound copy");
+    X->to_bf16(dr, dw2, n), X->gemm_widen(dr, n), X->gemm_bind(dw, n, dr);
+    X->linear_fwd(dout, di, dw, NULL, N, I, O);
+    X->gemm_unbind(dw);
+    checkd("gemm_bind", "bf16", "w [131,896] reads w2's copy, N7", dout, want, N * O, 1e-4);
+    check_info("gemm_widen", "131x896", 1, "checked through gemm_bind's product");
+    // unbound again: the product rounds w itself
+    R->linear_fwd(want, inp, w, NULL, N, I, O);
+    dout = upnan(N * O);
+    X->linear_fwd(dout, di, dw, NULL, N, I, O);
+    checkd("gemm_unbind", "bf16", "w [131,896] after unbind, N7", dout, want, N * O, 1e-4);
+    X->free(di), X->free(dw), X->free(dw2), X->free(dr);
+    free(inp), free(w), free(w2), free(want), free(rr);
+}
+
+static void t_pin(void) {   // the head's weight, pinned for the two products of each logits chunk
+    const int64_t N = 7, C = 97, V = 1001;
+    float *h = rnd(N * C, -1, 1), *w = rnd(V * C, -0.1f, 0.1f), *dl = rnd(N * V, -1, 1);
+    float *want = malloc(sizeof(float) * (size_t)(N * V)), *wdh = calloc((size_t)(N * C), sizeof(float));
+    R->gemm_pin(w, V, C, C);
+    R->gemm(0, 1, N, V, C, 1.0f, h, C, w, C, 0.0f, want, V);
+    R->gemm(0, 0, N, C, V, 1.0f, dl, V, w, C, 0.0f, wdh, C);
+    R->gemm_unpin();
+    float *dh = UPF(h, N * C), *dw = UPF(w, V * C), *ddl = UPF(dl, N * V), *dout = upnan(N * V), *ddh = upnan(N * C);
+    X->gemm_pin(dw, V, C, C);
+    X->gemm(0, 1, N, V, C, 1.0f, dh, C, dw, C, 0.0f, dout, V);
+    X->gemm(0, 0, N, C, V, 1.0f, ddl, V, dw, C, 0.0f, ddh, C);
+    X->gemm_unpin();
+    checkd("gemm_pin", "bf16", "logits h[7,97] w[1001,97]^T", dout, want, N * V, 1e-4);
+    checkd("gemm_unpin", "bf16", "dh = dlogits[7,1001] w (pinned)", ddh, wdh, N * C, 1e-4);
+    X->free(dh), X->free(dw), X->free(ddl);
+    free(h), free(w), free(dl), free(want), free(wdh);
+}
+
+static void t_rounded(void) {   // operands rounded by the caller (the head's dlogits)
+    int64_t e = X->gemm_rounds(), re = R->gemm_rounds();
+    char note[64];
+    snprintf(note, sizeof note, "%lld bytes (reference %lld)", (long long)e, (long long)re);
+    check_info("gemm_rounds", "bf16 on", (e == 2 || e == 4) && re > 0, note);
+    const int64_t M = 7, N = 97, K = 1001;
+    float *a = rnd(M * K, -1, 1), *b = rnd(K * N, -1, 1);
+    void *ra = malloc((size_t)(M * K * re)), *rb = malloc((size_t)(K * N * re));
+    R->gemm_round(ra, a, M, K, K), R->gemm_round(rb, b, K, N, N);
+    float *da = UPF(a, M * K), *db = UPF(b, K * N);
+    void *xa = X->alloc(M * K * e, "op_compare rounded a"), *xb = X->alloc(K * N * e, "op_compare rounded b");
+    X->gemm_round(xa, da, M, K, K), X->gemm_round(xb, db, K, N, N);
+    check_info("gemm_round", "a [7,1001], b [1001,97]", 1, "checked through gemm_rounded's products");
+    for (int pre = 1; pre <= 3; pre++) {
+        float *want = malloc(sizeof(float) * (size_t)(M * N));
+        R->gemm_rounded(pre, 0, 0, M, N, K, 1.0f, pre & 1 ? ra : (void *)a, K, pre & 2 ? rb : (void *)b, N, 0.0f, want, N);
+        float *dc = upnan(M * N);
+        X->gemm_rounded(pre, 0, 0, M, N, K, 1.0f, pre & 1 ? xa : (void *)da, K, pre & 2 ? xb : (void *)db, N, 0.0f, dc, N);
+        char s[64];
+        snprintf(s, sizeof s, "M7 N97 K1001 pre %s", pre == 1 ? "A" : pre == 2 ? "B" : "A+B");
+        checkd("gemm_rounded", "bf16", s, dc, want, M * N, 1e-4);
+        free(want);
+    }
+    X->free(da), X->free(db), X->free(xa), X->free(xb);
+    free(a), free(b), free(ra), free(rb);
+}
+
+static void t_bf16(void) {
+    set_bf16(1);
+    t_gemm();
+    t_linear();
+    t_bind();
+    t_pin();
+    t_rounded();
+    set_bf16(0);
+    int64_t e = X->gemm_rounds();
+    check_info("gemm_rounds", "bf16 off", e == 0, e ? "not 0 with bf16 off" : "0");
+}
+
+// ---- attention: q [B,T,H,D], k/v [B,T,KH,D] ----
+static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked) {
+    int64_t nq = B * T * H * D, nk = B * T * KH * D, na = B * H * T * T;
+    float *q = rnd(nq, -1, 1), *k = rnd(nk, -1, 1), *v = rnd(nk, -1, 1);
+    uint8_t *mask = NULL;
+    if (masked) {   // right padding of a different length per row; one row with every key masked
+        mask = malloc((size_t)(B * T));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) mask[b * T + t] = b == B - 1 && B > 2 ? 0 : t < T - 1 - b;
+    }
+    float *out = malloc(sizeof(float) * (size_t)nq), *att = malloc(sizeof(float) * (size_t)na);
+    R->attention_fwd(out, att, q, k, v, mask, causal, B, T, H, KH, D);
+    float *dq_ = UPF(q, nq), *dk_ = UPF(k, nk), *dv_ = UPF(v, nk), *dout = upnan(nq), *datt = upnan(na);
+    uint8_t *dmask = mask ? up(mask, B * T) : NULL;
+    X->attention_fwd(dout, datt, dq_, dk_, dv_, dmask, causal, B, T, H, KH, D);
+    char s[64];
+    snprintf(s, sizeof s, "B%lld T%lld H%lld/%lld D%lld%s%s", (long long)B, (long long)T, (long long)H, (long long)KH,
+             (long long)D, causal ? " causal" : "", masked ? " keymask" : "");
+    checkd("attention_fwd", "fp32", s, dout, out, nq, 1e-5);
+    // backward from each backend's own saved softmax, accumulating into non-zero gradients
+    float *go = rnd(nq, -1, 1), *gq = rnd(nq, -1, 1), *gk = rnd(nk, -1, 1), *gv = rnd(nk, -1, 1);
+    float *wq = hdup(gq, 4 * nq), *wk = hdup(gk, 4 * nk), *wv = hdup(gv, 4 * nk);
+    R->attention_bwd(wq, wk, wv, go, q, k, v, att, B, T, H, KH, D);
+    float *dgo = UPF(go, nq), *dgq = UPF(gq, nq), *dgk = UPF(gk, nk), *dgv = UPF(gv, nk);
+    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, datt, B, T, H, KH, D);
+    checkd("attention_bwd", "fp32", s, dgq, wq, nq, 1e-5);
+    checkd("attention_bwd", "fp32", s, dgk, wk, nk, 1e-5);
+    checkd("attention_bwd", "fp32", s, dgv, wv, nk, 1e-5);
+    X->free(dq_), X->free(dk_), X->free(dv_), X->free(datt), X->free(dgo), X->free(dmask);
+    free(q), free(k), free(v), free(mask), free(out), free(att), free(go), free(gq), free(gk), free(gv);
+    free(wq), free(wk), free(wv);
+}
+static void t_attention(void) {
+    int64_t T[] = {1, 7, 1000};
+    for (int i = 0; i < 3; i++) attention_case(1, T[i], 14, 2, 64, 1, 0);
+    attention_case(3, 7, 14, 2, 64, 1, 1);    // padding, one row all padding
+    attention_case(2, 33, 4, 4, 16, 0, 0);    // Whisper's: no mask, not causal, no grouping
+}
+
+static void t_attention_cached(void) {   // q [B,T,H,D] at p0.. over the cache kc/vc [B,S,KH,D]
+    int64_t B = 2, H = 14, KH = 2, D = 64, T[] = {1, 7}, p0 = 5;
+    for (int i = 0; i < 2; i++) {
+        int64_t S = p0 + T[i] + 3, nq = B * T[i] * H * D, nc = B * S * KH * D;
+        float *q = rnd(nq, -1, 1), *kc = rnd(nc, -1, 1), *vc = rnd(nc, -1, 1), *want = malloc(sizeof(float) * (size_t)nq);
+        R->attention_cached_fwd(want, q, kc, vc, B, T[i], p0, S, H, KH, D);
+        float *dq = UPF(q, nq), *dk = UPF(kc, nc), *dv = UPF(vc, nc), *dout = upnan(nq);
+        X->attention_cached_fwd(dout, dq, dk, dv, B, T[i], p0, S, H, KH, D);
+        char s[64];
+        snprintf(s, sizeof s, "B2 T%lld p0 5 S%lld H14/2 D64", (long long)T[i], (long long)S);
+        checkd("attention_cached_fwd", "fp32", s, dout, want, nq, 1e-5);
+        X->free(dq), X->free(dk), X->free(dv);
+        free(q), free(kc), free(vc), free(want);
+    }
+}
+
+// ---- norms ----
+static void t_rmsnorm(void) {
+    int64_t Ns[] = {1, 7, 1000}, Cs[] = {896, 97, 896};
+    for (int i = 0; i < 3; i++) {
+        int64_t N = Ns[i], C = Cs[i];
+        float *x = rnd(N * C, -2, 2), *w = rnd(C, 0.5f, 1.5f), *out = malloc(sizeof(float) * (size_t)(N * C));
+        float *rstd = malloc(sizeof(float) * (size_t)N);
+        R->rmsnorm_fwd(out, rstd, x, w, N, C, 1e-6f);
+        float *dx = UPF(x, N * C), *dw = UPF(w, C), *dout = upnan(N * C), *drstd = upnan(N);
+        X->rmsnorm_fwd(dout, drstd, dx, dw, N, C, 1e-6f);
+        char s[32];
+        snprintf(s, sizeof s, "N%lld C%lld", (long long)N, (long long)C);
+        checkd("rmsnorm_fwd", "fp32", s, dout, out, N * C, 1e-5);
+        float *got_rstd = down(drstd, N);
+        check("rmsnorm_fwd", "fp32", "rstd", got_rstd, rstd, N, 1e-5);
+        float *go = rnd(N * C, -1, 1), *gi = rnd(N * C, -1, 1), *gw = rnd(C, -1, 1);
+        float *wi = hdup(gi, 4 * N * C), *ww = hdup(gw, 4 * C);
+        R->rmsnorm_bwd(wi, ww, go, x, w, rstd, N, C);
+        float *dgo = UPF(go, N * C), *dgi = UPF(gi, N * C), *dgw = UPF(gw, C);
+        X->rmsnorm_bwd(dgi, dgw, dgo, dx, dw, drstd, N, C);
+        checkd("rmsnorm_bwd", "fp32", s, dgi, wi, N * C, 1e-5);
+        checkd("rmsnorm_bwd", "fp32", s, dgw, ww, C, 1e-5);
+        X->free(dx), X->free(dw), X->free(drstd), X->free(dgo);
+        free(x), free(w), free(out), free(rstd), free(go), free(gi), free(gw), free(wi), free(ww);
+    }
+}
+
+static void t_layernorm(void) {
+    int64_t N = 1000, C = 97;
+    float *x = rnd(N * C, -2, 2), *w = rnd(C, 0.5f, 1.5f), *b = rnd(C, -1, 1);
+    float *out = malloc(sizeof(float) * (size_t)(N * C)), *mean = malloc(sizeof(float) * (size_t)N);
+    float *rstd = malloc(sizeof(float) * (size_t)N);
+    R->layernorm_fwd(out, mean, rstd, x, w, b, N, C, 1e-5f);
+    float *dx = UPF(x, N * C), *dw = UPF(w, C), *db = UPF(b, C), *dout = upnan(N * C), *dm = upnan(N), *dr = upnan(N);
+    X->layernorm_fwd(dout, dm, dr, dx, dw, db, N, C, 1e-5f);
+    checkd("layernorm_fwd", "fp32", "N1000 C97", dout, out, N * C, 1e-5);
+    checkd("layernorm_fwd", "fp32", "mean", dm, mean, N, 1e-5);
+    checkd("layernorm_fwd", "fp32", "rstd", dr, rstd, N, 1e-5);
+    X->free(dx), X->free(dw), X->free(db);
+    free(x), free(w), free(b), free(out), free(mean), free(rstd);
+}
+
+// ---- RoPE: tables cos/sin [T, D/2] for positions pos[T]; x [B,T,H,D] in place ----
+static void t_rope(void) {
+    int64_t B = 2, T = 1000, H = 14, D = 64, nt = T * D / 2, nx = B * T * H * D;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)T);
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(t < 500 ? t : t + 3000);   // a jump, as packed samples
+    float *ct = malloc(sizeof(float) * (size_t)nt), *st = malloc(sizeof(float) * (size_t)nt);
+    R->rope_table(ct, st, pos, T, D, 1e6f);
+    int32_t *dpos = UPI(pos, T);
+    float *dct = upnan(nt), *dst = upnan(nt);
+    X->rope_table(dct, dst, dpos, T, D, 1e6f);
+    checkd("rope_table", "fp32", "cos T1000 D64 theta 1e6", dct, ct, nt, 1e-5);
+    checkd("rope_table", "fp32", "sin T1000 D64 theta 1e6", dst, st, nt, 1e-5);
+    // the rotations, from the reference's tables on both sides
+    dct = UPF(ct, nt), dst = UPF(st, nt);
+    float *x = rnd(nx, -1, 1), *want = hdup(x, 4 * nx), *dx = UPF(x, nx);
+    R->rope_fwd(want, ct, st, B, T, H, D);
+    X->rope_fwd(dx, dct, dst, B, T, H, D);
+    checkd("rope_fwd", "fp32", "B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    memcpy(want, x, sizeof(float) * (size_t)nx), dx = UPF(x, nx);
+    R->rope_bwd(want, ct, st, B, T, H, D);
+    X->rope_bwd(dx, dct, dst, B, T, H, D);
+    checkd("rope_bwd", "fp32", "B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    X->free(dpos), X->free(dct), X->free(dst);
+    free(pos), free(ct), free(st), free(x), free(want);
+}
+
+// ---- embedding: table [V, C], ids [N] (repeated ids: the scatter-add's collisions) ----
+static void t_embedding(void) {
+    int64_t V = 1001, C = 97, N = 1000;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) ids[i] = (int32_t)(os_rng_u64(g_key, (uint64_t)i) % (i % 3 ? (uint64_t)V : 5));
+    g_key++;
+    float *tab = rnd(V * C, -1, 1), *want = malloc(sizeof(float) * (size_t)(N * C));
+    R->embedding_fwd(want, ids, tab, N, C, 0.25f);
+    int32_t *di = UPI(ids, N);
+    float *dt_ = UPF(tab, V * C), *dout = upnan(N * C);
+    X->embedding_fwd(dout, di, dt_, N, C, 0.25f);
+    checkd("embedding_fwd", "fp32", "V1001 C97 N1000 scale .25", dout, want, N * C, 0);
+    float *acc = rnd(N * C, -1, 1);
+    memcpy(want, acc, sizeof(float) * (size_t)(N * C));
+    R->embedding_acc(want, ids, tab, N, C, 0.25f);
+    dout = UPF(acc, N * C);
+    X->embedding_acc(dout, di, dt_, N, C, 0.25f);
+    checkd("embedding_acc", "fp32", "V1001 C97 N1000 scale .25", dout, want, N * C, 1e-6);
+    float *go = rnd(N * C, -1, 1), *gt = rnd(V * C, -1, 1), *wt = hdup(gt, 4 * V * C);
+    R->embedding_bwd(wt, ids, go, N, C, 0.5f);
+    float *dgo = UPF(go, N * C), *dgt = UPF(gt, V * C);
+    X->embedding_bwd(dgt, di, dgo, N, C, 0.5f);
+    checkd("embedding_bwd", "fp32", "V1001 C97 N1000, ids repeated", dgt, wt, V * C, 1e-6);
+    X->free(di), X->free(dt_), X->free(dgo);
+    free(ids), free(tab), free(want), free(acc), free(go), free(gt), free(wt);
+}
+
+// ---- activations, convolution ----
+static void t_activations(void) {
+    const int64_t n = 1000003;
+    float *g = rnd(n, -8, 8), *u = rnd(n, -2, 2), *want = malloc(sizeof(float) * (size_t)n);
+    float *dg = UPF(g, n), *du = UPF(u, n), *dout;
+    R->swiglu_fwd(want, g, u, n);
+    X->swiglu_fwd(dout = upnan(n), dg, du, n);
+    checkd("swiglu_fwd", "fp32", "1000003", dout, want, n, 1e-6);
+    float *go = rnd(n, -1, 1), *gg = rnd(n, -1, 1), *gu = rnd(n, -1, 1), *wg = hdup(gg, 4 * n), *wu = hdup(gu, 4 * n);
+    R->swiglu_bwd(wg, wu, go, g, u, n);
+    float *dgo = UPF(go, n), *dgg = UPF(gg, n), *dgu = UPF(gu, n);
+    X->swiglu_bwd(dgg, dgu, dgo, dg, du, n);
+    checkd("swiglu_bwd", "fp32", "1000003", dgg, wg, n, 1e-6);
+    checkd("swiglu_bwd", "fp32", "1000003", dgu, wu, n, 1e-6);
+    R->gelu_fwd(want, g, n);
+    X->gelu_fwd(dout = upnan(n), dg, n);
+    checkd("gelu_fwd", "fp32", "1000003", dout, want, n, 1e-6);
+    R->relu_fwd(want, g, n);
+    X->relu_fwd(dout = upnan(n), dg, n);
+    checkd("relu_fwd", "fp32", "1000003", dout, want, n, 0);
+    X->free(dg), X->free(du), X->free(dgo);
+    free(g), free(u), free(want), free(go), free(gg), free(gu), free(wg), free(wu);
+}
+
+static void t_conv1d(void) {   // inp [Cin, Tin], w [Cout, Cin, K] -> out [Cout, Tout]
+    int64_t Cin = 80, Tin = 301, Cout = 96, K = 3;
+    for (int64_t stride = 1; stride <= 2; stride++) {
+        int64_t Tout = (Tin + 2 - K) / stride + 1;
+        float *x = rnd(Cin * Tin, -1, 1), *w = rnd(Cout * Cin * K, -0.2f, 0.2f), *b = rnd(Cout, -1, 1);
+        float *want = malloc(sizeof(float) * (size_t)(Cout * Tout));
+        R->conv1d_fwd(want, x, w, b, Cin, Tin, Cout, K, stride, 1);
+        float *dx = UPF(x, Cin * Tin), *dw = UPF(w, Cout * Cin * K), *db = UPF(b, Cout), *dout = upnan(Cout * Tout);
+        X->conv1d_fwd(dout, dx, dw, db, Cin, Tin, Cout, K, stride, 1);
+        char s[64];
+        snprintf(s, sizeof s, "Cin80 Tin301 Cout96 K3 stride %lld pad 1", (long long)stride);
+        checkd("conv1d_fwd", "fp32", s, dout, want, Cout * Tout, 1e-5);
+        X->free(dx), X->free(dw), X->free(db);
+        free(x), free(w), free(b), free(want);
+    }
+}
+
+// ---- softmax cross-entropy: logits [N, V] (row stride ld) overwritten by the gradient; scalars accumulate ----
+static void xent_case(int64_t N, int64_t V, int64_t ld) {
+    float *lg = rnd(N * ld, -4, 4);
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) lab[i] = i % 5 == 3 ? -100 : (int32_t)(os_rng_u64(g_key, (uint64_t)i) % (uint64_t)V);
+    g_key++;
+    for (int64_t i = 0; i < N; i += 4)   // some rows whose label is their argmax
+        if (lab[i] >= 0) lg[i * ld + lab[i]] = 9.0f;
+    float *want = hdup(lg, 4 * N * ld);
+    double sum0 = 1.5, wsum = sum0, gsum;
+    int64_t wcor = 2, gcor;
+    R->xent_fwd_bwd(want, ld, lab, N, V, 0.5f, &wsum, &wcor);
+    float *dl = UPF(lg, N * ld);
+    int32_t *dlab = UPI(lab, N);
+    double *dsum = up(&sum0, sizeof(double));
+    int64_t two = 2, *dcor = up(&two, sizeof(int64_t));
+    X->xent_fwd_bwd(dl, ld, dlab, N, V, 0.5f, dsum, dcor);
+    X->download(&gsum, dsum, sizeof(double)), X->download(&gcor, dcor, sizeof(int64_t));
+    char s[64];
+    snprintf(s, sizeof s, "N%lld V%lld ld%lld", (long long)N, (long long)V, (long long)ld);
+    float *got = down(dl, N * ld);   // the gradient columns only (the stride's padding is not the kernel's)
+    float *g2 = malloc(sizeof(float) * (size_t)(N * V)), *w2 = malloc(sizeof(float) * (size_t)(N * V));
+    for (int64_t i = 0; i < N; i++)
+        memcpy(g2 + i * V, got + i * ld, 4 * (size_t)V), memcpy(w2 + i * V, want + i * ld, 4 * (size_t)V);
+    check("xent_fwd_bwd", "fp32", s, g2, w2, N * V, 1e-5);
+    check_scalar("xent_fwd_bwd", "loss sum (accumulated)", gsum, wsum, 1e-5);
+    char note[64];
+    snprintf(note, sizeof note, "correct %lld, reference %lld", (long long)gcor, (long long)wcor);
+    check_info("xent_fwd_bwd", "correct count (accumulated)", gcor == wcor, note);
+    X->free(dl), X->free(dlab), X->free(dsum), X->free(dcor);
+    free(lg), free(lab), free(want), free(got), free(w2);
+}
+static void t_xent(void) {
+    xent_case(1000, 1001, 1004);
+    xent_case(7, 156160, 156160);
+    xent_case(1, 4160, 4160);
+}
+
+// ---- elementwise, sums ----
+static void t_elementwise(void) {
+    const int64_t n = 1000003;
+    float *a = rnd(n, -1, 1), *b = rnd(n, -1, 1), *want = malloc(sizeof(float) * (size_t)n);
+    float *da = UPF(a, n), *db = UPF(b, n), *d;
+    R->add(want, a, b, n);
+    X->add(d = upnan(n), da, db, n);
+    checkd("add", "fp32", "1000003", d, want, n, 1e-6);
+    R->add(want, a, b, n);          // out aliasing an input
+    X->add(da, da, db, n);
+    check("add", "fp32", "1000003, out == a", down(da, n), want, n, 1e-6);
+    X->upload(da, a, 4 * n);
+    memcpy(want, b, 4 * (size_t)n);
+    R->axpy(want, -0.37f, a, n);
+    X->axpy(db, -0.37f, da, n);
+    check("axpy", "fp32", "1000003", down(db, n), want, n, 1e-6);
+    memcpy(want, a, 4 * (size_t)n);
+    R->scale(want, 0.3f, n);
+    X->scale(da, 0.3f, n);
+    check("scale", "fp32", "1000003", down(da, n), want, n, 1e-6);
+    double ws, gs;
+    R->sumsq(a, n, &ws);
+    X->upload(da, a, 4 * n);
+    double *ds = X->alloc(sizeof(double), "op_compare sumsq");
+    X->sumsq(da, n, ds);
+    X->download(&gs, ds, sizeof(double));
+    check_scalar("sumsq", "1000003", gs, ws, 1e-5);
+    X->sumsq(da, 0, ds);
+    X->download(&gs, ds, sizeof(double));
+    check_scalar("sumsq", "0 elements", gs, 0.0, 0);
+    X->free(da), X->free(db), X->free(ds);
+    free(a), free(b), free(want);
+}
+
+static void t_adamw(void) {
+    const int64_t n = 1000003;
+    for (int64_t step = 1; step <= 3; step += 2) {
+        float *p = rnd(n, -1, 1), *g = rnd(n, -1, 1), *m = rnd(n, -0.1f, 0.1f), *v = rnd(n, 0, 0.01f);
+        float *wp = hdup(p, 4 * n), *wg = hdup(g, 4 * n), *wm = hdup(m, 4 * n), *wv = hdup(v, 4 * n);
+        R->adamw(wp, wg, wm, wv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.5f, step);
+        float *dp = UPF(p, n), *dg = UPF(g, n), *dm = UPF(m, n), *dv = UPF(v, n);
+        X->adamw(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.5f, step);
+        char s[64];
+        snprintf(s, sizeof s, "1000003 step %lld wd .1 gscale .5", (long long)step);
+        checkd("adamw", "fp32", s, dp, wp, n, 1e-6);
+        checkd("adamw", "fp32", "m", dm, wm, n, 1e-6);
+        checkd("adamw", "fp32", "v", dv, wv, n, 1e-6);
+        checkd("adamw", "fp32", "g (zeroed)", dg, wg, n, 0);
+        free(p), free(g), free(m), free(v), free(wp), free(wg), free(wm), free(wv);
+    }
+}
+
+// ---- the checks, in the order they run; the members each covers ----
+typedef struct {
+    const char *name, *members;
+    void (*run)(void);
+} check_fn;
+static const check_fn TESTS[] = {
+    {"memory", "alloc upload download free", t_memory},
+    {"zero_copy", "zero copy", t_zero_copy},
+    {"gemm", "gemm", t_gemm},
+    {"linear", "linear_fwd linear_bwd", t_linear},
+    {"to_bf16", "to_bf16", t_to_bf16},
+    {"bf16", "gemm linear_fwd linear_bwd gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
+             "gemm_rounds gemm_round gemm_rounded", t_bf16},
+    {"attention", "attention_fwd attention_bwd", t_attention},
+    {"attention_cached", "attention_cached_fwd", t_attention_cached},
+    {"rmsnorm", "rmsnorm_fwd rmsnorm_bwd", t_rmsnorm},
+    {"layernorm", "layernorm_fwd", t_layernorm},
+    {"rope", "rope_table rope_fwd rope_bwd", t_rope},
+    {"embedding", "embedding_fwd embedding_acc embedding_bwd", t_embedding},
+    {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd", t_activations},
+    {"conv1d", "conv1d_fwd", t_conv1d},
+    {"xent", "xent_fwd_bwd", t_xent},
+    {"elementwise", "add axpy scale sumsq", t_elementwise},
+    {"adamw", "adamw", t_adamw},
+};
+enum { NTESTS = sizeof TESTS / sizeof TESTS[0] };
+
+static int wanted(const char *only, const check_fn *t) {
+    if (!only) return 1;
+    size_t n = strlen(t->name);
+    for (const char *p = only; (p = strstr(p, t->name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+    return 0;
+}
+
+static const os_ops *open_backend(const char *name) {
+    if (!strcmp(name, "cpu")) return &os_ops_cpu;
+    if (!strcmp(name, "guard")) return os_ops_guard();
+    os_die("op_compare: backend '%s': expected cpu or guard (cuda needs make CUDA=1)", name);
+}
+
+// the child: opens the backend, runs the checks from `first` on, announcing each on the pipe
+static _Noreturn void child(const char *backend, const char *only, int first) {
+    X = open_backend(backend);
+    for (int i = first; i < NTESTS; i++) {
+        if (!wanted(only, &TESTS[i])) continue;
+        char msg[16];
+        int len = snprintf(msg, sizeof msg, "B %d\n", i);
+        if (write(g_fd, msg, (size_t)len) != len) os_die("op_compare: the pipe to the parent broke");
+        g_key = 1000003u * (uint64_t)(i + 1);   // the same inputs whichever checks ran before
+        TESTS[i].run();
+    }
+    exit(0);
+}
+
+int main(int argc, char **argv) {
+    const char *backend = NULL, *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--perturb") && i + 1 < argc) g_perturb = argv[++i];
+        else if (argv[i][0] != '-' && !backend) backend = argv[i];
+        else {
+            fprintf(stderr, "usage: op_compare cpu|guard|cuda|cuda:N [--json FILE] [--only CHECK,...] [--perturb OP]\n"
+                            "checks:");
+            for (int t = 0; t < NTESTS; t++) fprintf(stderr, " %s", TESTS[t].name);
+            fprintf(stderr, "\n");
+            return 2;
+        }
+    }
+    if (!backend) return fprintf(stderr, "op_compare: name the backend to test (cpu, guard, cuda, cuda:N)\n"), 2;
+    if (g_json) {
+        FILE *f = fopen(g_json, "w");
+        if (!f || fclose(f)) return fprintf(stderr, "op_compare: cannot write %s\n", g_json), 2;
+    }
+    printf("%-22s %-5s %-44s %9s %9s %9s %7s  %s\n", "op", "dtype", "shape", "max_abs", "max_rel", "rel", "tol", "result");
+    fflush(stdout);
+    int npass = 0, nfail = 0, first = 0;
+    while (first < NTESTS) {
+        int fd[2];
+        if (pipe(fd)) os_die("op_compare: pipe failed");
+        pid_t pid = fork();
+        if (pid < 0) os_die("op_compare: fork failed");
+        if (pid == 0) {
+            close(fd[0]), g_fd = fd[1];
+            child(backend, only, first);
+        }
+        close(fd[1]);
+        FILE *in = fdopen(fd[0], "r");
+        char line[64];
+        int cur = -1;
+        while (fgets(line, sizeof line, in)) {
+            if (line[0] == 'B') cur = atoi(line + 2);
+            else if (line[0] == 'P') npass++;
+            else if (line[0] == 'F') nfail++;
+        }
+        fclose(in);
+        int st;
+        if (waitpid(pid, &st, 0) < 0) os_die("op_compare: waitpid failed");
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) break;
+        char note[96];
+        if (WIFSIGNALED(st)) snprintf(note, sizeof note, "the check stopped the program: signal %d", WTERMSIG(st));
+        else snprintf(note, sizeof note, "the check stopped the program: exit status %d", WEXITSTATUS(st));
+        if (cur < 0) {   // the backend did not open
+            report("(backend)", "-", backend, 0, 0, 0, 0, 0, note);
+            nfail++;
+            break;
+        }
+        report(TESTS[cur].name, "-", TESTS[cur].members, 0, 0, 0, 0, 0, note);
+        nfail++;
+        first = cur + 1;
+    }
+    printf("op_compare %s: %d checks passed, %d failed\n", backend, npass, nfail);
+    return nfail ? 1 : 0;
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The device check (issue 25 item 7; docs/performance.md "Device check"): one command that a session with a lent GPU
+# machine runs, end to end in under 8 minutes, writing its report to $OUT:
+#   setup   the machine (OS, GPU, nvcc, gcc, Python packages) and the carried dependencies: .debs/*.deb unpacked
+#           with dpkg-deb -x into .debs/root (never onto /; tools/device-debs.sh fetched them), .whl/*.whl installed
+#           with pip --target; the folders found through PATH, CPATH, LIBRARY_PATH, LD_LIBRARY_PATH, OPAL_PREFIX
+#   build   make CUDA=1 with the machine's nvcc (BUILD=build-cuda)
+#   ops     every seam op, the CUDA backend against the CPU backend (BUILD/op_compare cuda: odd shapes, fp32 and bf16,
+#           tolerances in tests/device/op_compare.c)
+#   bench   Qwen2.5-0.5B shapes, 24 layers, V 156160, G 3, seq 2048, bf16, 1 GPU: omnishard vs PyTorch eager and
+#           torch.compile, MFU against a bf16 GEMM measured in the same run (bench/bench_device.py)
+#   oracle  the oracle tests on the GPU (omnishard runs with --device cuda: OMNISHARD_TEST_DEVICE, tests/omni_run.py):
+#           3 AdamW steps at G = 0, 1, 3, speech input, LoRA against PEFT, 2 ranks sharing the GPU at ZeRO 0-3 == 1
+# Each stage has its own time budget (and all of them one deadline); a stage that fails or runs out of time is
+# reported as such and the next one still runs. $OUT gets report.md, results.json and one log per stage (7 files).
+# Exit status: 0 when every stage passed, 1 otherwise.
+#
+# usage: tools/device-check.sh [--dry-run] [--stages setup,build,ops,bench,oracle]
+#   --dry-run: the same stages here, without a GPU: nothing unpacked (the machine's own libraries), the plain build
+#   (make, BUILD=$OMNISHARD_BUILD or build), ops against the guard backend (OMNISHARD_BACKEND=guard), the bench on
+#   the CPU with a 2-layer model, two oracle tests on the guard backend. tests/test_device_check.py runs it.
+# Environment: OUT (default ./device-check-out), DEVCHECK_DEADLINE (seconds, default 470; dry run 170),
+#   DEVCHECK_BENCH_ARGS (more bench/bench_device.py options, e.g. "--batch 4").
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+DRY=0
+STAGES=setup,build,ops,bench,oracle
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dry-run) DRY=1 ;;
+        --stages) STAGES=$2; shift ;;
+        *) echo "usage: tools/device-check.sh [--dry-run] [--stages setup,build,ops,bench,oracle]" >&2; exit 2 ;;
+    esac
+    shift
+done
+export OUT=${OUT:-$ROOT/device-check-out}
+mkdir -p "$OUT" || exit 2
+WORK=$(mktemp -d /tmp/device-check.XXXXXX)
+export WORK DRY ROOT
+START=$(date +%s)
+if [ "$DRY" = 1 ]; then
+    DEADLINE=${DEVCHECK_DEADLINE:-170}
+    export BUILD=${OMNISHARD_BUILD:-build} DEVICE=guard PY=${PY:-$ROOT/.venv/bin/python} JOBS=2
+else
+    DEADLINE=${DEVCHECK_DEADLINE:-470}
+    export BUILD=build-cuda DEVICE=cuda PY=${PY:-python3} JOBS=$(nproc)
+fi
+: > "$WORK/stages.tsv"
+
+# ---- the stages (each runs in its own bash under a timeout, its output into $OUT/NAME.log) ----
+stage_setup() {
+    set -x
+    date -u; uname -a; grep PRETTY /etc/os-release; nproc; free -g | head -2
+    command -v nvidia-smi >/dev/null && nvidia-smi
+    for t in gcc make nvcc mpicc mpirun dpkg-deb python3 "$PY"; do printf '%s: %s\n' "$t" "$(command -v "$t" || echo missing)"; done
+    gcc --version | head -1
+    "$PY" -c 'import sys, torch, transformers; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))'
+    set +x
+    : > "$WORK/env.sh"
+    if [ "$DRY" = 1 ]; then
+        for t in mpicc mpirun make; do command -v $t >/dev/null || { echo "devcheck: $t missing"; return 1; }; done
+        echo "devcheck: dry run: the machine's own libraries and tools"
+        return 0
+    fi
+    # the carried Debian packages, unpacked into the checkout
+    local R=$ROOT/.debs/root A=x86_64-linux-gnu
+    ls .debs/*.deb >/dev/null 2>&1 || { echo "devcheck: no .debs/*.deb: run tools/device-debs.sh and carry .debs"; return 1; }
+    rm -rf "$R" && mkdir -p "$R"
+    for f in .debs/*.deb; do
+        dpkg-deb -x "$f" "$R" || { echo "devcheck: dpkg-deb -x $f failed"; return 1; }
+    done
+    # the links their maintainer scripts would make: the sonames (ldconfig -n), the alternatives' names
+    local libdirs
+    libdirs=$(find "$R" -name '*.so*' -type f -printf '%h\n' | sort -u | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    ldconfig -n $libdirs
+    mkdir -p "$R/links"
+    ln -sf "$R/usr/bin/mpicc.openmpi" "$R/links/mpicc"; ln -sf "$R/usr/bin/mpirun.openmpi" "$R/links/mpirun"
+    ln -sf "$R/usr/bin/mpiexec.openmpi" "$R/links/mpiexec"
+    local ldp path=$R/links
+    ldp=$(echo "$libdirs" | tr ' ' ':')
+    command -v make >/dev/null || path=$path:$R/usr/bin
+    # the CUDA toolkit, cuBLAS and NCCL of the machine (the image's toolkit, else PyTorch's pip packages)
+    local nvcc cuda_home site
+    nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+    [ -n "$nvcc" ] || { echo "devcheck: no nvcc on PATH or in /usr/local/cuda/bin"; return 1; }
+    cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    site=$("$PY" -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
+    {
+        echo "export PATH=$path:$(dirname "$nvcc"):\$PATH"
+        echo "export OPAL_PREFIX=$R/usr"
+        echo "export CPATH=$R/usr/include:$R/usr/include/$A:$R/usr/include/$A/openblas-pthread:$R/usr/lib/$A/openmpi/include"
+        echo "export LIBRARY_PATH=$R/usr/lib/$A:$R/usr/lib/$A/openblas-pthread:$R/usr/lib/$A/openmpi/lib"
+        echo "export CUDA_HOME=$cuda_home"
+        [ -f "$cuda_home/include/cublasLt.h" ] || echo "export CUBLAS_INC=$(dirname "$(find "$site/nvidia" -name cublasLt.h | head -1)")"
+        [ -f "$cuda_home/include/nccl.h" ] || echo "export NCCL_INC=$(dirname "$(find "$site/nvidia" -name nccl.h | head -1)")"
+        # cuBLASLt and NCCL at run time: the toolkit's, then PyTorch's wheels
+        echo "export LD_LIBRARY_PATH=$ldp:$cuda_home/lib64:$(find "$site/nvidia" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')\${LD_LIBRARY_PATH:-}"
+        echo "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0"
+    } > "$WORK/env.sh"
+    if ls .whl/*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" .whl/*.whl || return 1
+        echo "export PYTHONPATH=$WORK/site\${PYTHONPATH:+:\$PYTHONPATH}" >> "$WORK/env.sh"
+    else
+        echo "devcheck: no .whl/*.whl (the speech oracle needs openai-whisper): run tools/device-debs.sh and carry .whl"
+    fi
+    cat "$WORK/env.sh"
+    # shellcheck disable=SC1091
+    . "$WORK/env.sh"
+    mpicc -showme && mpirun --version | head -1 || return 1
+}
+
+stage_build() {
+    local args=(-j"$JOBS" BUILD="$BUILD")
+    [ "$DRY" = 1 ] || args+=(CUDA=1)
+    echo "\$ make ${args[*]}"
+    make "${args[@]}" || return 1
+    [ -x "$BUILD/op_compare" ] || { echo "devcheck: $BUILD/op_compare was not built"; return 1; }
+    if ldd "$BUILD/omnishard" | grep "not found"; then echo "devcheck: libraries not found"; return 1; fi
+    "$BUILD/omnishard" sft --help > /dev/null || { echo "devcheck: $BUILD/omnishard does not start"; return 1; }
+}
+
+stage_ops() {
+    local env=()
+    [ "$DRY" = 1 ] && env=(OMNISHARD_BACKEND=guard)
+    env "${env[@]}" "$BUILD/op_compare" "$DEVICE" --json "$WORK/ops.jsonl"
+}
+
+stage_bench() {
+    local budget=$1
+    local args=(--build "$BUILD" --out "$WORK/bench.json" --work "$WORK" --cache "$WORK/cache" --budget "$((budget - 10))")
+    if [ "$DRY" = 1 ]; then args+=(--device cpu --tiny --seq 64 --steps 3 --compile_budget 0)
+    else args+=(--device cuda --compile_budget "$((budget / 2))"); fi
+    # shellcheck disable=SC2086
+    "$PY" bench/bench_device.py "${args[@]}" ${DEVCHECK_BENCH_ARGS:-}
+}
+
+stage_oracle() {
+    local sel
+    if [ "$DRY" = 1 ]; then
+        sel=("tests/test_train_oracle.py::test_matches_pytorch[g1_untied_accum2]"
+             "tests/test_zero_equivalence.py::test_n_ranks_equal_accumulation[tied-3-2]")
+        export OMNISHARD_BACKEND=guard OMNISHARD_TEST_DEVICE=cpu
+    else
+        sel=(tests/test_train_oracle.py "tests/test_speech_train.py::test_speech_step_matches_pytorch"
+             "tests/test_lora.py::test_lora_matches_peft" "tests/test_lora.py::test_lora_n_ranks_equal_one_rank_with_dropout")
+        for s in 0 1 2 3; do sel+=("tests/test_zero_equivalence.py::test_n_ranks_equal_accumulation[tied-$s-2]"); done
+        export OMNISHARD_TEST_DEVICE=cuda
+        "$PY" -c 'import xdist' 2>/dev/null && sel+=(-n 4)
+    fi
+    OMNISHARD_BUILD=$BUILD PYTHONUNBUFFERED=1 "$PY" -m pytest -q -p no:cacheprovider --junitxml="$WORK/oracle.xml" "${sel[@]}"
+}
+export -f stage_setup stage_build stage_ops stage_bench stage_oracle
+
+run_stage() {   # NAME BUDGET: runs stage_NAME within min(BUDGET, the time left), records its outcome
+    local name=$1 cap=$2 left t0 rc status note
+    case ",$STAGES," in *",$name,"*) ;; *) return ;; esac
+    left=$((DEADLINE - ($(date +%s) - START)))
+    [ "$left" -lt "$cap" ] && cap=$left
+    if [ "$cap" -lt 10 ]; then
+        printf '%s\tSKIPPED\t0\t%s\n' "$name" "no time left before the ${DEADLINE} s deadline" >> "$WORK/stages.tsv"
+        return
+    fi
+    echo "== $name (budget ${cap} s)"
+    t0=$(date +%s)
+    # shellcheck disable=SC1091
+    timeout -k 10 "$cap" bash -c ". '$WORK/env.sh' 2>/dev/null; stage_$name $cap" > "$OUT/$name.log" 2>&1
+    rc=$?
+    case $rc in
+        0) status=PASS note="" ;;
+        124|137) status=TIMEOUT note="stopped after ${cap} s" ;;
+        *) status=FAIL note=$(grep -E '^(devcheck|bench|op_compare|FAILED|ERROR|make)' "$OUT/$name.log" | tail -3 | tr '\t\n' '  ')
+           [ -n "$note" ] || note=$(tail -2 "$OUT/$name.log" | tr '\t\n' '  ') ;;
+    esac
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$(($(date +%s) - t0))" "${note:0:400}" >> "$WORK/stages.tsv"
+    echo "   $status in $(($(date +%s) - t0)) s ${note:0:200}"
+}
+
+: > "$WORK/env.sh"
+if [ "$DRY" = 1 ]; then
+    run_stage setup 20; run_stage build 60; run_stage ops 40; run_stage bench 50; run_stage oracle 60
+else
+    run_stage setup 60
+    # the bench's model (2.2 GB of safetensors) is written while the build runs
+    ( . "$WORK/env.sh"; timeout 150 "$PY" bench/bench_device.py --prepare --cache "$WORK/cache" > "$OUT/prepare.log" 2>&1 ) &
+    prep=$!
+    run_stage build 170; run_stage ops 60; wait $prep; run_stage bench 200; run_stage oracle 130
+    cat "$OUT/prepare.log" >> "$OUT/bench.log" 2>/dev/null; rm -f "$OUT/prepare.log"
+fi
+"$PY" "$ROOT/tools/device_report.py" --work "$WORK" --out "$OUT" --dry "$DRY" --seconds "$(($(date +%s) - START))"
+rc=$?
+rm -rf "$WORK"
+exit $rc
