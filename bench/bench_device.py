@@ -181,6 +181,9 @@ def torch_worker(a):
     if cuda:
         r.update(allocated_peak_gb=torch.cuda.max_memory_allocated() / 1e9,
                  reserved_peak_gb=torch.cuda.max_memory_reserved() / 1e9)
+    else:
+        import resource
+        r["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
     print(json.dumps(r), flush=True)
 
 

@@ -30,9 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-// every member of the seam is checked: a member added to os_ops (pointer-sized slots after `name`) changes this
-// count, and the build stops here until its check is added to TESTS below
-enum { OS_OPS_SLOTS = 42 };
+// every member of the seam is checked: a member added to os_ops (pointer-sized slots after `name`; host_memory,
+// an int, takes one with its padding) changes this count, and the build stops here until its check is added to TESTS below
+enum { OS_OPS_SLOTS = 47 };
 _Static_assert(sizeof(os_ops) == sizeof(void *) * (1 + OS_OPS_SLOTS),
                "os_ops changed: add the new member's check to tests/device/op_compare.c and update OS_OPS_SLOTS");
 
@@ -163,8 +163,23 @@ static void t_memory(void) {
     X->download(back, (unsigned char *)d + 13, 1001);
     check_info("download", "1001 bytes at offset 13", !memcmp(back, h + 13, 1001), "");
     X->free(d);
+    d = X->alloc_uninit(n, "op_compare alloc_uninit");   // contents unspecified: written, then read back
+    X->upload(d, h, n);
+    memset(back, 0, (size_t)n);
+    X->download(back, d, n);
+    check_info("alloc_uninit", "1000003 bytes", !memcmp(back, h, (size_t)n), "written, read back equal");
+    X->free(d);
+    d = X->alloc_sparse(n, "op_compare alloc_sparse");   // zeroed; a small part written
+    X->upload((unsigned char *)d + 4096, h, 77);
+    X->download(back, d, n);
+    int ok = !memcmp(back, z, 4096) && !memcmp(back + 4096, h, 77) && !memcmp(back + 4096 + 77, z, (size_t)n - 4096 - 77);
+    check_info("alloc_sparse", "1000003 bytes, 77 written at 4096", ok, "zeroed around the part written");
+    X->free(d);
     X->free(NULL);
-    check_info("free", "a buffer and NULL", 1, "");
+    check_info("free", "buffers of the three allocs and NULL", 1, "");
+    char note[64];
+    snprintf(note, sizeof note, "%d (the host's memory: %s)", X->host_memory, X->host_memory ? "yes" : "no");
+    check_info("host_memory", "-", X->host_memory == 0 || X->host_memory == 1, note);
     free(h), free(z), free(back);
 }
 
@@ -344,43 +359,57 @@ static void t_bf16(void) {
     check_info("gemm_rounds", "bf16 off", e == 0, e ? "not 0 with bf16 off" : "0");
 }
 
-// ---- attention: q [B,T,H,D], k/v [B,T,KH,D] ----
-static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked) {
-    int64_t nq = B * T * H * D, nk = B * T * KH * D, na = B * H * T * T;
+// ---- attention: q/out [B,T,H,D], k/v [B,T,KH,D], keymask [B,T], seg [B,T] ----
+static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked, int segs) {
+    int64_t nq = B * T * H * D, nk = B * T * KH * D;
     float *q = rnd(nq, -1, 1), *k = rnd(nk, -1, 1), *v = rnd(nk, -1, 1);
     uint8_t *mask = NULL;
-    if (masked) {   // right padding of a different length per row; one row with every key masked
+    int32_t *seg = NULL;
+    if (masked) {   // right padding of a different length per row; with B > 2 the last row all padding
         mask = malloc((size_t)(B * T));
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++) mask[b * T + t] = b == B - 1 && B > 2 ? 0 : t < T - 1 - b;
     }
-    float *out = malloc(sizeof(float) * (size_t)nq), *att = malloc(sizeof(float) * (size_t)na);
-    R->attention_fwd(out, att, q, k, v, mask, causal, B, T, H, KH, D);
-    float *dq_ = UPF(q, nq), *dk_ = UPF(k, nk), *dv_ = UPF(v, nk), *dout = upnan(nq), *datt = upnan(na);
+    if (segs) {     // packed samples: segments of 10, 15, then the rest (row b shifted by b)
+        seg = malloc(sizeof(int32_t) * (size_t)(B * T));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) seg[b * T + t] = t + b < 10 ? 0 : t + b < 25 ? 1 : 2;
+    }
+    int64_t ns = R->attention_stats_floats(B, T, H), xs = X->attention_stats_floats(B, T, H);
+    float *out = malloc(sizeof(float) * (size_t)nq), *st = malloc(sizeof(float) * (size_t)ns);
+    R->attention_fwd(out, st, q, k, v, mask, seg, causal, B, T, H, KH, D);
+    float *dq_ = UPF(q, nq), *dk_ = UPF(k, nk), *dv_ = UPF(v, nk), *dout = upnan(nq), *dst = upnan(xs);
     uint8_t *dmask = mask ? up(mask, B * T) : NULL;
-    X->attention_fwd(dout, datt, dq_, dk_, dv_, dmask, causal, B, T, H, KH, D);
-    char s[64];
-    snprintf(s, sizeof s, "B%lld T%lld H%lld/%lld D%lld%s%s", (long long)B, (long long)T, (long long)H, (long long)KH,
-             (long long)D, causal ? " causal" : "", masked ? " keymask" : "");
-    checkd("attention_fwd", "fp32", s, dout, out, nq, 1e-5);
-    // backward from each backend's own saved softmax, accumulating into non-zero gradients
+    int32_t *dseg = seg ? UPI(seg, B * T) : NULL;
+    X->attention_fwd(dout, dst, dq_, dk_, dv_, dmask, dseg, causal, B, T, H, KH, D);
+    char s[80];
+    snprintf(s, sizeof s, "B%lld T%lld H%lld/%lld D%lld%s%s%s", (long long)B, (long long)T, (long long)H,
+             (long long)KH, (long long)D, causal ? " causal" : "", masked ? " keymask" : "", segs ? " seg" : "");
+    float *xout = down(dout, nq);   // the backend's own forward output feeds its backward
+    check("attention_fwd", "fp32", s, hdup(xout, 4 * nq), out, nq, 1e-5);
+    // backward from each backend's own forward (out, stats), accumulating into non-zero gradients
     float *go = rnd(nq, -1, 1), *gq = rnd(nq, -1, 1), *gk = rnd(nk, -1, 1), *gv = rnd(nk, -1, 1);
     float *wq = hdup(gq, 4 * nq), *wk = hdup(gk, 4 * nk), *wv = hdup(gv, 4 * nk);
-    R->attention_bwd(wq, wk, wv, go, q, k, v, att, B, T, H, KH, D);
+    R->attention_bwd(wq, wk, wv, go, q, k, v, out, st, mask, seg, causal, B, T, H, KH, D);
     float *dgo = UPF(go, nq), *dgq = UPF(gq, nq), *dgk = UPF(gk, nk), *dgv = UPF(gv, nk);
-    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, datt, B, T, H, KH, D);
+    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dout, dst, dmask, dseg, causal, B, T, H, KH, D);
     checkd("attention_bwd", "fp32", s, dgq, wq, nq, 1e-5);
     checkd("attention_bwd", "fp32", s, dgk, wk, nk, 1e-5);
     checkd("attention_bwd", "fp32", s, dgv, wv, nk, 1e-5);
-    X->free(dq_), X->free(dk_), X->free(dv_), X->free(datt), X->free(dgo), X->free(dmask);
-    free(q), free(k), free(v), free(mask), free(out), free(att), free(go), free(gq), free(gk), free(gv);
-    free(wq), free(wk), free(wv);
+    X->free(dq_), X->free(dk_), X->free(dv_), X->free(dout), X->free(dst), X->free(dgo), X->free(dmask), X->free(dseg);
+    free(q), free(k), free(v), free(mask), free(seg), free(out), free(st), free(xout), free(go), free(gq), free(gk);
+    free(gv), free(wq), free(wk), free(wv);
 }
 static void t_attention(void) {
     int64_t T[] = {1, 7, 1000};
-    for (int i = 0; i < 3; i++) attention_case(1, T[i], 14, 2, 64, 1, 0);
-    attention_case(3, 7, 14, 2, 64, 1, 1);    // padding, one row all padding
-    attention_case(2, 33, 4, 4, 16, 0, 0);    // Whisper's: no mask, not causal, no grouping
+    char note[96];
+    snprintf(note, sizeof note, "B1 T1000 H14: %lld floats (reference %lld)", (long long)X->attention_stats_floats(1, 1000, 14),
+             (long long)R->attention_stats_floats(1, 1000, 14));
+    check_info("attention_stats_floats", "-", X->attention_stats_floats(1, 1000, 14) > 0, note);
+    for (int i = 0; i < 3; i++) attention_case(1, T[i], 14, 2, 64, 1, 0, 0);
+    attention_case(3, 7, 14, 2, 64, 1, 1, 0);    // padding, one row all padding
+    attention_case(2, 33, 14, 2, 64, 1, 1, 1);   // packed samples (seg) with padding
+    attention_case(2, 33, 4, 4, 16, 0, 0, 0);    // Whisper's: no mask, not causal, no grouping
 }
 
 static void t_attention_cached(void) {   // q [B,T,H,D] at p0.. over the cache kc/vc [B,S,KH,D]
@@ -603,7 +632,20 @@ static void t_elementwise(void) {
     X->sumsq(da, 0, ds);
     X->download(&gs, ds, sizeof(double));
     check_scalar("sumsq", "0 elements", gs, 0.0, 0);
-    X->free(da), X->free(db), X->free(ds);
+    int64_t at[] = {-1, 999983, 17}, *di = X->alloc(sizeof(int64_t), "op_compare first_nonfinite");
+    for (int i = 0; i < 3; i++) {   // none; a NaN near the end; an infinity before a later NaN
+        memcpy(want, a, 4 * (size_t)n);
+        if (at[i] >= 0) want[at[i]] = i == 1 ? NAN : INFINITY, want[n - 1] = NAN;
+        X->upload(da, want, 4 * n);
+        int64_t w = k_first_nonfinite(want, n), g = -2;
+        X->first_nonfinite(da, n, di);
+        X->download(&g, di, sizeof g);
+        char s[48], note[64];
+        snprintf(s, sizeof s, "1000003, %s", i == 0 ? "all finite" : i == 1 ? "NaN at 999983" : "inf at 17");
+        snprintf(note, sizeof note, "index %lld, reference %lld", (long long)g, (long long)w);
+        check_info("first_nonfinite", s, g == w && !(g_perturb && !strcmp(g_perturb, "first_nonfinite")), note);
+    }
+    X->free(da), X->free(db), X->free(ds), X->free(di);
     free(a), free(b), free(want);
 }
 
@@ -631,14 +673,14 @@ typedef struct {
     void (*run)(void);
 } check_fn;
 static const check_fn TESTS[] = {
-    {"memory", "alloc upload download free", t_memory},
+    {"memory", "alloc alloc_uninit alloc_sparse free host_memory upload download", t_memory},
     {"zero_copy", "zero copy", t_zero_copy},
     {"gemm", "gemm", t_gemm},
     {"linear", "linear_fwd linear_bwd", t_linear},
     {"to_bf16", "to_bf16", t_to_bf16},
     {"bf16", "gemm linear_fwd linear_bwd gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
              "gemm_rounds gemm_round gemm_rounded", t_bf16},
-    {"attention", "attention_fwd attention_bwd", t_attention},
+    {"attention", "attention_stats_floats attention_fwd attention_bwd", t_attention},
     {"attention_cached", "attention_cached_fwd", t_attention_cached},
     {"rmsnorm", "rmsnorm_fwd rmsnorm_bwd", t_rmsnorm},
     {"layernorm", "layernorm_fwd", t_layernorm},
@@ -647,7 +689,7 @@ static const check_fn TESTS[] = {
     {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd", t_activations},
     {"conv1d", "conv1d_fwd", t_conv1d},
     {"xent", "xent_fwd_bwd", t_xent},
-    {"elementwise", "add axpy scale sumsq", t_elementwise},
+    {"elementwise", "add axpy scale sumsq first_nonfinite", t_elementwise},
     {"adamw", "adamw", t_adamw},
 };
 enum { NTESTS = sizeof TESTS / sizeof TESTS[0] };
@@ -662,7 +704,10 @@ static int wanted(const char *only, const check_fn *t) {
 
 static const os_ops *open_backend(const char *name) {
     if (!strcmp(name, "cpu")) return &os_ops_cpu;
-    if (!strcmp(name, "guard")) return os_ops_guard();
+    if (!strcmp(name, "guard")) {   // strict: a member given host memory stops (every pointer here is the backend's)
+        os_guard_set_strict(1);
+        return os_ops_guard();
+    }
     os_die("op_compare: backend '%s': expected cpu or guard (cuda needs make CUDA=1)", name);
 }
 

@@ -1,0 +1,90 @@
+"""The device check (tools/device-check.sh, issue 25 item 7) without a GPU: its op-by-op comparison against the guard
+backend (every member of the seam, all within tolerance; a wrong result is caught), and the whole script's dry run
+(the same stages on the CPU/guard backend with tiny shapes: a broken script fails here, not on the lent machine)."""
+import json, os, re, subprocess
+
+from conftest import BUILD, ROOT
+
+OPC = BUILD / "op_compare"
+
+
+def members():
+    """Every member of os_ops, read from src/kernels/ops.h (function pointers and plain fields, name excepted)."""
+    src = open(ROOT / "src/kernels/ops.h").read()
+    body = src[src.index("typedef struct {"):src.index("} os_ops;")]
+    names = set(re.findall(r"\(\*(\w+)\)\(", body)) | set(re.findall(r"^\s+int (\w+);", body, re.M))
+    return names
+
+
+def test_op_compare_checks_every_member_on_the_guard_backend(tmp_path):
+    js = tmp_path / "ops.jsonl"
+    p = subprocess.run([OPC, "guard", "--json", js], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    recs = [json.loads(x) for x in open(js)]
+    assert recs and all(r["pass"] for r in recs), [r for r in recs if not r["pass"]]
+    missing = members() - {r["op"] for r in recs}
+    assert not missing, f"members of os_ops with no check in op_compare: {missing}"
+    # the odd shapes of the issue are there: T = 1, 7, 1000; a vocabulary no multiple of 8; GQA 14/2; bf16
+    shapes = {(r["op"], r["dtype"], r["shape"]) for r in recs}
+    for t in (1, 7, 1000):
+        assert ("attention_fwd", "fp32", f"B1 T{t} H14/2 D64 causal") in shapes
+    assert any(op == "xent_fwd_bwd" and "V1001" in s for op, _, s in shapes)
+    assert any(op == "linear_fwd" and dt == "bf16" for op, dt, _ in shapes)
+    assert re.search(r"op_compare guard: \d+ checks passed, 0 failed", p.stdout)
+
+
+def test_op_compare_catches_a_wrong_result():
+    p = subprocess.run([OPC, "cpu", "--only", "gemm,elementwise", "--perturb", "gemm"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1, p.stdout
+    lines = [l for l in p.stdout.splitlines() if l.split()[:1] in (["gemm"], ["add"], ["axpy"])]
+    assert lines and all(l.endswith("FAIL") for l in lines if l.startswith("gemm")), p.stdout
+    assert all(" PASS" in l for l in lines if not l.startswith("gemm")), p.stdout
+
+
+def test_op_compare_names_its_backends():
+    p = subprocess.run([OPC, "tpu"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "backend 'tpu'" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def dry_run(out, *args, env=None):
+    e = dict(os.environ, OUT=str(out), OMNISHARD_BUILD=str(BUILD))
+    e.update(env or {})
+    return subprocess.run([ROOT / "tools/device-check.sh", "--dry-run", *args], capture_output=True, text=True,
+                          timeout=400, env=e, cwd=ROOT)
+
+
+def test_dry_run_runs_every_stage(tmp_path):
+    p = dry_run(tmp_path)
+    res = json.load(open(tmp_path / "results.json"))
+    stages = {s["stage"]: s["status"] for s in res["stages"]}
+    assert p.returncode == 0 and stages == dict.fromkeys(["setup", "build", "ops", "bench", "oracle"], "PASS"), \
+        (stages, p.stdout[-3000:])
+    assert res["ops"] and all(o["pass"] for o in res["ops"])
+    assert [t["status"] for t in res["oracle"]] == ["PASS", "PASS"], res["oracle"]
+    b = res["bench"]
+    for side in ("omnishard", "torch_eager"):
+        assert b[side]["tokens_per_s"] > 0 and b[side]["mfu"] > 0, b[side]
+    # the same model and loss on both sides: the first step's losses agree
+    assert abs(b["omnishard"]["losses"][0] - b["torch_eager"]["losses"][0]) < 1e-2 * b["torch_eager"]["losses"][0], b
+    report = open(tmp_path / "report.md").read()
+    assert "## ops:" in report and "## oracle: 2 of 2 tests passed" in report and "| omnishard |" in report
+    assert len(os.listdir(tmp_path)) <= 8   # what the device tool brings back from $OUT
+
+
+def test_dry_run_reports_a_failed_stage_and_goes_on(tmp_path):
+    p = dry_run(tmp_path, "--stages", "ops,bench", env=dict(OMNISHARD_BUILD="build-absent",
+                                                              DEVCHECK_BENCH_ARGS="--budget 1"))
+    res = json.load(open(tmp_path / "results.json"))
+    st = [(s["stage"], s["status"]) for s in res["stages"]]
+    assert p.returncode == 1 and st == [("ops", "FAIL"), ("bench", "FAIL")], (st, p.stdout)
+    assert "budget left" in res["stages"][1]["note"], res["stages"]
+    assert "ops: FAIL" in p.stdout
+
+
+def test_dry_run_skips_stages_past_the_deadline(tmp_path):
+    p = dry_run(tmp_path, "--stages", "setup,ops", env=dict(DEVCHECK_DEADLINE="12"))
+    res = json.load(open(tmp_path / "results.json"))
+    st = {s["stage"]: s["status"] for s in res["stages"]}
+    assert p.returncode == 1 and st["ops"] == "SKIPPED", (st, p.stdout)
