@@ -19,7 +19,7 @@
 #   --dry-run: the same stages here, without a GPU: nothing unpacked (the machine's own libraries), the plain build
 #   (make, BUILD=$OMNISHARD_BUILD or build), ops against the guard backend (OMNISHARD_BACKEND=guard), the bench on
 #   the CPU with a 2-layer model, two oracle tests on the guard backend. tests/test_device_check.py runs it.
-# Environment: OUT (default ./device-check-out), DEVCHECK_DEADLINE (seconds, default 470; dry run 170),
+# Environment: OUT (default ./device-check-out), DEVCHECK_DEADLINE (seconds, default 470; dry run 300),
 #   DEVCHECK_BENCH_ARGS (more bench/bench_device.py options, e.g. "--batch 4").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,7 +40,7 @@ WORK=$(mktemp -d /tmp/device-check.XXXXXX)
 export WORK DRY ROOT
 START=$(date +%s)
 if [ "$DRY" = 1 ]; then
-    DEADLINE=${DEVCHECK_DEADLINE:-170}
+    DEADLINE=${DEVCHECK_DEADLINE:-300}
     export BUILD=${OMNISHARD_BUILD:-build} DEVICE=guard PY=${PY:-$ROOT/.venv/bin/python} JOBS=2
 else
     DEADLINE=${DEVCHECK_DEADLINE:-470}
@@ -74,7 +74,7 @@ stage_setup() {
     local libdirs
     libdirs=$(find "$R" -name '*.so*' -type f -printf '%h\n' | sort -u | tr '\n' ' ')
     # shellcheck disable=SC2086
-    ldconfig -n $libdirs
+    "$(command -v ldconfig || echo /sbin/ldconfig)" -n $libdirs
     mkdir -p "$R/links"
     ln -sf "$R/usr/bin/mpicc.openmpi" "$R/links/mpicc"; ln -sf "$R/usr/bin/mpirun.openmpi" "$R/links/mpirun"
     ln -sf "$R/usr/bin/mpiexec.openmpi" "$R/links/mpiexec"
@@ -182,7 +182,7 @@ run_stage() {   # NAME BUDGET: runs stage_NAME within min(BUDGET, the time left)
 
 : > "$WORK/env.sh"
 if [ "$DRY" = 1 ]; then
-    run_stage setup 20; run_stage build 60; run_stage ops 40; run_stage bench 50; run_stage oracle 60
+    run_stage setup 30; run_stage build 60; run_stage ops 40; run_stage bench 100; run_stage oracle 90
 else
     run_stage setup 60
     # the bench's model (2.2 GB of safetensors) is written while the build runs

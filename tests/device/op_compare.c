@@ -19,6 +19,7 @@
 // following checks still run. Exit status 0 when every check passes, 1 when one fails, 2 on bad arguments.
 // --perturb OP adds an error to OP's first output after it is read back (tests/test_device_check.py: a wrong
 // result is caught). tools/device-check.sh runs this on the lent GPU; docs/performance.md "Device check".
+#include "cli/device.h"
 #include "core/err.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
@@ -32,7 +33,7 @@
 
 // every member of the seam is checked: a member added to os_ops (pointer-sized slots after `name`; host_memory,
 // an int, takes one with its padding) changes this count, and the build stops here until its check is added to TESTS below
-enum { OS_OPS_SLOTS = 47 };
+enum { OS_OPS_SLOTS = 50 };
 _Static_assert(sizeof(os_ops) == sizeof(void *) * (1 + OS_OPS_SLOTS),
                "os_ops changed: add the new member's check to tests/device/op_compare.c and update OS_OPS_SLOTS");
 
@@ -543,8 +544,35 @@ static void t_activations(void) {
     R->relu_fwd(want, g, n);
     X->relu_fwd(dout = upnan(n), dg, n);
     checkd("relu_fwd", "fp32", "1000003", dout, want, n, 0);
+    float *y = hdup(want, 4 * n);   // a ReLU's output (zeros where g <= 0)
+    memcpy(want, u, 4 * (size_t)n);
+    R->relu_grad(want, y, n);
+    float *dy = UPF(y, n);
+    X->relu_grad(du, dy, n);
+    checkd("relu_grad", "fp32", "1000003, in place", du, want, n, 0);
+    du = UPF(u, n);
+    for (int acc = 0; acc < 2; acc++) {   // LoRA's input dropout forward (acc 0) and its backward (acc 1)
+        memcpy(want, g, 4 * (size_t)n);
+        R->dropout(want, u, n, 0.1f, 77, acc);
+        dout = UPF(g, n);
+        X->dropout(dout, du, n, 0.1f, 77, acc);
+        checkd("dropout", "fp32", acc ? "1000003 p .1, accumulate" : "1000003 p .1", dout, want, n, 1e-6);
+    }
+    X->free(dy);
+    free(y);
     X->free(dg), X->free(du), X->free(dgo);
     free(g), free(u), free(want), free(go), free(gg), free(gu), free(wg), free(wu);
+}
+
+static void t_transpose(void) {   // nb batches of inp[R, C] -> out[nb, C, R]
+    int64_t nb = 3, Rr = 80, C = 301, n = nb * Rr * C;
+    float *x = rnd(n, -1, 1), *want = malloc(sizeof(float) * (size_t)n);
+    R->transpose(want, x, nb, Rr, C);
+    float *dx = UPF(x, n), *dout = upnan(n);
+    X->transpose(dout, dx, nb, Rr, C);
+    checkd("transpose", "fp32", "3 x [80, 301]", dout, want, n, 0);
+    X->free(dx);
+    free(x), free(want);
 }
 
 static void t_conv1d(void) {   // inp [Cin, Tin], w [Cout, Cin, K] -> out [Cout, Tout]
@@ -686,7 +714,8 @@ static const check_fn TESTS[] = {
     {"layernorm", "layernorm_fwd", t_layernorm},
     {"rope", "rope_table rope_fwd rope_bwd", t_rope},
     {"embedding", "embedding_fwd embedding_acc embedding_bwd", t_embedding},
-    {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd", t_activations},
+    {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd relu_grad dropout", t_activations},
+    {"transpose", "transpose", t_transpose},
     {"conv1d", "conv1d_fwd", t_conv1d},
     {"xent", "xent_fwd_bwd", t_xent},
     {"elementwise", "add axpy scale sumsq first_nonfinite", t_elementwise},
@@ -708,7 +737,9 @@ static const os_ops *open_backend(const char *name) {
         os_guard_set_strict(1);
         return os_ops_guard();
     }
-    os_die("op_compare: backend '%s': expected cpu or guard (cuda needs make CUDA=1)", name);
+    if (strncmp(name, "cuda", 4)) os_die("op_compare: backend '%s': expected cpu, guard, cuda or cuda:N", name);
+    if (os_cli_device_open(name, 0) < 0) os_die("op_compare: backend '%s': %s", name, os_errmsg());   // fp32 exact
+    return os_k;
 }
 
 // the child: opens the backend, runs the checks from `first` on, announcing each on the pipe
