@@ -153,12 +153,13 @@ def test_guard_strict_trains_as_the_cpu_backend(tmp_path_factory, case, ranks, e
 T_SPEECH, A_SPEECH, G_SPEECH = 192, 80, 3   # tests/test_speech_train.py's vocabulary (its write_data)
 
 
-@pytest.mark.parametrize("kind", ["linear", "cov1d-linear"])
-def test_guard_strict_speech_trains_as_the_cpu_backend(tmp_path_factory, kind):
+@pytest.mark.parametrize("kind,packed", [("linear", False), ("cov1d-linear", False), ("linear", True)])
+def test_guard_strict_speech_trains_as_the_cpu_backend(tmp_path_factory, kind, packed):
     """Speech inputs on 2 ranks at ZeRO-3 (WAV -> log-mel uploaded -> Whisper encoder -> projector -> splice, the
-    projector's backward), the encoder outputs written to the feature cache and read back from it by a second run:
-    the strict guard logs the CPU backend's numbers and writes its final model's bytes."""
-    d = tmp_path_factory.mktemp(f"gspeech-{kind}")
+    projector's backward; packed: several speech inputs in a row), the encoder outputs written to the feature cache
+    and read back from it by a second run: the strict guard logs the CPU backend's numbers and writes its final
+    model's bytes."""
+    d = tmp_path_factory.mktemp(f"gspeech-{kind}{'-packed' if packed else ''}")
     ref.make_model(str(d / "model"), hidden=32, layers=2, heads=4, kv_heads=2, inter=48, T=T_SPEECH, A=A_SPEECH,
                    G=G_SPEECH, tied=True, seed=0)
     ref.add_projector(str(d / "model"), 16, 24, 32, kind=kind)
@@ -171,7 +172,8 @@ def test_guard_strict_speech_trains_as_the_cpu_backend(tmp_path_factory, kind):
             out = d / f"{backend}-{cache}"
             a = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", 3,
                  "--learning_rate", "1e-3", "--max_length", 64, "--deepspeed", "zero3", "--speech_encoder", d / "enc",
-                 "--cache_speech_features", d / f"cache-{backend}"]
+                 "--cache_speech_features", d / f"cache-{backend}",
+                 *(["--packing", "true", "--per_device_train_batch_size", 2] if packed else [])]
             run(a, np_=2, env=env_of(backend), timeout=240)
         want = steps(d / f"cpu-{cache}")
         assert steps(d / f"guard-{cache}") == want and len(want) == 3, cache
