@@ -19,7 +19,7 @@
     X(zero) X(copy) X(to_bf16) X(attention_stats_floats) X(attention_fwd) X(attention_bwd) X(attention_cached_fwd)  \
     X(rmsnorm_fwd) X(rmsnorm_bwd) X(layernorm_fwd) X(rope_table) X(rope_fwd) X(rope_bwd) X(embedding_fwd)           \
     X(embedding_acc) X(embedding_bwd) X(swiglu_fwd) X(swiglu_bwd) X(gelu_fwd) X(relu_fwd) X(conv1d_fwd)             \
-    X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(first_nonfinite) X(adamw)
+    X(relu_grad) X(dropout) X(transpose) X(xent_fwd_bwd) X(add) X(axpy) X(scale) X(sumsq) X(first_nonfinite) X(adamw)
 #define DECLARE(m) extern __typeof__(*((os_ops *)0)->m) cu_##m __attribute__((weak));
 KERNEL_MEMBERS(DECLARE)
 #undef DECLARE
