@@ -79,7 +79,7 @@ void gen_ctx_init(gen_ctx *c, os_session *s, const os_gen_opts *o, int64_t rows)
     c->m = m, c->o = o, c->G = m->oc.G, c->T = m->oc.text_vocab, c->A = m->oc.audio_vocab, c->rows = rows;
     c->key = os_hash_str("omnishard infer sampling", o->seed);
     c->chooser = o->local || comm_rank() == 0;
-    if (m->b_adapter >= 0) {   // gathered once (every rank takes part at ZeRO-3), kept on the chooser
+    if (m->b_adapter >= 0 && !o->text_only) {   // gathered once (every rank takes part at ZeRO-3), kept on the chooser
         c->ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
         zr_read_bucket(&s->rt, m->b_adapter, c->ad);
         if (!c->chooser) os_free(c->ad), c->ad = NULL;
