@@ -1,5 +1,6 @@
 #include "model/head.h"
 #include "core/alloc.h"
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "model/head_compute.h"
 #include <string.h>
@@ -14,12 +15,15 @@ void os_head_norm_bwd(const os_model *m, const float *norm, float *dnorm, const 
     os_k->rmsnorm_bwd(dx, dnorm, buf->dhn, x, norm, buf->rstd, N, m->C);
 }
 
-// each sample's last row of lm_head logits into out[B, V] (inference; host memory: downloaded row by row from the
-// logits buffer)
+// each sample's last row of lm_head logits into out[B, V] (inference; host memory: downloaded from the logits
+// buffer): when each sample is one position (batched decoding, infer/infer_batch.c) the rows are contiguous and
+// one product covers as many of them as the buffer holds (k_xent_chunk_rows), else one product per sample
 static void last_logits(const os_model *m, const float *W, const os_head_task *t, const os_head_buf *buf) {
-    for (int64_t b = 0; b < t->B; b++) {
-        os_k->linear_fwd(buf->logits, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, 1, m->C, m->V);
-        os_k->download(t->logits + b * m->V, buf->logits, (int64_t)sizeof(float) * m->V);
+    int64_t step = t->L == 1 ? k_xent_chunk_rows(m->V, t->B, m->logits_rows) : 1;
+    for (int64_t b = 0; b < t->B; b += step) {
+        int64_t n = t->B - b < step ? t->B - b : step;
+        os_k->linear_fwd(buf->logits, buf->hn + (b * t->L + t->L - 1) * m->C, W, NULL, n, m->C, m->V);
+        os_k->download(t->logits + b * m->V, buf->logits, (int64_t)sizeof(float) * n * m->V);
     }
 }
 
