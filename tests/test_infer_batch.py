@@ -20,14 +20,15 @@ MODELS = {   # name: (G, tied, forced stops on QUESTION (text step, audio step, 
     "G3-adapter-cut": (3, False, (8, 4, 2), 1, 8),   # the same model cut at 8 steps
     "G1": (1, False, (3, 5, 0), 0, 12),           # no adapter: eoa after 5 and 6 steps
     "G3-tied": (3, True, None, 0, 10),            # nothing ends: max_new_tokens
+    "G3-layershift-latency": (3, False, None, 2, 10),   # layer shift (no adapter), audio held back for 2 steps
 }
 
 
-def make_model(d, G, tied, stops, seed):
+def make_model(d, G, tied, stops, seed, **kw):
     """test_infer.make's tiny model with its attention weights scaled up, so that the answers depend on the prompt
     (other tokens and stops for other records), the stops forced on QUESTION's trajectory"""
     model, adapter = sref.make_model_dir(str(d), T=T, A=A, G=G, hidden=32, layers=2, heads=4, kv_heads=2, inter=64,
-                                         tied=tied, seed=seed)
+                                         tied=tied, seed=seed, **kw)
     with torch.no_grad():
         model.lm_head.weight.mul_(10.0)
         for layer in model.model.layers:
@@ -63,7 +64,8 @@ def models(tmp_path_factory):
         if name.endswith("-cut"):
             d = out[name[:-4]][0]   # the same model
         else:
-            make_model(d, G, tied, stops, seed)
+            shift = dict(layershift=True, latency=2) if "layershift" in name else {}
+            make_model(d, G, tied, stops, seed, **shift)
             sref.write_jsonl(d / "test.jsonl", records())
         out[name] = (d, d / "test.jsonl")
     return out

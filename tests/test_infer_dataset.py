@@ -128,8 +128,9 @@ def test_resume_refuses_another_file(setup, tmp_path):
 
 def test_spoken_questions(tmp_path):
     """records with spoken questions (s2s and asr, tiny Whisper encoder) among text ones: every line equals the
-    single-record answer (itself checked against the reference in tests/test_infer.py), at 1 rank and with the
-    records split over 2 ranks (each rank's speech path alone)"""
+    single-record answer (itself checked against the reference in tests/test_infer.py), at 1 rank, with the
+    records split over 2 ranks (each rank's speech path alone) and 3 at once (--infer_batch_size 3: each record's
+    speech path with its own prefill)"""
     import wave
     import numpy as np
     from oracle import slam_omni_ref as ref
@@ -150,7 +151,7 @@ def test_spoken_questions(tmp_path):
     sref.write_jsonl(data, recs)
     enc = ["--speech_encoder", tmp_path / "enc", "--max_new_tokens", 5]
     singles = [infer(d, "--dataset", data, "--index", i, *enc) for i in range(4)]
-    for np_, extra in ((None, []), (2, ["--zero_stage", "0"])):
+    for np_, extra in ((None, []), (2, ["--zero_stage", "0"]), (None, ["--infer_batch_size", "3"])):
         out = tmp_path / f"out{np_}.jsonl"
         run(["infer", "--model", d, "--dataset", data, "--output_file", out, *enc, *extra], np_=np_, timeout=180)
         got = lines(out)
