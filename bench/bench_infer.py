@@ -20,6 +20,24 @@ def cpu_model():
     return m[1].strip() if m else "?"
 
 
+def model_args(ap):
+    """the bench model's shape options (shared with bench/bench_infer_batch.py)"""
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--inter", type=int, default=2048)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv_heads", type=int, default=2)
+    ap.add_argument("--text_vocab", type=int, default=8192)
+
+
+def make_bench_model(d, a):
+    """the random SLAM-Omni bench model of shape a (model_args) in directory d: A = 4160, G = 3 with the adapter"""
+    from oracle import slam_samples_ref as sref
+    sref.make_model_dir(str(d), T=a.text_vocab, A=4160, G=3, hidden=a.hidden, layers=a.layers,
+                        heads=a.heads, kv_heads=a.kv_heads, inter=a.inter)
+
+
 def run(binary, model, args, ranks, threads):
     cmd = [str(binary), "infer", "--model", str(model), "--question", "<USER>: What is the weather like in the city?",
            *map(str, args)]
@@ -36,24 +54,16 @@ def run(binary, model, args, ranks, threads):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--inter", type=int, default=2048)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--kv_heads", type=int, default=2)
-    ap.add_argument("--text_vocab", type=int, default=8192)
+    model_args(ap)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=1)
     a = ap.parse_args()
-    from oracle import slam_samples_ref as sref
     binary = ROOT / a.build / "omnishard"
     with tempfile.TemporaryDirectory() as td:
         d = pathlib.Path(td) / "m"
-        sref.make_model_dir(str(d), T=a.text_vocab, A=4160, G=3, hidden=a.hidden, layers=a.layers,
-                            heads=a.heads, kv_heads=a.kv_heads, inter=a.inter)
+        make_bench_model(d, a)
         args = ["--max_new_tokens", a.new, "--zero_stage", 3 if a.ranks > 1 else 0]
         rates = {"true": [], "false": []}
         ref = None
