@@ -78,9 +78,9 @@ def lines(path):
     return [{k: v for k, v in json.loads(s).items() if k != "seconds"} for s in text.splitlines()]
 
 
-def decode(d, data, out, B, *extra, np_=None, check=True):
+def decode(d, data, out, B, *extra, np_=None, check=True, env=None):
     return run(["infer", "--model", d, "--dataset", data, "--output_file", out, "--infer_batch_size", B, *extra],
-               np_=np_, timeout=180, check=check)
+               np_=np_, timeout=180, check=check, env=env)
 
 
 def summary(stderr):
@@ -174,6 +174,16 @@ def test_ranks(models, tmp_path, np_, stage, B):
         f.write(open(one).read().splitlines(keepends=True)[0])
     p = decode(d, data, many, B, "--max_new_tokens", 12, "--zero_stage", stage, "--resume", "true", np_=np_)
     assert "done: 5 records" in p.stderr and lines(many) == lines(one)
+
+
+def test_guard_backend(models, tmp_path):
+    """on the guard backend (OMNISHARD_BACKEND=guard: the backend's memory out of the host's reach outside its
+    calls, as a device's) the batched step (per-sequence caches, the head's rows downloaded) writes the same lines"""
+    d, data = models["G3-adapter"]
+    one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
+    decode(d, data, one, 1, "--max_new_tokens", 12)
+    decode(d, data, many, 4, "--max_new_tokens", 12, env={"OMNISHARD_BACKEND": "guard"})
+    assert lines(many) == lines(one)
 
 
 @pytest.mark.parametrize("args,message", [
