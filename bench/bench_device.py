@@ -8,7 +8,8 @@ usage: python3 bench/bench_device.py --build BUILD --device cuda --out bench.jso
 --device cpu --tiny: the same stages on a 2-layer model of 64 channels (the dry run of tools/device-check.sh).
 --prepare: only write the model and data into --cache (the device check starts it during the build).
 
-Sides, each in its own process, one after the other:
+Sides, each in its own process, one after the other, each within its cap (gemm 30 s, omnishard 80 s, eager 70 s,
+compile --compile_budget) and what is left of --budget:
 - gemm: the device's dense bf16 rate, a 8192^3 torch.matmul on random data (cuBLASLt), median of 10 after 3;
   the MFU denominator (fp32 256^3 on the CPU for --tiny).
 - omnishard: `omnishard sft --device cuda --torch_dtype bfloat16 --gradient_checkpointing false ...`; step time
@@ -264,9 +265,11 @@ def main():
                device=a.device)
     log(f"model {s}, seq {a.seq}, batch {a.batch}: {flops / 1e12:.3f} TFLOP per step")
     left = lambda: a.budget - (time.time() - t_start)   # noqa: E731
-    sides = [("gemm", None), ("omnishard", None), ("torch_eager", "eager"), ("torch_compile", "compile")]
-    for name, kind in sides:
-        budget = left() if name != "torch_compile" else min(left(), a.compile_budget)
+    # each side at most its cap (seconds), so that one that hangs leaves the others their time
+    sides = [("gemm", None, 30), ("omnishard", None, 80), ("torch_eager", "eager", 70),
+             ("torch_compile", "compile", a.compile_budget)]
+    for name, kind, cap in sides:
+        budget = min(left(), cap)
         if name == "torch_compile" and a.compile_budget <= 0:
             res[name] = "skipped (--compile_budget 0)"
             continue

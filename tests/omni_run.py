@@ -19,14 +19,14 @@ def tiny_slam(tmp_path_factory, name, samples, val_samples=0):
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
-# OMNISHARD_TEST_DEVICE=cuda (cuda:N, cpu): every sft, infer and plan these helpers run gets --device with it
-# (tools/device-check.sh runs the oracle tests so on the GPU)
+# OMNISHARD_TEST_DEVICE=cuda (cuda:N, cpu): every sft, infer and plan these helpers run gets --device with it, unless
+# it names its own (tools/device-check.sh runs the oracle tests so on the GPU)
 DEVICE = os.environ.get("OMNISHARD_TEST_DEVICE")
 
 
 def run(args, np_=None, check=True, timeout=300, env=None, input=None):
     args = [*map(str, args)]
-    if DEVICE and args and args[0] in ("sft", "infer", "plan"):
+    if DEVICE and args and args[0] in ("sft", "infer", "plan") and "--device" not in args:
         args[1:1] = ["--device", DEVICE]
     cmd = ([*MPIRUN, "-np", str(np_)] if np_ else []) + [str(BIN), *args]
     e = dict(os.environ, OMP_NUM_THREADS="1" if np_ and np_ > 1 else os.environ.get("OMP_NUM_THREADS", "2"))
