@@ -1,13 +1,15 @@
 """Training tokens/s with --packing true against unpacked (issue 22 item 4; docs/performance.md "Packing"), A/B
 alternating in one run (packed, unpacked, packed, ...: adjacent runs see about the same machine load), on samples
 of SLAM-Omni lengths without speech (a text question: prompt 2 + 24 system-prompt tokens, question 8-64 tokens + 3,
-answer 40-320 positions: 77-415 positions, uniform parts, seeded) and a small SLAM-Omni model of random weights
+answer 40-320 positions: 77-415 positions, uniform parts, seeded; --question spoken: the question span has a
+spoken question's 300 + 3 positions, 369-649 in all, as text stand-ins: the LLM's work is that of a spoken sample,
+the encoder, the same packed or not, is left out) and a small SLAM-Omni model of random weights
 (tests/oracle/slam_omni_ref.py; hidden 512, 6 layers, 4 heads / 2 kv heads, MLP 3 x hidden, T 8192, A 1024, G 3 by
 default: the decoder layers dominate the step, as in Qwen2.5-0.5B, where padding costs; the head skips rows
 without a target, padded or not).
 
     .venv/bin/python bench/bench_packing.py [--build build] [--samples 64] [--batch 4] [--max_length 1024]
-        [--steps 4] [--rounds 2] [--threads 2] [--hidden 512] [--layers 6]
+        [--steps 4] [--rounds 2] [--threads 2] [--hidden 512] [--layers 6] [--question text|spoken]
 
 Unpacked: --per_device_train_batch_size --batch (each micro-batch padded to its longest sample). Packed: rows of up
 to --max_length, as many rows per micro-batch as carry about the same real tokens as an unpacked one. Both sides
@@ -23,10 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sftrun import run_sft  # noqa: E402
 
 
-def lengths(n, seed):
+def lengths(n, seed, spoken):
     import numpy as np
     g = np.random.default_rng(seed)
-    return [int(26 + g.integers(8, 65) + 3 + g.integers(40, 321)) for _ in range(n)]
+    return [int(26 + (300 if spoken else g.integers(8, 65)) + 3 + g.integers(40, 321)) for _ in range(n)]
 
 
 def write_samples(path, lens, G, T, A, seed):
@@ -74,13 +76,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--question", choices=["text", "spoken"], default="text")
     a = ap.parse_args()
     from oracle import slam_omni_ref as ref
     G, T, A = 3, 8192, 1024
     d = tempfile.mkdtemp(prefix="bench_packing_", dir="/tmp")
     ref.make_model(os.path.join(d, "model"), hidden=a.hidden, layers=a.layers, heads=4, kv_heads=2,
                    inter=3 * a.hidden, T=T, A=A, G=G, seed=0)
-    lens = lengths(a.samples, 1)
+    lens = lengths(a.samples, 1, a.question == "spoken")
     data = os.path.join(d, "data.jsonl")
     write_samples(data, lens, G, T, A, 2)
     mean = sum(lens) / len(lens)
@@ -88,7 +91,7 @@ def main():
     pbatch = max(1, round(a.batch * mean / (sum(lens) / nrows)))   # rows carrying about batch samples' tokens
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
-    print(f"CPU: {model}; {a.threads} threads; {len(lens)} samples, lengths {min(lens)}-{max(lens)} (mean {mean:.0f}); "
+    print(f"CPU: {model}; {a.threads} threads; {len(lens)} samples ({a.question} questions), lengths {min(lens)}-{max(lens)} (mean {mean:.0f}); "
           f"unpacked batch {a.batch} (padding {100 * padding_share(lens, a.batch):.0f}% of positions); packed "
           f"{nrows} rows of up to {a.max_length} (mean {sum(lens) / nrows:.0f} tokens), batch {pbatch}", flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
