@@ -118,7 +118,7 @@ install: $(BUILD)/omnishard
 	install -m 644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/omnishard/
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-cuda
 
 .PHONY: all test asan clean layering fuzz fuzz-targets install
 -include $(LIB_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(BUILD)/obj/tests/device/op_compare.d \

@@ -92,3 +92,49 @@ def test_cuda_build_trains_on_the_cpu_as_the_cpu_build(tmp_path_factory):
     keys = ("step", "loss", "grad_norm")
     want = [{k: x.get(k) for k in keys} for x in logs(d / "cpu") if "loss" in x]
     assert len(want) == 2 and [{k: x.get(k) for k in keys} for x in logs(d / "cuda") if "loss" in x] == want
+
+
+# ---- omnishard plan --device cuda: device memory per GPU, as the CUDA backend lays it out ----
+
+def plan_rows(binary, *args):
+    p = subprocess.run([str(binary), "plan", "--model", "qwen2.5-0.5b", "--max_length", "512", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 9 and f[0] in "0123" and f[1] in ("yes", "no"):
+            rows[(f[0], f[1])] = [float(x) for x in f[2:9]]
+    return rows, p.stdout
+
+
+def test_plan_device_cuda_counts_the_fused_attention_and_the_device_baseline():
+    cpu, _ = plan_rows(BIN)
+    gpu, out = plan_rows(BIN, "--device", "cuda", "--device_memory", "80GB")
+    # qwen2.5-0.5b: 24 layers, 14 heads; the CPU keeps the probabilities [H,T,T] per layer, the fused kernel its
+    # log-sum-exp [H,T]: without recomputation every layer's, with it one layer's (4 bytes a float)
+    per_layer = 4 * 14 * (512 * 512 - 512) / 1e9
+    for (stage, rc), c in cpu.items():
+        g = gpu[(stage, rc)]
+        assert c[:4] == g[:4], (stage, rc, c, g)   # params, grads, optimizer, buffers
+        assert abs((c[4] - g[4]) - per_layer * (24 if rc == "no" else 1)) <= 0.0015, (stage, rc, c[4], g[4])
+        # total = the step's buffers + cuBLASLt's 32 MiB workspace + the context estimate (0.5 GB)
+        assert abs(g[5] - (sum(g[:5]) + 0.0335544 + 0.5)) <= 0.003, (stage, rc, g)
+    assert "device memory per GPU" in out and "fits" in out
+
+
+def test_plan_device_cuda_bf16_is_two_bytes_on_cublaslt():
+    _, out = plan_rows(BIN, "--device", "cuda", "--torch_dtype", "bfloat16")
+    assert "bf16 mixed precision on the cuBLASLt path" in out and "(2 bytes per element)" in out, out
+
+
+def test_plan_tf32_on_the_cpu_is_refused():
+    p = subprocess.run([str(BIN), "plan", "--model", "qwen2.5-0.5b", "--tf32", "true"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--tf32 true: TF32 is the number format" in p.stderr, p.stderr
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("extra", [[], ["--torch_dtype", "bfloat16"]])
+def test_plan_device_cuda_is_the_same_in_both_builds(extra):
+    # the CPU build counts the fused attention's stats by cuda_none.c's formula, the CUDA build by the kernel's
+    assert plan_rows(BIN, "--device", "cuda", *extra)[1] == plan_rows(CUDA_BIN, "--device", "cuda", *extra)[1]

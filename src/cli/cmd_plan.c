@@ -2,12 +2,14 @@
 // without activation recomputation, and whether it fits a device of --device_memory bytes.
 #include "cli/commands.h"
 #include "core/alloc.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "core/opts.h"
 #include "core/knobs.h"
 #include "core/numtext.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
+#include "cuda/cuda.h"
 #include "kernels/kernels.h"
 #include "model/freeze.h"
 #include "model/omni.h"
@@ -22,6 +24,10 @@
 
 #define GB 1e9   // the table's GB: 10^9 bytes
 #define BASELINE_BYTES OS_PLAN_BASELINE_BYTES
+// --device cuda: device memory beyond the step's buffers: cuBLASLt's workspace (src/cuda/cu_lt.c) and the CUDA
+// context with the kernels' modules (an estimate until the device check measures it: docs/performance.md)
+#define CUDA_WORKSPACE_BYTES ((int64_t)32 << 20)
+#define CUDA_CONTEXT_BYTES (int64_t)500000000
 
 // plan's own options; the training options (sft's table) fill an os_sft_args beside them
 typedef struct {
@@ -156,6 +162,7 @@ int cmd_plan(int argc, char **argv) {
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    if (rc == 0) rc = os_tf32_check(sa.tf32, sa.device, os_sft_args_bf16(&sa));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     char one[2] = {(char)('0' + p.deepspeed), 0};
     const char *model = sa.model, *config = p.config, *type = sa.model_type, *stages = p.deepspeed >= 0 ? one : p.stages;
@@ -198,9 +205,14 @@ int cmd_plan(int argc, char **argv) {
     printf("model: %s  %.3fB parameters, %.3fB trained (hidden %lld, %lld layers, vocab %lld, G %d, %s head)  ranks %ld  "
            "max_length %ld  batch %ld\n", model ? model : config, (double)P / 1e9, (double)Ptr / 1e9, (long long)m.C, (long long)m.nlayers,
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
-    const char *path = "sgemm";
-    if (bf16 && k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
-    int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn ? 2 : 4) : 0;
+    // --device cuda: device memory per GPU, as the CUDA backend lays it out (bf16 copies of 2 bytes, attention
+    // stats of the fused kernel: a log-sum-exp per query row)
+    int index, cuda = os_device_parse(sa.device, &index) == 1;
+    os_ops planned = *os_k;
+    if (cuda) planned.attention_stats_floats = os_cuda_attention_stats_floats, os_k = &planned;
+    const char *path = cuda ? "cuBLASLt" : "sgemm";
+    if (bf16 && !cuda && k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn || cuda ? 2 : 4) : 0;
     double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0, stash = bf16 ? (double)os_plan_bf16_stash(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",
            "activations", "total GB", "start-up", dev > 0 ? "  fits" : "");
@@ -213,7 +225,8 @@ int cmd_plan(int argc, char **argv) {
             os_plan p;
             os_plan_compute(&m, (int)nproc, *s - '0', B, L, rc, accum, esz, &p);
             int64_t up = os_plan_startup(&m, (int)nproc, *s - '0', src, mean_rows);
-            double tot = (double)((p.total > up ? p.total : up) + BASELINE_BYTES);
+            double tot = cuda ? (double)(p.total + CUDA_WORKSPACE_BYTES + CUDA_CONTEXT_BYTES)
+                              : (double)((p.total > up ? p.total : up) + BASELINE_BYTES);
             printf("%-5c %-9s %9.3f %9.3f %9.3f %9.3f %11.3f %9.3f %9.3f", *s, rc ? "yes" : "no",
                    (p.params + p.rounded) / GB, p.grads / GB, p.optim / GB, p.gather / GB, p.activations / GB, tot / GB,
                    up / GB);
@@ -225,7 +238,7 @@ int cmd_plan(int argc, char **argv) {
         printf("(bf16 mixed precision on the %s path: activations include %.3f GB of bf16-rounded GEMM inputs, %.3f GB "
                "of them the head's stash of rounded gradients; params include, at stages 0-2, a rounded copy of each "
                "bucket holding matrices (%d bytes per element); stage 3 gathers those buckets at %d bytes per element; "
-               "fp32 master weights, gradients and AdamW)\n", onednn ? "oneDNN" : "sgemm", (conv + stash) / GB,
+               "fp32 master weights, gradients and AdamW)\n", cuda ? "cuBLASLt" : onednn ? "oneDNN" : "sgemm", (conv + stash) / GB,
                stash / GB, esz, esz);
     if (dev > 0 && !fits) {
         os_plan_fit asked = {(int)nproc, 3, 1, B, accum, 0}, f;
@@ -245,10 +258,17 @@ int cmd_plan(int argc, char **argv) {
                "path at stage 0: log-mel, encoder output, projector buffers, one sample's encoder forward)\n", speech,
                (double)enc / 1e9, (double)os_plan_speech(&m, (int)nproc, 0, B) / GB);
     }
+    char total[160];
+    if (cuda)
+        snprintf(total, sizeof total, "device memory per GPU: the step's buffers + %.3f GB of cuBLASLt workspace + "
+                 "%.2f GB for the CUDA context (an estimate); start-up is host memory", CUDA_WORKSPACE_BYTES / GB,
+                 CUDA_CONTEXT_BYTES / GB);
+    else
+        snprintf(total, sizeof total, "the larger of the step and start-up, plus %.2f GB of process baseline",
+                 BASELINE_BYTES / GB);
     printf("(per rank, GB = 10^9 bytes, %s; buffers = gathered parameter and full gradient buckets at the peak; start-up = loading: "
-           "parameters, the checkpoint pages read%s; total = the larger of the step and start-up, plus %.2f GB of "
-           "process baseline)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",
-           mean_rows ? ", mean_resizing's C x C covariance" : "", BASELINE_BYTES / GB);
+           "parameters, the checkpoint pages read%s; total = %s)\n", bf16 ? "bf16 GEMMs, fp32 state" : "fp32",
+           mean_rows ? ", mean_resizing's C x C covariance" : "", total);
     os_free(src);
     os_model_free(&m);
     return 0;

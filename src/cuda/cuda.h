@@ -22,6 +22,9 @@ typedef struct {
 } os_cuda_mem;
 os_cuda_mem os_cuda_mem_stats(void);
 
+// the floats of attention_fwd's stats on the CUDA backend (its fused kernel's log-sum-exp per query row, B*H*T):
+// what omnishard plan --device cuda counts, in any build
+int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H);
 // the table itself, opened or not (NULL in a build without CUDA)
 const os_ops *os_ops_cuda(void);
 // make CUDA=1 only (tests): the members whose kernel is not linked yet, named into buf ("rmsnorm_fwd, adamw"); how many (0: none)

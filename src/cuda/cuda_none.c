@@ -14,3 +14,6 @@ const os_ops *os_cuda_open(int index, int tf32) {
 }
 
 os_cuda_mem os_cuda_mem_stats(void) { return (os_cuda_mem){0}; }
+
+// the CUDA kernels' count (cu_attention_stats_floats, src/cuda/cu_attention.cu; test_cuda_nogpu compares the two)
+int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H) { return B * H * T; }

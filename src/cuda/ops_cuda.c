@@ -95,6 +95,11 @@ int cu_ops_missing(char *buf, size_t n) {
 }
 
 const os_ops *os_ops_cuda(void) { return &g_cuda; }
+
+int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H) {
+    if (!cu_attention_stats_floats) os_die("CUDA backend: attention_stats_floats not built yet");
+    return cu_attention_stats_floats(B, T, H);
+}
 int os_cuda_built(void) { return 1; }
 
 const os_ops *os_cuda_open(int index, int tf32) {
