@@ -88,3 +88,16 @@ def test_dry_run_skips_stages_past_the_deadline(tmp_path):
     res = json.load(open(tmp_path / "results.json"))
     st = {s["stage"]: s["status"] for s in res["stages"]}
     assert p.returncode == 1 and st["ops"] == "SKIPPED", (st, p.stdout)
+
+
+def test_device_debs_lists_the_build_and_runtime_packages_without_the_base_system():
+    """tools/device-debs.sh --list (no download): the -dev packages make needs, the libraries they load at run time
+    (Open MPI's plugins' too), and none of the base system's (the lent machine's newer copies stay in use)."""
+    p = subprocess.run([ROOT / "tools/device-debs.sh", "--list"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    pkgs = set(p.stdout.split())
+    want = {"libopenmpi-dev", "openmpi-bin", "libopenmpi3", "libopenblas-pthread-dev", "libopenblas0-pthread",
+            "libdnnl-dev", "libdnnl2", "libcjson-dev", "libcjson1", "libpcre2-dev", "libpcre2-8-0", "libsndfile1-dev",
+            "libsndfile1", "libhwloc15", "libgfortran5", "make"}
+    assert want <= pkgs, want - pkgs
+    assert not pkgs & {"libc6", "libstdc++6", "libgcc-s1", "zlib1g", "libgomp1"}, pkgs

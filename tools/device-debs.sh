@@ -35,13 +35,14 @@ libs=$(
     done | while read -r f; do readlink -f "$f"; done | sort -u
 )
 # the packages that installed them, in one dpkg query (the real files: a name may be a link that the package's
-# scripts made, e.g. an alternative; merged /usr: a file may be listed under /lib or /usr/lib, so each is matched
-# by its name in any folder)
+# scripts made, e.g. an alternative; merged /usr: a package lists its file under /lib or /usr/lib, so both are asked)
 # shellcheck disable=SC2046
-pkgs=$(dpkg -S $(for f in $libs; do echo "*/$(basename "$f")"; done) | cut -d: -f1 | tr ',' '\n' | tr -d ' ' | sort -u)
+owners=$(dpkg -S $(for f in $libs; do echo "$f"; case $f in /usr/lib/*) echo "${f#/usr}" ;; /lib/*) echo "/usr$f" ;; esac
+                   done) 2>/dev/null || true)
 for f in $libs; do
-    dpkg -S "*/$(basename "$f")" >/dev/null 2>&1 || { echo "device-debs: no package owns $f" >&2; exit 1; }
+    echo "$owners" | grep -q "/$(basename "$f")\$" || { echo "device-debs: no package owns $f" >&2; exit 1; }
 done
+pkgs=$(echo "$owners" | cut -d: -f1 | tr ',' '\n' | tr -d ' ' | sort -u)
 all=$(for p in $DEV $pkgs; do echo "$p"; done | sort -u | while read -r p; do
           case " $(echo $BASE) " in *" $p "*) ;; *) echo "$p" ;; esac
       done)
