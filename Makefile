@@ -51,11 +51,31 @@ ifeq ($(CUDA),1)
 include tools/cuda.mk
 endif
 
-all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_compare
+# the CUDA kernels (src/cuda/*.cu) run on the CPU as tests/cuda_emu/test_cu_emu: C++ against the stand-in runtime
+# tests/cuda_emu/cuda_runtime.h, each launch `k<<<grid, block, smem, stream>>>(args)` rewritten by sed into
+# `cu_emu::launch(k, grid, block, smem, stream)(args)`. Not in sanitizer builds (their fibers switch stacks).
+CU_EMU_OBJ := $(patsubst src/cuda/%.cu,$(BUILD)/obj/cu_emu/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/obj/cu_emu/test_cu_emu.o
+CU_EMU_CXX := mpicxx -std=c++17 -O1 -g -Wall -Wextra -ffp-contract=off -U_FORTIFY_SOURCE -Wno-unknown-pragmas -Itests/cuda_emu -Isrc/cuda -Isrc -MMD -MP
+CU_EMU_BIN := $(if $(SAN),,$(BUILD)/tests/test_cu_emu)
+
+all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_compare $(CU_EMU_BIN)
 
 $(BUILD)/obj/%.o: %.c Makefile   # a flag changed here rebuilds every object
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/cu_emu/%.o: src/cuda/%.cu Makefile
+	@mkdir -p $(dir $@)
+	sed -E 's/([A-Za-z_][A-Za-z_0-9]*)<<<(.*)>>>/cu_emu::launch(\1, \2)/' $< > $(@:.o=.cpp)
+	$(CU_EMU_CXX) -c $(@:.o=.cpp) -o $@
+
+$(BUILD)/obj/cu_emu/test_cu_emu.o: tests/cuda_emu/test_cu_emu.cpp Makefile
+	@mkdir -p $(dir $@)
+	$(CU_EMU_CXX) -c $< -o $@
+
+$(BUILD)/tests/test_cu_emu: $(CU_EMU_OBJ) $(BUILD)/libomnishard.a
+	@mkdir -p $(dir $@)
+	mpicxx $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/libomnishard.a: $(LIB_OBJ)
 	@rm -f $@
@@ -123,4 +143,4 @@ clean:
 .PHONY: all test asan clean layering fuzz fuzz-targets install
 -include $(LIB_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(BUILD)/obj/src/cli/main.d $(BUILD)/obj/tests/device/op_compare.d \
          $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.d) \
-         $(wildcard $(BUILD)/obj/tests/fuzz/*.d)
+         $(wildcard $(BUILD)/obj/tests/fuzz/*.d) $(CU_EMU_OBJ:.o=.d)

@@ -125,7 +125,7 @@ template <int DCH> __device__ static inline void add_row(float *dst, const float
 
 // grid (query tiles, H, B); DCH = head-dim chunks of 32 held per row in registers (D <= 32 * DCH)
 template <int DCH> __global__ void __launch_bounds__(THREADS) attention_fwd_kernel(att_args a) {
-    extern __shared__ float sm[];
+    CU_DYNAMIC_SHARED(float, sm);
     const int64_t D = a.D, b = blockIdx.z, h = blockIdx.y, g = cu_att_kv_head(h, a.H, a.KH);
     const int64_t t0 = (int64_t)blockIdx.x * BQ;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -139,7 +139,7 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_fwd_kern
         for (int c = 0; c < DCH; c++) o[i][c] = 0.0f;
     }
     load_rows(Qs, a.q, b, t0, h, a.Tq, a.H, D, D);
-    int64_t kend = cu_att_key_end(t0, BQ < a.Tq - t0 ? BQ : a.Tq - t0, a.off, a.causal, a.Tk);
+    int64_t kend = cu_att_key_end(t0, a.Tq - t0 < BQ ? a.Tq - t0 : (int64_t)BQ, a.off, a.causal, a.Tk);
     for (int64_t s0 = 0; s0 < kend; s0 += BK) {
         __syncthreads();   // the previous tile is no longer read (and Qs is written, the first time)
         load_keys(Ks, a.k, a, b, s0, g);
@@ -195,7 +195,7 @@ __device__ static inline void p_ds(const att_args &a, int64_t b, int64_t t, int6
 
 // grid (query tiles, H, B): dq[t] += scale sum_s dS[t,s] k[s]
 template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kernel(att_args a) {
-    extern __shared__ float sm[];
+    CU_DYNAMIC_SHARED(float, sm);
     const int64_t D = a.D, b = blockIdx.z, h = blockIdx.y, g = cu_att_kv_head(h, a.H, a.KH);
     const int64_t t0 = (int64_t)blockIdx.x * BQ;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -211,7 +211,7 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kerne
 #pragma unroll
         for (int c = 0; c < DCH; c++) acc[i][c] = 0.0f;
     }
-    int64_t kend = cu_att_key_end(t0, BQ < a.Tq - t0 ? BQ : a.Tq - t0, a.off, a.causal, a.Tk);
+    int64_t kend = cu_att_key_end(t0, a.Tq - t0 < BQ ? a.Tq - t0 : (int64_t)BQ, a.off, a.causal, a.Tk);
     for (int64_t s0 = 0; s0 < kend; s0 += BK) {
         __syncthreads();
         load_keys(Ks, a.k, a, b, s0, g);
@@ -239,7 +239,7 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kerne
 // grid (key tiles, KH, B): for the block's keys s, over every query row t of the H/KH query heads of kv head g:
 // dv[s] += sum_t P[t,s] dO[t];  dk[s] += scale sum_t dS[t,s] q[t]. Thread: keys warp + WARPS i, dims lane + 32 c
 template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(att_args a) {
-    extern __shared__ float sm[];
+    CU_DYNAMIC_SHARED(float, sm);
     const int64_t D = a.D, b = blockIdx.z, g = blockIdx.y, R = a.H / a.KH;
     const int64_t s0 = (int64_t)blockIdx.x * BK;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -13,7 +13,7 @@ enum { CONV_TT = 32, CONV_CO = 32, CONV_CI = 8, CONV_TY = 8 };   // block: CONV_
 
 __global__ void conv1d_fwd_kernel(float *out, const float *inp, const float *w, const float *b, int64_t Cin,
                                   int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad, int64_t Tout) {
-    extern __shared__ float sm[];
+    CU_DYNAMIC_SHARED(float, sm);
     int64_t span = (CONV_TT - 1) * stride + K;              // input positions a block's CONV_TT outputs read
     float *ws = sm, *xs = sm + CONV_CO * CONV_CI * K;       // ws[CONV_CO][CONV_CI*K], xs[CONV_CI][span]
     int64_t t0 = (int64_t)blockIdx.x * CONV_TT, o0 = (int64_t)blockIdx.y * CONV_CO;

@@ -6,6 +6,11 @@
 
 enum { CU_THREADS = 256 };   // threads per block of the elementwise kernels
 
+// a kernel's dynamic shared memory, T name[] (tests/cuda_emu/cuda_runtime.h, the CPU stand-in, defines its own)
+#ifndef CU_DYNAMIC_SHARED
+#define CU_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
+
 // blocks for n items at CU_THREADS per block, capped (the kernels loop over the rest: CU_FOR)
 static inline unsigned cu_grid(int64_t n) {
     unsigned b = cu_blocks(n, CU_THREADS);
