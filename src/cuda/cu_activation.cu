@@ -1,6 +1,6 @@
 // Elementwise activations on x[N] (CPU: kernels/activation.c): SwiGLU forward/backward (backward accumulates;
-// dgate or dup may be NULL), exact-erf GELU and ReLU forward (in place allowed).
-// Tolerance against the CPU: relu equal; swiglu and gelu differ by libdevice's expf/erff against the CPU's k_expf
+// dgate or dup may be NULL), exact-erf GELU and ReLU forward (in place allowed), ReLU's gradient from its output.
+// Tolerance against the CPU: relu and relu_grad equal; swiglu and gelu differ by libdevice's expf/erff against the CPU's k_expf
 // and glibc erff (each within 2 ulp): relative difference up to about 5e-7 per element (a few ulp).
 #include "cu_kern.cuh"
 #include "cu_ops.h"
@@ -56,4 +56,14 @@ void cu_relu_fwd(float *out, const float *inp, int64_t N) {
     if (N <= 0) return;
     relu_fwd_kernel<<<cu_grid(N), CU_THREADS, 0, cu_stream()>>>(out, inp, N);
     CU_LAUNCHED("relu_fwd_kernel");
+}
+
+__global__ void relu_grad_kernel(float *dy, const float *y, int64_t n) {
+    CU_FOR(i, n) if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+}
+
+void cu_relu_grad(float *dy, const float *y, int64_t N) {
+    if (N <= 0) return;
+    relu_grad_kernel<<<cu_grid(N), CU_THREADS, 0, cu_stream()>>>(dy, y, N);
+    CU_LAUNCHED("relu_grad_kernel");
 }

@@ -1,12 +1,13 @@
 // Buffers and elementwise helpers on flat arrays x[N] (CPU: kernels/elementwise.c, ops_cpu.c, k_bf16_round).
 // add, axpy, scale and to_bf16 round each operation as the CPU does (no contraction into fma: __fmul_rn/__fadd_rn),
-// so they equal the CPU kernels bit for bit. sumsq sums in double in a fixed tree (CU_SUM_BLOCKS blocks, then one):
+// so they equal the CPU kernels bit for bit; first_nonfinite is a minimum (exact in any order): equal. sumsq sums in double in a fixed tree (CU_SUM_BLOCKS blocks, then one):
 // the same bits on every run; against the CPU's OpenMP sum, relative difference about 1e-15.
 #include "cu_kern.cuh"
 #include "cu_ops.h"
 
 enum { CU_SUM_BLOCKS = 256 };   // blocks of the first stage of sumsq (fixed: the order of the sum depends on it only)
 static __device__ double sumsq_part[CU_SUM_BLOCKS];   // per-block partial sums (calls are ordered on cu_stream())
+static __device__ int64_t nonfinite_part[CU_SUM_BLOCKS];   // per-block first non-finite index (n: none)
 
 void cu_zero(float *x, int64_t n) {
     if (n > 0) CU_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * (size_t)n, cu_stream()));
@@ -83,4 +84,26 @@ void cu_sumsq(const float *x, int64_t N, double *out) {
     CU_LAUNCHED("sumsq_part_kernel");
     sumsq_total_kernel<<<1, CU_SUM_BLOCKS, 0, cu_stream()>>>(out);
     CU_LAUNCHED("sumsq_total_kernel");
+}
+
+// stage 1: block j's first index i (of those sumsq's stage 1 gives it) where x[i] is NaN or infinite, n if none
+__global__ void nonfinite_part_kernel(const float *x, int64_t n) {
+    int64_t first = n;
+    CU_FOR(i, n) if (!isfinite(x[i]) && i < first) first = i;
+    first = cu_block_min(first);
+    if (threadIdx.x == 0) nonfinite_part[blockIdx.x] = first;
+}
+
+// stage 2 (one block of CU_SUM_BLOCKS threads): *out = the smallest, -1 for none
+__global__ void nonfinite_total_kernel(int64_t n, int64_t *out) {
+    int64_t first = cu_block_min(nonfinite_part[threadIdx.x]);
+    if (threadIdx.x == 0) *out = first < n ? first : -1;
+}
+
+void cu_first_nonfinite(const float *x, int64_t N, int64_t *out) {
+    int64_t n = N > 0 ? N : 0;
+    nonfinite_part_kernel<<<CU_SUM_BLOCKS, CU_THREADS, 0, cu_stream()>>>(x, n);
+    CU_LAUNCHED("nonfinite_part_kernel");
+    nonfinite_total_kernel<<<1, CU_SUM_BLOCKS, 0, cu_stream()>>>(n, out);
+    CU_LAUNCHED("nonfinite_total_kernel");
 }

@@ -62,3 +62,13 @@ CU_HD static inline int64_t cu_xent_row(int64_t j, int64_t i, int64_t blocks) { 
 CU_HD static inline int64_t cu_emb_window(int64_t w0, int64_t N, int64_t width) {
     return N - w0 < width ? N - w0 : width;
 }
+
+// ---- dropout (cu_dropout.cu): the CPU's counter-based stream, core/rng.c os_rng_uniform(key, i), on the device ----
+CU_HD static inline uint64_t cu_rng_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+CU_HD static inline double cu_rng_uniform(uint64_t key, uint64_t i) {   // in [0, 1): os_rng_uniform's bits
+    return (double)(cu_rng_mix64(cu_rng_mix64(key) + (i + 1) * 0x9e3779b97f4a7c15ULL) >> 11) * 0x1.0p-53;
+}

@@ -44,11 +44,14 @@ void cu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, i
 void cu_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
 void cu_embedding_acc(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
 void cu_embedding_bwd(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t C, float scale);
-// activations, convolution (cu_activation.cu, cu_conv1d.cu)
+// activations, dropout, transpose, convolution (cu_activation.cu, cu_conv1d.cu)
 void cu_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N);
 void cu_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N);
 void cu_gelu_fwd(float *out, const float *inp, int64_t N);
 void cu_relu_fwd(float *out, const float *inp, int64_t N);
+void cu_relu_grad(float *dy, const float *y, int64_t N);
+void cu_dropout(float *out, const float *inp, int64_t N, float p, uint64_t key, int acc);   // cu_dropout.cu
+void cu_transpose(float *out, const float *inp, int64_t nb, int64_t R, int64_t C);          // cu_reshape.cu
 void cu_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                    int64_t Cout, int64_t K, int64_t stride, int64_t pad);
 // softmax cross-entropy on a chunk of rows (cu_xent.cu): *sum += the rows' loss, *ncorrect += their correct argmax
@@ -59,6 +62,7 @@ void cu_add(float *out, const float *a, const float *b, int64_t N);
 void cu_axpy(float *y, float a, const float *x, int64_t N);
 void cu_scale(float *x, float a, int64_t N);
 void cu_sumsq(const float *x, int64_t N, double *out);
+void cu_first_nonfinite(const float *x, int64_t N, int64_t *out);
 // optimizer (cu_adamw.cu)
 void cu_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
               float gscale, int64_t step);

@@ -4,6 +4,7 @@
 // head dims 8, 64 and 100; chunks of rows above the 256 blocks). This proves the kernels' indexing, masks,
 // reductions and barriers on the CPU; their float arithmetic on a GPU (libdevice, fma) is tools/device-check.sh's.
 #include "cuda_runtime.h"
+#include "../unit/check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,18 +26,6 @@ extern "C" void cu_check(cudaError_t e, const char *what) {
 }
 extern "C" void *cu_scratch(int64_t bytes, const char *) { return malloc((size_t)(bytes > 0 ? bytes : 1)); }
 extern "C" void cu_scratch_free(void *p) { free(p); }
-
-static int fails, checks;
-#define CHECK(cond, ...)                                                                                            \
-    do {                                                                                                            \
-        checks++;                                                                                                   \
-        if (!(cond)) {                                                                                              \
-            fails++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                                                           \
-            fputc('\n', stderr);                                                                                    \
-        }                                                                                                           \
-    } while (0)
 
 typedef std::vector<float> vec;
 static vec rnd(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
@@ -84,6 +73,17 @@ static void test_elementwise(void) {
     CHECK(fabs(s1 - s2) <= 1e-14 * s2, "sumsq %.17g against %.17g", s1, s2);
     cu_sumsq(big.data(), 0, &s1);
     CHECK(s1 == 0.0, "sumsq of nothing is 0");
+    int64_t f1 = 7;
+    cu_first_nonfinite(big.data(), 70001, &f1);
+    CHECK(f1 == -1 && k_first_nonfinite(big.data(), 70001) == -1, "first_nonfinite: none");
+    big[69999] = NAN, big[40000] = -INFINITY;
+    cu_first_nonfinite(big.data(), 70001, &f1);
+    CHECK(f1 == 40000 && k_first_nonfinite(big.data(), 70001) == 40000, "first_nonfinite: %lld", (long long)f1);
+    cu_first_nonfinite(big.data(), 0, &f1);
+    CHECK(f1 == -1, "first_nonfinite of nothing");
+    vec t1(6 * 7 * 3), t2(6 * 7 * 3), src = rnd(6 * 7 * 3, 40);
+    cu_transpose(t1.data(), src.data(), 3, 6, 7), k_transpose(t2.data(), src.data(), 3, 6, 7);
+    CHECK(same(t1, t2), "transpose");
 }
 
 static void test_adamw(void) {
@@ -164,6 +164,14 @@ static void test_activations(void) {
     o1 = gt, o2 = gt;
     cu_relu_fwd(o1.data(), o1.data(), n), k_relu_fwd(o2.data(), o2.data(), n);
     CHECK(same(o1, o2), "relu_fwd in place");
+    vec d1 = dout, d2 = dout;
+    cu_relu_grad(d1.data(), o1.data(), n), k_relu_grad(d2.data(), o2.data(), n);
+    CHECK(same(d1, d2), "relu_grad");
+    for (int acc = 0; acc < 2; acc++) {
+        d1 = dout, d2 = dout;
+        cu_dropout(d1.data(), up.data(), n, 0.3f, 12345u, acc), k_dropout(d2.data(), up.data(), n, 0.3f, 12345u, acc);
+        CHECK(same(d1, d2), "dropout acc %d", acc);
+    }
 }
 
 static void conv_case(int64_t Cin, int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad, bool bias) {
@@ -257,10 +265,5 @@ int main(void) {
     cached_case(2, 1, 0, 8, 4, 2, 8);
     cached_case(1, 1, 40, 50, 14, 2, 64);
     cached_case(1, 7, 30, 64, 4, 2, 8);
-    if (fails) {
-        fprintf(stderr, "test_cu_emu: %d of %d checks failed\n", fails, checks);
-        return 1;
-    }
-    printf("test_cu_emu: all %d checks passed\n", checks);
-    return 0;
+    return check_report("test_cu_emu");
 }

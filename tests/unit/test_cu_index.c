@@ -5,6 +5,7 @@
 // another order, is compared on the GPU by tools/device-check.sh.)
 #include "check.h"
 #include "cuda/cu_index.h"
+#include "core/rng.h"
 #include "kernels/kernels.h"
 #include <math.h>
 #include <stdlib.h>
@@ -267,7 +268,16 @@ static void embedding_case(int64_t N, int64_t C, int64_t V, int64_t width) {
     free(ids), free(dout), free(ref), free(got);
 }
 
+// dropout's mask on the device draws the CPU's stream
+static void test_rng(void) {
+    int same = 1;
+    for (uint64_t key = 0; key < 5; key++)
+        for (uint64_t i = 0; i < 3000; i += 7) same &= cu_rng_uniform(key * 0x12345ULL, i) == os_rng_uniform(key * 0x12345ULL, i);
+    CHECK(same, "cu_rng_uniform equals os_rng_uniform");
+}
+
 int main(void) {
+    test_rng();
     test_attention();
     xent_case(7, 1001, 1003, 256);
     xent_case(600, 37, 40, 256);
