@@ -71,6 +71,19 @@ def test_cuda_build_unit_checks():
 
 
 @needs_cuda_build
+def test_cuda_gemm_checks_or_says_why_not():
+    # on a GPU: every product against its definition (tests/cuda/test_cuda_gemm.c); here: the reason it cannot
+    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_gemm")], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if no_gpu():
+        assert "test_cuda_gemm: skipped, no GPU: --device cuda: no usable CUDA device: CUDA driver version is " \
+               "insufficient" in p.stdout, p.stdout
+    else:
+        assert "test_cuda_gemm: all" in p.stdout, p.stdout
+
+
+@needs_cuda_build
 @pytest.mark.skipif(not no_gpu(), reason="a GPU is here")
 @pytest.mark.parametrize("kind", ["sft", "infer"])
 @pytest.mark.parametrize("dev", ["cuda", "cuda:1"])
