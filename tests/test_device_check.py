@@ -1,7 +1,9 @@
 """The device check (tools/device-check.sh, issue 25 item 7) without a GPU: its op-by-op comparison against the guard
 backend (every member of the seam, all within tolerance; a wrong result is caught), and the whole script's dry run
 (the same stages on the CPU/guard backend with tiny shapes: a broken script fails here, not on the lent machine)."""
-import json, os, re, subprocess
+import json, os, pathlib, re, subprocess
+
+import pytest
 
 from conftest import BUILD, ROOT
 
@@ -101,3 +103,19 @@ def test_device_debs_lists_the_build_and_runtime_packages_without_the_base_syste
             "libsndfile1", "libhwloc15", "libgfortran5", "make"}
     assert want <= pkgs, want - pkgs
     assert not pkgs & {"libc6", "libstdc++6", "libgcc-s1", "zlib1g", "libgomp1"}, pkgs
+
+
+CUDA_OPC = ROOT / os.environ.get("OMNISHARD_CUDA_BUILD", "build-cuda") / "op_compare"
+
+
+def test_op_compare_of_the_cuda_build_without_a_gpu_says_why(tmp_path):
+    """make CUDA=1 (CI: make CUDA=1 cuda) links op_compare with the CUDA backend; on a machine without a GPU it
+    opens no backend and says so with CUDA's error, one FAIL line, exit status 1 (on the lent GPU: tools/device-check.sh)."""
+    if not CUDA_OPC.exists():
+        pytest.skip(f"no CUDA build at {CUDA_OPC} (make CUDA=1 cuda)")
+    if any(pathlib.Path("/dev").glob("nvidia[0-9]*")):
+        pytest.skip("a GPU is here: tools/device-check.sh runs op_compare cuda")
+    p = subprocess.run([CUDA_OPC, "cuda", "--json", tmp_path / "o.jsonl"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "op_compare cuda: 0 checks passed, 1 failed" in p.stdout, p.stdout + p.stderr
+    assert "backend 'cuda'" in p.stderr and "CUDA" in p.stderr, p.stderr
+    assert json.loads(open(tmp_path / "o.jsonl").read())["op"] == "(backend)"

@@ -51,7 +51,7 @@ $(BUILD)/tests/cuda/%: $(BUILD)/obj/tests/cuda/%.o $(CU_OBJ) $(BUILD)/libomnisha
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 $(CUDA_TEST_SRC:%.c=$(BUILD)/obj/%.o): CFLAGS += $(CUDA_INCS)
 
-# `make CUDA=1 cuda`: what CI builds (the binary and the no-GPU tests of the backend; the unit tests are the plain
-# build's)
-cuda: $(BUILD)/omnishard $(CUDA_TEST_BIN)
+# `make CUDA=1 cuda`: what CI builds (the binary, the no-GPU tests of the backend and the device check's op_compare;
+# the unit tests are the plain build's)
+cuda: $(BUILD)/omnishard $(CUDA_TEST_BIN) $(BUILD)/op_compare
 .PHONY: cuda
