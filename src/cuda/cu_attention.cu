@@ -6,9 +6,10 @@
 //    l per row), then O += P V by lanes over the head dim. It saves stats[b,h,t] = m + log l (the log-sum-exp of
 //    the row's allowed scores; -inf for a row with no allowed key, whose output is 0 as on the CPU).
 //  - backward: two kernels recompute P = exp(S - lse) tile by tile, with Drow = dO . O per row:
-//    dK/dV: a block owns CU_ATT_BK keys of one (b, kv head) and walks every query row of its H/KH query heads
-//    (dV += P^T dO, dK += scale dS^T Q, dS = P * (dO V^T - Drow)) into registers, then adds them to dk/dv once:
-//    each key row is written by one block, in one fixed order, so no atomics;
+//    dK/dV: a block owns CU_ATT_BK keys of one (b, query head h) and walks every query row of h (dV_h = P^T dO,
+//    dK_h = dS^T Q, dS = P * (dO V^T - Drow)) into registers, then writes them to per-head partials [B,T,H,D]
+//    (scratch); a second kernel adds each kv head's H/KH partials in head order to dk/dv (times scale for dk):
+//    each row is written by one thread, in one fixed order, so no atomics;
 //    dQ: a block owns CU_ATT_BQ query rows and walks the keys (dQ += scale dS K).
 //  - the KV-cached forward (inference) is the forward kernel over the cache [B,S,KH,D] with keys 0..p0+t for query
 //    t, no stats.
@@ -36,6 +37,7 @@ typedef struct {
     float *o, *lse;                        // forward outputs (lse may be NULL)
     const float *stats;                    // backward: the forward's lse
     float *dq, *dk, *dv;                   // backward outputs (accumulated; NULL: not computed)
+    float *pdk, *pdv;                      // backward: per-query-head partials of dk, dv [B,Tk,H,D] (or NULL)
     int64_t B, Tq, Tk, S, H, KH, D, off;   // Tk keys in use of S per batch row; query t sits at position t + off
     int causal;
     float scale;
@@ -110,6 +112,16 @@ template <int DCH> __device__ static inline void rows_times_keys(float (&acc)[RP
                 if (d < D) acc[i][c] += w * X[j * (D + 1) + d];
             }
         }
+    }
+}
+
+// dst[d] = acc[c] for the lane's head dims d = lane + 32 c of one row
+template <int DCH> __device__ static inline void put_row(float *dst, const float (&acc)[DCH], int64_t D) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int c = 0; c < DCH; c++) {
+        int64_t d = lane + 32 * c;
+        if (d < D) dst[d] = acc[c];
     }
 }
 
@@ -236,11 +248,11 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kerne
     }
 }
 
-// grid (key tiles, KH, B): for the block's keys s, over every query row t of the H/KH query heads of kv head g:
-// dv[s] += sum_t P[t,s] dO[t];  dk[s] += scale sum_t dS[t,s] q[t]. Thread: keys warp + WARPS i, dims lane + 32 c
+// grid (key tiles, H, B): for the block's keys s, over every query row t of query head h (kv head g):
+// pdv[s,h] = sum_t P[t,s] dO[t];  pdk[s,h] = sum_t dS[t,s] q[t]. Thread: keys warp + WARPS i, dims lane + 32 c
 template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(att_args a) {
     CU_DYNAMIC_SHARED(float, sm);
-    const int64_t D = a.D, b = blockIdx.z, g = blockIdx.y, R = a.H / a.KH;
+    const int64_t D = a.D, b = blockIdx.z, h = blockIdx.y, g = cu_att_kv_head(h, a.H, a.KH);
     const int64_t s0 = (int64_t)blockIdx.x * BK;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float *Ks = sm, *Vs = Ks + BK * (D + 1), *Qs = Vs + BK * (D + 1), *dOs = Qs + BQ * D, *Ps = dOs + BQ * D;
@@ -252,46 +264,62 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dkv_kern
         for (int c = 0; c < DCH; c++) dk[i][c] = dv[i][c] = 0.0f;
     load_keys(Ks, a.k, a, b, s0, g);
     load_keys(Vs, a.v, a, b, s0, g);
-    for (int64_t h = g * R; h < (g + 1) * R; h++)
-        for (int64_t t0 = cu_att_query_begin(s0, a.off, a.causal); t0 < a.Tq; t0 += BQ) {
-            __syncthreads();   // the previous rows are no longer read
-            load_rows(Qs, a.q, b, t0, h, a.Tq, a.H, D, D);
-            load_rows(dOs, a.dout, b, t0, h, a.Tq, a.H, D, D);
-            __syncthreads();
+    for (int64_t t0 = cu_att_query_begin(s0, a.off, a.causal); t0 < a.Tq; t0 += BQ) {
+        __syncthreads();   // the previous rows are no longer read
+        load_rows(Qs, a.q, b, t0, h, a.Tq, a.H, D, D);
+        load_rows(dOs, a.dout, b, t0, h, a.Tq, a.H, D, D);
+        __syncthreads();
 #pragma unroll
-            for (int i = 0; i < RPW; i++) {   // lane = key, warp's rows
-                int r = warp + WARPS * i;
-                int64_t t = t0 + r;
-                float lse = t < a.Tq ? a.stats[cu_att_stat(b, h, t, a.H, a.Tq)] : -INFINITY, p, ds;
-                p_ds(a, b, t, s0 + lane, Qs + r * D, dOs + r * D, Ks + lane * (D + 1), Vs + lane * (D + 1), lse,
-                     row_dot(a, b, t, h), &p, &ds);
-                Ps[r * (BK + 1) + lane] = p;
-                dSs[r * (BK + 1) + lane] = ds;
-            }
-            __syncthreads();
+        for (int i = 0; i < RPW; i++) {   // lane = key, warp's rows
+            int r = warp + WARPS * i;
+            int64_t t = t0 + r;
+            float lse = t < a.Tq ? a.stats[cu_att_stat(b, h, t, a.H, a.Tq)] : -INFINITY, p, ds;
+            p_ds(a, b, t, s0 + lane, Qs + r * D, dOs + r * D, Ks + lane * (D + 1), Vs + lane * (D + 1), lse,
+                 row_dot(a, b, t, h), &p, &ds);
+            Ps[r * (BK + 1) + lane] = p;
+            dSs[r * (BK + 1) + lane] = ds;
+        }
+        __syncthreads();
 #pragma unroll
-            for (int i = 0; i < BK / WARPS; i++) {   // thread: key warp + WARPS i, head dims lane + 32 c
-                int j = warp + WARPS * i;
-                for (int r = 0; r < BQ; r++) {
-                    float p = Ps[r * (BK + 1) + j], ds = dSs[r * (BK + 1) + j];
+        for (int i = 0; i < BK / WARPS; i++) {   // thread: key warp + WARPS i, head dims lane + 32 c
+            int j = warp + WARPS * i;
+            for (int r = 0; r < BQ; r++) {
+                float p = Ps[r * (BK + 1) + j], ds = dSs[r * (BK + 1) + j];
 #pragma unroll
-                    for (int c = 0; c < DCH; c++) {
-                        int64_t d = lane + 32 * c;
-                        if (d < D) {
-                            dv[i][c] += p * dOs[r * D + d];
-                            dk[i][c] += ds * Qs[r * D + d];
-                        }
+                for (int c = 0; c < DCH; c++) {
+                    int64_t d = lane + 32 * c;
+                    if (d < D) {
+                        dv[i][c] += p * dOs[r * D + d];
+                        dk[i][c] += ds * Qs[r * D + d];
                     }
                 }
             }
         }
+    }
 #pragma unroll
     for (int i = 0; i < BK / WARPS; i++) {
         int64_t s = s0 + warp + WARPS * i;
         if (s >= a.Tk) continue;
-        int64_t base = cu_att_row(b, s, g, a.S, a.KH, D);
-        if (a.dk) add_row<DCH>(a.dk + base, dk[i], a.scale, D);
-        if (a.dv) add_row<DCH>(a.dv + base, dv[i], 1.0f, D);
+        int64_t base = cu_att_row(b, s, h, a.Tk, a.H, D);
+        if (a.pdk) put_row<DCH>(a.pdk + base, dk[i], D);
+        if (a.pdv) put_row<DCH>(a.pdv + base, dv[i], D);
+    }
+}
+
+// dk[b,s,g] += scale * sum_r pdk[b,s,g*R+r] and dv[b,s,g] += sum_r pdv[b,s,g*R+r], heads in order; one thread per
+// element e of dk/dv [B,Tk,KH,D] (training: S == Tk)
+__global__ void attention_dkv_sum_kernel(att_args a) {
+    int64_t R = a.H / a.KH;
+    CU_FOR(e, a.B * a.Tk * a.KH * a.D) {
+        int64_t d = e % a.D, g = e / a.D % a.KH, bs = e / (a.D * a.KH);   // bs = b * Tk + s
+        float sk = 0.0f, sv = 0.0f;
+        for (int64_t r = 0; r < R; r++) {
+            int64_t p = (bs * a.H + g * R + r) * a.D + d;
+            if (a.pdk) sk += a.pdk[p];
+            if (a.pdv) sv += a.pdv[p];
+        }
+        if (a.dk) a.dk[e] += a.scale * sk;
+        if (a.dv) a.dv[e] += sv;
     }
 }
 
@@ -326,7 +354,7 @@ template <int DCH> static void launch_dch(int which, dim3 grid, const att_args &
 }
 
 static void launch(int which, const att_args &a) {
-    dim3 grid = which == K_DKV ? dim3(cu_blocks(a.Tk, BK), (unsigned)a.KH, (unsigned)a.B)
+    dim3 grid = which == K_DKV ? dim3(cu_blocks(a.Tk, BK), (unsigned)a.H, (unsigned)a.B)
                                : dim3(cu_blocks(a.Tq, BQ), (unsigned)a.H, (unsigned)a.B);
     switch (dim_chunks(a.D)) {
     case 1: launch_dch<1>(which, grid, a); break;
@@ -361,7 +389,17 @@ void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
     check_shape("attention_bwd", H, KH, D);
     att_args a = args(q, k, v, B, T, T, T, H, KH, D, 0, causal);
     a.km = keymask, a.seg = seg, a.out = out, a.dout = dout, a.stats = stats, a.dq = dq, a.dk = dk, a.dv = dv;
-    if (dk || dv) launch(K_DKV, a);
+    if (dk || dv) {   // per-head partials, then their sum per kv head
+        int64_t n = B * T * H * D;
+        float *part = (float *)cu_scratch((int64_t)sizeof(float) * n * ((dk != NULL) + (dv != NULL)),
+                                          "attention backward dk/dv per query head");
+        a.pdk = dk ? part : NULL;
+        a.pdv = dv ? part + (dk ? n : 0) : NULL;
+        launch(K_DKV, a);
+        attention_dkv_sum_kernel<<<cu_grid(B * T * KH * D), CU_THREADS, 0, cu_stream()>>>(a);
+        CU_LAUNCHED("attention_dkv_sum_kernel");
+        cu_scratch_free(part);
+    }
     if (dq) launch(K_DQ, a);
 }
 

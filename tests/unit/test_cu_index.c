@@ -118,8 +118,8 @@ static void dq_row(const Att *a, int64_t b, int64_t h, int64_t t, int64_t kend, 
     }
 }
 
-// attention_dkv_kernel (key tiles of (b, g), query rows of its heads from cu_att_query_begin) and the dQ rows;
-// dq/dk/dv accumulate
+// attention_dkv_kernel (key tiles of (b, h), query rows from cu_att_query_begin; the kv head's H/KH heads then
+// summed) and the dQ rows; dq/dk/dv accumulate
 static void emu_bwd(const Att *a, float *dq, float *dk, float *dv, const float *dout, const float *out,
                     const float *lse) {
     int64_t D = a->D, R = a->H / a->KH;
