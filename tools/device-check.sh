@@ -4,9 +4,9 @@
 #   setup   the machine (OS, GPU, nvcc, gcc, Python packages) and the carried dependencies: .debs/*.deb unpacked
 #           with dpkg-deb -x into .debs/root (never onto /; tools/device-debs.sh fetched them), .whl/*.whl installed
 #           with pip --target; the folders found through PATH, CPATH, LIBRARY_PATH, LD_LIBRARY_PATH, OPAL_PREFIX
-#   build   make CUDA=1 with the machine's nvcc (BUILD=build-cuda)
+#   build   make CUDA=1 cuda with the machine's nvcc (BUILD=build-cuda: the binary, op_compare, tests/cuda/)
 #   ops     every seam op, the CUDA backend against the CPU backend (BUILD/op_compare cuda: odd shapes, fp32 and bf16,
-#           tolerances in tests/device/op_compare.c)
+#           tolerances in tests/device/op_compare.c), then the CUDA backend's own tests (BUILD/tests/cuda/test_*)
 #   bench   Qwen2.5-0.5B shapes, 24 layers, V 156160, G 3, seq 2048, bf16, 1 GPU: omnishard vs PyTorch eager and
 #           torch.compile, MFU against a bf16 GEMM measured in the same run (bench/bench_device.py)
 #   oracle  the oracle tests on the GPU (omnishard runs with --device cuda: OMNISHARD_TEST_DEVICE, tests/omni_run.py):
@@ -114,8 +114,9 @@ stage_setup() {
 
 stage_build() {
     local args=(-j"$JOBS" BUILD="$BUILD")
-    [ "$DRY" = 1 ] || args+=(CUDA=1)
-    args+=("$BUILD/omnishard" "$BUILD/op_compare")   # what the stages run (not the unit tests)
+    # what the stages run (not the unit tests): the binary and op_compare; on the GPU `cuda`, which adds the CUDA
+    # backend's own tests (tests/cuda/)
+    if [ "$DRY" = 1 ]; then args+=("$BUILD/omnishard" "$BUILD/op_compare"); else args+=(CUDA=1 cuda); fi
     echo "\$ make ${args[*]}"
     make "${args[@]}" || return 1
     [ -x "$BUILD/op_compare" ] || { echo "devcheck: $BUILD/op_compare was not built"; return 1; }
@@ -126,8 +127,14 @@ stage_build() {
 stage_ops() {
     if [ "$DRY" = 1 ]; then   # a part of the list here (all of it against guard: tests/test_device_check.py)
         OMNISHARD_BACKEND=guard "$BUILD/op_compare" guard --json "$WORK/ops.jsonl" --only memory,zero_copy,gemm,bf16,xent,elementwise
-    else
-        "$BUILD/op_compare" "$DEVICE" --json "$WORK/ops.jsonl"
+    else   # then the CUDA backend's own tests on the GPU (tests/cuda/test_*.c: the products against their definition)
+        local rc=0 t
+        "$BUILD/op_compare" "$DEVICE" --json "$WORK/ops.jsonl" || rc=1
+        for t in "$BUILD"/tests/cuda/test_*; do
+            echo "\$ $t"
+            "$t" || { rc=1; echo "devcheck: $t failed"; }
+        done
+        return $rc
     fi
 }
 
