@@ -26,11 +26,13 @@ static void *g_ws;
 
 int cu_lt_open(void) {
     if (g_lt) return 0;
-    const char *name = "libcublasLt.so.13";
+    char name[64];   // the cuBLAS of the CUDA major version built against (CUDART_VERSION 13000: .so.13)
+    snprintf(name, sizeof name, "libcublasLt.so.%d", CUDART_VERSION / 1000);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h)
-        return os_errf("--device cuda: cuBLASLt not found: %s (install CUDA 13's cuBLAS, e.g. pip install "
-                       "nvidia-cublas==13.*, and put the folder holding %s on LD_LIBRARY_PATH)", dlerror(), name);
+        return os_errf("--device cuda: cuBLASLt not found: %s (install CUDA %d's cuBLAS, e.g. pip install "
+                       "nvidia-cublas==%d.*, and put the folder holding %s on LD_LIBRARY_PATH)", dlerror(),
+                       CUDART_VERSION / 1000, CUDART_VERSION / 1000, name);
 #define LOOK(f)                                                                                                       \
     if (!(*(void **)&p_##f = dlsym(h, #f))) return os_errf("--device cuda: %s has no %s", name, #f);
     FNS(LOOK)
