@@ -62,17 +62,21 @@ __device__ static inline float dot(const float *a, const float *b, int64_t D) {
 // rows [t0, t0+BQ) of a [B,T,heads,D] tensor (head hd of batch row b) -> dst[BQ][D]; rows past T are zero
 __device__ static void load_rows(float *dst, const float *src, int64_t b, int64_t t0, int64_t hd, int64_t T,
                                  int64_t heads, int64_t D, int64_t stride) {
-    for (int64_t e = threadIdx.x; e < BQ * D; e += THREADS) {
-        int64_t r = e / D, d = e % D, t = t0 + r;
+    const int D32 = (int)D;   // 32-bit index arithmetic: BQ * D is small
+    for (int e = threadIdx.x; e < BQ * D32; e += THREADS) {
+        int r = e / D32, d = e % D32;
+        int64_t t = t0 + r;
         dst[r * stride + d] = t < T ? src[cu_att_row(b, t, hd, T, heads, D) + d] : 0.0f;
     }
 }
 
 // keys [s0, s0+BK) of k or v [B,S,KH,D] (kv head g) -> dst[BK][D+1]; keys at or past Tk are zero
 __device__ static void load_keys(float *dst, const float *src, const att_args &a, int64_t b, int64_t s0, int64_t g) {
-    for (int64_t e = threadIdx.x; e < BK * a.D; e += THREADS) {
-        int64_t j = e / a.D, d = e % a.D, s = s0 + j;
-        dst[j * (a.D + 1) + d] = s < a.Tk ? src[cu_att_row(b, s, g, a.S, a.KH, a.D) + d] : 0.0f;
+    const int D32 = (int)a.D;   // 32-bit index arithmetic: BK * D is small
+    for (int e = threadIdx.x; e < BK * D32; e += THREADS) {
+        int j = e / D32, d = e % D32;
+        int64_t s = s0 + j;
+        dst[j * (D32 + 1) + d] = s < a.Tk ? src[cu_att_row(b, s, g, a.S, a.KH, a.D) + d] : 0.0f;
     }
 }
 
