@@ -11,7 +11,7 @@ usage: python3 bench/bench_device.py --build BUILD --device cuda --out bench.jso
 Sides, each in its own process, one after the other, each within its cap (gemm 30 s, omnishard 80 s, eager 70 s,
 compile --compile_budget) and what is left of --budget:
 - gemm: the device's dense bf16 rate, a 8192^3 torch.matmul on random data (cuBLASLt), median of 10 after 3;
-  the MFU denominator (fp32 256^3 on the CPU for --tiny).
+  the MFU denominator (fp32 512^3 on the CPU for --tiny).
 - omnishard: `omnishard sft --device cuda --torch_dtype bfloat16 --gradient_checkpointing false ...`; step time
   = logging.jsonl's step_time_s; its memory line on stderr (the allocator's peaks, cudaMemGetInfo's).
 - torch eager: transformers' Qwen2ForCausalLM (sdpa attention) + tests/oracle/slam_omni_ref.py's forward_losses
@@ -84,7 +84,7 @@ def side_gemm(a):
     if dev.startswith("cuda"):
         n, dtype = 8192, torch.bfloat16
     else:
-        n, dtype = 256, torch.float32
+        n, dtype = 512, torch.float32
     x, y = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
     times = []
     for i in range(13):
@@ -315,7 +315,7 @@ def table(res):
                     f"{f(r.get('tflops'), '.1f')} | {f(r.get('mfu'), '.1%')} | {f(r.get('peak_gb'), '.2f')} | "
                     f"{' '.join(f'{x:.4f}' for x in r.get('losses', [])[:4])} |")
     head = f"GEMM ({g['shape']}): {g['tflops']:.1f} TFLOP/s on {g['device_name']}" if isinstance(g, dict) else f"GEMM: {g}"
-    return head + "\n" + "\n".join(rows) + "\ntargets: " + (", ".join(
+    return head + "\n\n" + "\n".join(rows) + "\n\ntargets: " + (", ".join(
         f"{k}: {'met' if v else 'NOT met'}" for k, v in res.get("targets", {}).items()) or "none evaluated")
 
 

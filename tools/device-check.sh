@@ -110,6 +110,9 @@ stage_setup() {
     # shellcheck disable=SC1091
     . "$WORK/env.sh"
     mpicc -showme && mpirun --version | head -1 || return 1
+    # PyTorch still loads with the carried libraries on LD_LIBRARY_PATH (the oracle and the bench need it)
+    "$PY" -c 'import torch, transformers, whisper; torch.zeros(1, device="cuda"); print("torch with the carried libraries: ok")' \
+        || { echo "devcheck: python3 fails with the carried libraries on LD_LIBRARY_PATH"; return 1; }
 }
 
 stage_build() {

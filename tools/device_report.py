@@ -88,8 +88,14 @@ def main():
     ap.add_argument("--dry", default="0")
     ap.add_argument("--seconds", type=int, default=0)
     a = ap.parse_args()
-    res = dict(dry_run=a.dry == "1", seconds=a.seconds, stages=read_stages(a.work), ops=read_ops(a.work),
-               oracle=read_oracle(a.work), bench=read_bench(a.work))
+    def part(read, empty):   # a part that cannot be read is reported as such, the others still are
+        try:
+            return read(a.work)
+        except Exception as e:   # noqa: BLE001
+            print(f"device_report: {read.__name__}: {e}", file=sys.stderr)
+            return empty
+    res = dict(dry_run=a.dry == "1", seconds=a.seconds, stages=part(read_stages, []), ops=part(read_ops, []),
+               oracle=part(read_oracle, []), bench=part(read_bench, None))
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1)
     md = markdown(res)
