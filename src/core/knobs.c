@@ -13,7 +13,7 @@
 static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
                                     "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
                                     "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_BACKEND",
-                                    "OMNISHARD_GUARD_STRICT", "OMNISHARD_FAULT",
+                                    "OMNISHARD_GUARD_STRICT", "OMNISHARD_FAULT", "OMNISHARD_COMM",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
 
@@ -92,6 +92,12 @@ static void read_all(void) {
     g.guard_strict = zero_one("OMNISHARD_GUARD_STRICT", 0, "expected 1 (the guard backend stops a call given host memory "
                                                            "where a device needs its own, a test hook) or 0, got '%s'");
     read_fault();
+    if ((v = set("OMNISHARD_COMM"))) {
+        if (strcmp(v, "mpi") && strcmp(v, "nccl"))
+            problem("expected mpi (the collectives through host buffers over MPI) or nccl (between GPUs over NCCL), "
+                    "or unset (NCCL when every rank has a GPU of its own), got '%s'", "OMNISHARD_COMM", v);
+        else g.comm = !strcmp(v, "mpi") ? OS_COMM_MPI : OS_COMM_NCCL;
+    }
 }
 
 const os_knobs_t *os_knobs(void) {

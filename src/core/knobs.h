@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { OS_COMM_AUTO, OS_COMM_MPI, OS_COMM_NCCL };
+
 typedef struct {
     const char *bf16_gemm;   // OMNISHARD_BF16_GEMM: onednn, onednn_gemm, onednn_matmul, sgemm; NULL: from the CPU
     int gemm_times;          // OMNISHARD_GEMM_TIMES=1: the products' times at exit
@@ -16,6 +18,9 @@ typedef struct {
     int no_blas_fix;         // OMNISHARD_NO_BLAS_FIX set: OpenBLAS chooses its own core type
     const char *home;        // OMNISHARD_HOME: the source tree omnishard convert uses, or NULL
     const char *python;      // OMNISHARD_PYTHON: the interpreter of omnishard convert, or NULL
+    // OMNISHARD_COMM: how the f32 collectives travel between GPUs (zero/transport.h): OS_COMM_AUTO (unset: NCCL
+    // when every rank has a GPU of its own, else MPI through host buffers), OS_COMM_MPI (mpi), OS_COMM_NCCL (nccl)
+    int comm;
     // Test hooks (for tests only; never needed by a run):
     int64_t logits_rows;     // OMNISHARD_LOGITS_ROWS: rows per logits chunk instead of 2^25 / V; 0: not set
     int backend_guard;       // OMNISHARD_BACKEND=guard: the device seam's guard backend (kernels/ops_guard.c); cpu: not
