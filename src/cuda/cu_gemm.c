@@ -4,10 +4,9 @@
 #include "cuda/cu_alloc.h"
 #include "cuda/cu_gemm_kernels.h"
 #include "cuda/cu_lt.h"
-#include "core/alloc.h"
 #include "core/err.h"
+#include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
-#include <string.h>
 
 static int g_tf32;
 
@@ -17,13 +16,7 @@ int cu_gemm_open(int tf32) {
 }
 
 // ---- rounded copies: bound ranges (the runtime's), the pinned weight, scratch ----
-typedef struct {
-    const float *w;
-    int64_t n;
-    const uint16_t *r;
-} binding;
-static binding *g_binds;
-static int g_nbinds, g_capbinds;
+static k_binds g_binds;   // (kernels/gemm_binds.h)
 static struct {
     const float *src;   // NULL: none pinned
     int64_t rows, cols, ld;
@@ -41,25 +34,8 @@ static uint16_t *grow(uint16_t **buf, int64_t *cap, int64_t n, const char *what)
     return *buf;
 }
 
-void cu_gemm_bind(const float *w, int64_t n, const void *rounded) {
-    cu_gemm_unbind(w);
-    if (g_nbinds == g_capbinds) {
-        g_capbinds = g_capbinds ? 2 * g_capbinds : 32;
-        binding *nb = os_alloc(sizeof *nb * (size_t)g_capbinds, "bf16 bound operands");
-        if (g_nbinds) memcpy(nb, g_binds, sizeof *nb * (size_t)g_nbinds);
-        os_free(g_binds);
-        g_binds = nb;
-    }
-    g_binds[g_nbinds++] = (binding){w, n, rounded};
-}
-
-void cu_gemm_unbind(const float *w) {
-    for (int i = 0; i < g_nbinds; i++)
-        if (g_binds[i].w == w) {
-            g_binds[i] = g_binds[--g_nbinds];
-            return;
-        }
-}
+void cu_gemm_bind(const float *w, int64_t n, const void *rounded) { k_binds_set(&g_binds, w, n, rounded); }
+void cu_gemm_unbind(const float *w) { k_binds_drop(&g_binds, w); }
 
 int64_t cu_gemm_bound_esz(void) { return 2; }
 void cu_gemm_widen(void *buf, int64_t n) { (void)buf, (void)n; }   // bf16 bits are the products' format
@@ -71,8 +47,7 @@ void cu_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int6
 
 void cu_gemm_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
     if (!k_gemm_bf16_on() || rows <= 0 || cols <= 0) return;
-    for (int i = 0; i < g_nbinds; i++)   // rounded ahead already
-        if (w >= g_binds[i].w && w + (rows - 1) * ld + cols <= g_binds[i].w + g_binds[i].n) return;
+    if (k_binds_find(&g_binds, w, rows, cols, ld, 2)) return;   // rounded ahead already
     cu_round_rows(grow(&g_pin.copy, &g_pin.cap, rows * cols, "bf16 rounded weight"), w, rows, cols, ld);
     g_pin.src = w, g_pin.rows = rows, g_pin.cols = cols, g_pin.ld = ld;
 }
@@ -83,10 +58,8 @@ void cu_gemm_unpin(void) { g_pin.src = NULL; }
 // pinned columns) or scratch i rounded now (packed); its stride into *ldr
 static const uint16_t *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t *ldr) {
     *ldr = ld;
-    for (int j = 0; j < g_nbinds; j++) {
-        const binding *e = &g_binds[j];
-        if (src >= e->w && src + (rows - 1) * ld + cols <= e->w + e->n) return e->r + (src - e->w);
-    }
+    const uint16_t *b = k_binds_find(&g_binds, src, rows, cols, ld, 2);
+    if (b) return b;
     if (g_pin.src && ld == g_pin.ld && src >= g_pin.src) {   // the pinned operand or a block of it
         int64_t off = src - g_pin.src, r = off / ld, c = off % ld;
         if (r + rows <= g_pin.rows && c + cols <= g_pin.cols) {

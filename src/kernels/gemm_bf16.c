@@ -18,6 +18,7 @@
 #include "core/cpu.h"
 #include "core/err.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
 #include <dlfcn.h>
 #include <omp.h>
@@ -287,14 +288,8 @@ static struct {
     size_t cap;
 } pin;
 
-// Operands rounded ahead by their owner (k_gemm_bf16_bind): a few dozen buckets, searched in order
-typedef struct {
-    const float *w;
-    int64_t n;
-    const void *r;
-} binding;
-static binding *binds;
-static int nbinds, capbinds;
+// Operands rounded ahead by their owner (k_gemm_bf16_bind; gemm_binds.h)
+static k_binds binds;
 
 int64_t k_gemm_bf16_esz(void) {
     pthread_once(&once, setup);
@@ -317,35 +312,12 @@ void k_gemm_bf16_widen(void *buf, int64_t n) {
     for (int64_t i = n - 1; i >= 0; i--) d[i] = (uint32_t)b[i] << 16;
 }
 
-void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded) {
-    k_gemm_bf16_unbind(w);
-    if (nbinds == capbinds) {
-        capbinds = capbinds ? 2 * capbinds : 32;
-        binding *nb = os_alloc(sizeof *nb * (size_t)capbinds, "bf16 bound operands");
-        if (nbinds) memcpy(nb, binds, sizeof *nb * (size_t)nbinds);
-        os_free(binds);
-        binds = nb;
-    }
-    binds[nbinds++] = (binding){w, n, rounded};
-}
+void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded) { k_binds_set(&binds, w, n, rounded); }
+void k_gemm_bf16_unbind(const float *w) { k_binds_drop(&binds, w); }
 
-void k_gemm_bf16_unbind(const float *w) {
-    for (int i = 0; i < nbinds; i++)
-        if (binds[i].w == w) {
-            binds[i] = binds[--nbinds];
-            return;
-        }
-}
-
-// the rounded copy of operand src [rows, cols] (row stride ld) inside a bound range, at the same element offset
-// (so with the same row stride); NULL when none holds all of it
+// the rounded copy of operand src [rows, cols] (row stride ld) inside a bound range; NULL when none holds all of it
 static const void *bound(const float *src, int64_t rows, int64_t cols, int64_t ld) {
-    for (int i = 0; i < nbinds; i++) {
-        const binding *e = &binds[i];
-        if (src >= e->w && src + (rows - 1) * ld + cols <= e->w + e->n)
-            return (const char *)e->r + (onednn ? 2 : 4) * (src - e->w);
-    }
-    return NULL;
+    return k_binds_find(&binds, src, rows, cols, ld, onednn ? 2 : 4);
 }
 
 void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
