@@ -10,6 +10,7 @@ struct os_dataset {
     int64_t n;
     const char *path;
     int64_t skipped;   // records skipped while loading (reported at the end), see docs/dataset.md
+    int64_t bad;       // records kept with an error at open (os_data_sizes.keep_bad): their get fails
     int64_t bytes;     // size of the file and a digest (os_fnv1a) of all of it, hashed while it was read at open
     uint64_t digest;   // (the ranks compare them at start, docs/training.md)
     // fill *s with sample i (the dataset owns the memory until the next get or free); -1 + message on error
@@ -43,6 +44,9 @@ typedef struct {
     int mask_equal;             // mask every audio label when text and audio have the same length (the reference's)
     int no_speech;              // 1: no speech encoder: a spoken question is an error naming FILE:LINE at open (training)
     const char *system;         // --system: the system prompt of records without one (NULL: the task's default)
+    int keep_bad;               // 1 (omnishard infer --output_file): a SLAM-Omni record that fails the checks at open
+                                //   (malformed JSON, wrong field types, an unreadable WAV) is kept as a record whose
+                                //   get fails with its message naming FILE:LINE; 0: the open fails
 } os_data_sizes;
 
 // Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or

@@ -83,7 +83,8 @@ os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char
     os_slam_config c = {.G = z->G, .T = z->T, .A = z->A, .max_length = max_length, .truncation = truncation,
                         .tokenizer_json = tok, .speech_positions = z->speech_positions > 0 ? z->speech_positions : OS_SPEECH_POSITIONS,
                         .latency = z->latency, .layershift = z->layershift, .mask_equal = z->mask_equal,
-                        .no_speech = z->no_speech, .system = z->system};
+                        .no_speech = z->no_speech, .system = z->system,
+                        .keep_bad = z->keep_bad};
     return os_slam_open(path, &c);
 }
 

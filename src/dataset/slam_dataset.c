@@ -27,6 +27,7 @@ typedef struct {
     int64_t np, nq, na;
     int64_t keep;         // answer positions kept; -1: skipped (no room for the answer)
     int built;
+    char *err;            // keep_bad: why the record failed its checks at open (its get fails with it), or NULL
 } slam_item;
 
 typedef struct {
@@ -157,6 +158,7 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
     slam_item *it = &d->item[i];
     int64_t G = d->c.G, R = G + 1;
     memset(out, 0, sizeof *out);
+    if (it->err) return os_errf("%s", it->err);
     cJSON *o;
     os_slam_record r;
     if (parse(d, it, &o, &r) < 0) return -1;
@@ -209,11 +211,18 @@ static void slam_record(os_dataset *base, int64_t i, const char **text, size_t *
 
 static void slam_free(os_dataset *base) {
     slam_ds *d = (slam_ds *)base;
-    for (int64_t i = 0; i < base->n; i++) os_free(d->item[i].wav), os_free(d->item[i].ids);
+    for (int64_t i = 0; i < base->n; i++) os_free(d->item[i].wav), os_free(d->item[i].ids), os_free(d->item[i].err);
     for (int k = 0; k < RING; k++) os_free(d->ring[k].ids), os_free(d->ring[k].labels), os_free(d->ring[k].speech);
     if (d->map) munmap(d->map, d->mapn);
     os_tok_free(d->tok);
     os_free(d->item), os_free(d->skip), os_free(d->audio), os_free(d);
+}
+
+static char *dup_text(const char *t) {
+    size_t n = strlen(t);
+    char *s = os_alloc(n + 1, "record error message");
+    memcpy(s, t, n + 1);
+    return s;
 }
 
 // the readable file a relative WAV path names: next to the dataset file first, then from the current directory
@@ -243,37 +252,47 @@ found:
     return s;
 }
 
+// the checks of one record at open: 0 with *wav (its readable WAV, or NULL) and *empty (its empty answer: skipped),
+// or -1 + message naming path:line
+static int check_record(slam_ds *d, size_t off, size_t len, int64_t line, char **wav, int *empty) {
+    const char *path = d->base.path;
+    *wav = NULL, *empty = 0;
+    int64_t bad = os_utf8_invalid_at(d->map + off, len);
+    if (bad >= 0) return os_errf("%s:%lld: not valid UTF-8 (byte %lld of the record)", path, (long long)line, (long long)bad);
+    cJSON *o = cJSON_ParseWithLength(d->map + off, len);
+    if (!o) {
+        const char *e = cJSON_GetErrorPtr();
+        long long at = e && e >= d->map + off && e <= d->map + off + len ? (long long)(e - (d->map + off)) : -1;
+        return os_errf("%s:%lld: malformed JSON (near byte %lld of the record)", path, (long long)line, at);
+    }
+    os_slam_record r;
+    int rc = os_slam_record_read(o, path, line, d->c.A, &r);
+    if (rc == 0 && !r.empty && r.wav && d->c.no_speech)   // found now, not when the sample is first drawn
+        rc = os_errf("%s:%lld: field 'source_wav': the record has a spoken question ('%s') but the model has no "
+                     "speech encoder (--speech_encoder DIR, docs/speech.md)", path, (long long)line, r.wav);
+    if (rc == 0 && !r.empty && r.wav && !(*wav = resolve_wav(path, r.wav, line))) rc = -1;
+    if (rc == 0 && r.empty) {
+        *empty = 1;
+        if (d->base.skipped++ < WARN_MAX) os_info("%s:%lld: record skipped (counted): %s", path, (long long)line, r.empty);
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
 static int read_all(slam_ds *d) {
     const char *path = d->base.path;
     os_jsonrec jr;
     if (os_jsonrec_begin(&jr, d->map, d->mapn, path) < 0) return -1;
-    int64_t cap = 0, empty_warned = 0;
+    int64_t cap = 0;
     size_t off, len;
     int64_t line;
     int got;
     while ((got = os_jsonrec_next(&jr, &off, &len, &line)) == 1) {
-        int64_t bad = os_utf8_invalid_at(d->map + off, len);
-        if (bad >= 0) return os_errf("%s:%lld: not valid UTF-8 (byte %lld of the record)", path, (long long)line, (long long)bad);
-        cJSON *o = cJSON_ParseWithLength(d->map + off, len);
-        if (!o) {
-            const char *e = cJSON_GetErrorPtr();
-            long long at = e && e >= d->map + off && e <= d->map + off + len ? (long long)(e - (d->map + off)) : -1;
-            return os_errf("%s:%lld: malformed JSON (near byte %lld of the record)", path, (long long)line, at);
-        }
-        os_slam_record r;
-        int rc = os_slam_record_read(o, path, line, d->c.A, &r);
-        char *wav = NULL;
-        if (rc == 0 && !r.empty && r.wav && d->c.no_speech)   // found now, not when the sample is first drawn
-            rc = os_errf("%s:%lld: field 'source_wav': the record has a spoken question ('%s') but the model has no "
-                         "speech encoder (--speech_encoder DIR, docs/speech.md)", path, (long long)line, r.wav);
-        if (rc == 0 && !r.empty && r.wav && !(wav = resolve_wav(path, r.wav, line))) rc = -1;
-        if (rc == 0 && r.empty) {
-            d->base.skipped++;
-            if (empty_warned++ < WARN_MAX) os_info("%s:%lld: record skipped (counted): %s", path, (long long)line, r.empty);
-        }
-        cJSON_Delete(o);
-        if (rc < 0) return -1;
-        if (r.empty) continue;
+        char *wav;
+        int empty;
+        int rc = check_record(d, off, len, line, &wav, &empty);
+        if (rc < 0 && !d->c.keep_bad) return -1;
+        if (rc == 0 && empty) continue;
         if (d->base.n == cap) {
             int64_t nc = cap ? 2 * cap : 1024;
             slam_item *ni = os_alloc(sizeof(slam_item) * (size_t)nc, "dataset records");
@@ -283,6 +302,7 @@ static int read_all(slam_ds *d) {
         }
         slam_item *it = &d->item[d->base.n++];
         it->off = (int64_t)off, it->len = (int64_t)len, it->line = line, it->wav = wav;
+        if (rc < 0) it->err = dup_text(os_errmsg()), d->base.bad++;   // keep_bad: its get fails with this message
     }
     if (got < 0) return -1;
     if (d->base.n == 0) return os_errf("%s: no usable records (%lld skipped with an empty answer)", path, (long long)d->base.skipped);

@@ -117,7 +117,7 @@ os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, cons
         os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
         return NULL;
     }
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL};
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL, 0};
     return os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
 }
 

@@ -109,38 +109,60 @@ static int prepare_slot(os_speech *sp, int64_t s, const char *wav, os_dataset *d
     return 0;
 }
 
-int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
-                      int64_t n) {
+// row bi's speech inputs (wv: scratch for their wav indices, K of them): checked against its speech positions,
+// then each prepared into its slot bi*K + j; -1 + message
+static int prepare_row(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
+                       int64_t n, int64_t bi, int64_t *wv) {
+    int64_t K = sp->K, npos = 0, nw = bi < n ? inputs(&smp[bi], wv, K) : 0;
+    for (int64_t p = 0; b->speech && p < b->L; p++) npos += b->speech[bi * b->L + p];
+    const char *wav = nw && ds->wav_path ? ds->wav_path(ds, wv[0]) : NULL;
+    long long who = bi < n && index ? (long long)index[bi] : (long long)bi;
+    int rc = 0;
+    if (!npos && !wav) return 0;
+    if (!sp->on)
+        rc = os_errf("%s: sample %lld: has a speech input%s%s but the model has no speech encoder (--speech_encoder DIR)",
+                     ds->path, who, wav ? " " : "", wav ? wav : "");
+    else if (!wav)
+        rc = os_errf("%s: sample %lld: %lld speech positions but no speech input (WAV)", ds->path, who, (long long)npos);
+    else if (npos != sp->T_s * nw)
+        rc = os_errf("%s: sample %lld: speech input%s '%s' fill%s %lld positions, the encoder gives %lld "
+                     "(max_source_positions / %lld%s)", ds->path, who, nw > 1 ? "s" : "", wav, nw > 1 ? "" : "s",
+                     (long long)npos, (long long)(sp->T_s * nw), (long long)sp->pd.k, nw > 1 ? " per input" : "");
+    for (int64_t j = 0; rc == 0 && j < nw; j++) {
+        const char *wj = ds->wav_path(ds, wv[j]);
+        rc = wj ? prepare_slot(sp, bi * K + j, wj, ds, who)
+                : os_errf("%s: sample %lld: speech input %lld has no WAV", ds->path, who, (long long)j);
+    }
+    return rc;
+}
+
+// os_speech_prepare (each NULL: stops at the first failing row) and os_speech_prepare_each; the failing rows' count
+static int64_t prepare_all(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp,
+                           const int64_t *index, int64_t n, void (*each)(void *ctx, int64_t bi), void *ctx) {
     int64_t K = 1, w[1];
     for (int64_t bi = 0; bi < n && bi < b->B; bi++) K = smp[bi].nwavs > K ? smp[bi].nwavs : K;
     if (sp->on) ensure_slots(sp, b->B * K);
     sp->B = b->B * K, sp->K = K;
     for (int64_t s = 0; sp->on && s < sp->B; s++) sp->state[s] = 0;
-    int64_t *wv = K > 1 ? os_alloc(sizeof(int64_t) * (size_t)K, "a row's speech inputs") : w;
-    int rc = 0;
-    for (int64_t bi = 0; bi < b->B && rc == 0; bi++) {
-        int64_t npos = 0, nw = bi < n ? inputs(&smp[bi], wv, K) : 0;
-        for (int64_t p = 0; b->speech && p < b->L; p++) npos += b->speech[bi * b->L + p];
-        const char *wav = nw && ds->wav_path ? ds->wav_path(ds, wv[0]) : NULL;
-        long long who = bi < n && index ? (long long)index[bi] : (long long)bi;
-        if (!npos && !wav) continue;
-        if (!sp->on)
-            rc = os_errf("%s: sample %lld: has a speech input%s%s but the model has no speech encoder (--speech_encoder DIR)",
-                         ds->path, who, wav ? " " : "", wav ? wav : "");
-        else if (!wav)
-            rc = os_errf("%s: sample %lld: %lld speech positions but no speech input (WAV)", ds->path, who, (long long)npos);
-        else if (npos != sp->T_s * nw)
-            rc = os_errf("%s: sample %lld: speech input%s '%s' fill%s %lld positions, the encoder gives %lld "
-                         "(max_source_positions / %lld%s)", ds->path, who, nw > 1 ? "s" : "", wav, nw > 1 ? "" : "s",
-                         (long long)npos, (long long)(sp->T_s * nw), (long long)sp->pd.k, nw > 1 ? " per input" : "");
-        for (int64_t j = 0; rc == 0 && j < nw; j++) {
-            const char *wj = ds->wav_path(ds, wv[j]);
-            rc = wj ? prepare_slot(sp, bi * K + j, wj, ds, who)
-                    : os_errf("%s: sample %lld: speech input %lld has no WAV", ds->path, who, (long long)j);
-        }
+    int64_t *wv = K > 1 ? os_alloc(sizeof(int64_t) * (size_t)K, "a row's speech inputs") : w, bad = 0;
+    for (int64_t bi = 0; bi < b->B && (each || !bad); bi++) {
+        if (prepare_row(sp, b, ds, smp, index, n, bi, wv) == 0) continue;
+        bad++;
+        for (int64_t s = bi * K; each && sp->on && s < (bi + 1) * K; s++) sp->state[s] = 0;   // the row: no speech
+        if (each) each(ctx, bi);
     }
     if (wv != w) os_free(wv);
-    return rc;
+    return bad;
+}
+
+int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
+                      int64_t n) {
+    return prepare_all(sp, b, ds, smp, index, n, NULL, NULL) ? -1 : 0;
+}
+
+int64_t os_speech_prepare_each(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp,
+                               const int64_t *index, int64_t n, void (*failed)(void *ctx, int64_t bi), void *ctx) {
+    return prepare_all(sp, b, ds, smp, index, n, failed, ctx);
 }
 
 void os_speech_fwd(os_speech *sp, const os_weights *w) {

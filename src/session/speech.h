@@ -55,6 +55,10 @@ void os_speech_free(os_speech *sp);
 // the WAV.
 int os_speech_prepare(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp, const int64_t *index,
                       int64_t n);
+// As os_speech_prepare, but a sample whose speech input cannot be used does not stop the others: failed(ctx, bi) is
+// called with its message (os_errmsg) and its state is 0 (no speech, os_speech_proj NULL). Returns their count.
+int64_t os_speech_prepare_each(os_speech *sp, const os_batch *b, os_dataset *ds, const os_sample *smp,
+                               const int64_t *index, int64_t n, void (*failed)(void *ctx, int64_t bi), void *ctx);
 // Encoder (for state-1 samples; writes their cache files) and projector forward. Collective schedule fixed.
 void os_speech_fwd(os_speech *sp, const os_weights *w);
 // The projector output [T_s, C] of sample bi (a packed row: [n * T_s, C] for its n inputs, in order) and its
