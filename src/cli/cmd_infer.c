@@ -46,13 +46,22 @@ static const os_opt OPTS[] = {
     {.name = "output_file", F(output_file), .type = OS_OPT_STR,
      .help = "with --dataset: decode every record, one JSON line each in dataset order (key, index, line, task, stop, "
              "counts, seconds and the fields of a single answer) into this file, with progress and a summary on stderr; "
-             "under mpirun at --zero_stage 0-2 the records are split over the ranks"},
+             "under mpirun the records are split over the ranks"},
     {.name = "resume", F(resume), .type = OS_OPT_BOOL,
      .help = "with --output_file: keep the records already written there (a partial last line is cut off) and decode "
              "the rest (default false: the file is written anew)"},
     NUM("infer_batch_size", batch, OS_OPT_I64, "[1,256]",   /* 256: OS_GEN_MAX_BATCH, infer/gen_forward.h */
         "with --output_file: decode B records at once, each with its own KV cache, stopping on its own (its slot "
         "then takes the next record); the same tokens as 1 at a time (default 1)"),
+    {.name = "on_error", F(on_error), .type = OS_OPT_CHOICE, .choices = "stop|skip",
+     .help = "with --output_file, a record that cannot be decoded (malformed JSON, wrong field types, an unreadable "
+             "WAV, a prompt longer than max_position_embeddings), named by FILE:LINE: stop (default) writes the "
+             "records before it and ends the run with exit 1 on every rank; skip writes an error line for it (key, "
+             "index, line, error) and goes on"},
+    NUM("speech_batch_size", speech_batch_size, OS_OPT_I64, "[1,65536]",
+        "with --output_file: the spoken questions of up to N records per rank go through the Whisper encoder and the "
+        "projector together, each encoder layer gathered once for them (default 8; the results are those of one at "
+        "a time)"),
     {.name = "multi_round", F(multi_round), .type = OS_OPT_FLAG,
      .help = "a conversation: every line of stdin is a question (q: quit, c: clear the history, h: show it), "
              "answered after the history of the earlier rounds; one JSON object per round"},
@@ -172,9 +181,14 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     if (a->batch > 1 && !a->kv_cache)
         return os_errf("--infer_batch_size %lld: needs --kv_cache true (each sequence decodes from its own KV cache)",
                        (long long)a->batch);
+    if (a->on_error && !a->output_file) return os_errf("--on_error: only with --output_file");
+    if (a->speech_batch_size && !a->output_file) return os_errf("--speech_batch_size: only with --output_file");
     *index = a->index >= 0 ? a->index : 0;
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
-    g->local = a->output_file && nranks > 1 && zero < 3;   // a whole test set, whole models: records split over ranks
+    // a whole test set over several ranks: the records split, each rank decoding alone (whole models) or in lockstep
+    g->local = a->output_file && nranks > 1 && zero < 3;
+    g->lockstep = a->output_file && nranks > 1 && zero == 3 && a->batch <= 1;   // B > 1 at ZeRO-3: not split
+    g->speech_batched = a->output_file != NULL;   // a test set: the spoken questions of many records at once
     if (settle_choice(a, g) < 0) return -1;
     // a SLAM-Omni model as slam_omni.json describes it, every bucket frozen (no gradients, no AdamW moments)
     *so = (os_session_opts){.model = a->model, .slam = 1, .code_layer = -1, .num_latency_tokens = -1,

@@ -4,8 +4,8 @@
 
 // the options (cmd_infer.c's table); a penalty of 0, index or zero_stage of -1: not given
 typedef struct {
-    const char *model, *question, *wav, *dataset, *speech_encoder, *system, *task, *output_file, *device;
-    int64_t index, max_new_tokens, top_k, seed, batch;
+    const char *model, *question, *wav, *dataset, *speech_encoder, *system, *task, *output_file, *device, *on_error;
+    int64_t index, max_new_tokens, top_k, seed, batch, speech_batch_size;
     double temperature, top_p, penalty, text_penalty, audio_penalty;
     int do_sample, kv_cache, zero_stage, text_only, show_prompt, multi_round, resume, tf32;
 } infer_args;

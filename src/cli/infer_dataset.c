@@ -1,7 +1,8 @@
 // omnishard infer --dataset FILE --output_file OUT (infer_run.h): every record of a test set decoded, one JSON line
 // each, in dataset order (docs/inference.md "A whole test set").
 #include "cli/infer_dataset.h"
-#include "cli/infer_json.h"
+#include "cli/infer_lines.h"
+#include "infer/infer_speech.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -15,20 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const TASK_NAMES[] = {"s2s", "asr", "tts"};
-
 typedef struct {
-    int64_t records, steps, text, audio, stops[3];   // stops: eot, eoa, max_new_tokens
+    int64_t records, errors, steps, text, audio, stops[3];   // stops: eot, eoa, max_new_tokens; errors: error lines
 } tally;
-
-static const char *const STOPS[] = {"eot", "eoa", "max_new_tokens"};
-
-// why generation stopped: the stream that ended last (eot at step ntext, eoa at step naudio - 1; text first on a
-// tie), or max_new_tokens when a stream had not ended
-static int stop_reason(const os_gen_result *r, int text_only) {
-    if (!r->text_end || (!text_only && !r->audio_end)) return 2;
-    return text_only || r->ntext >= r->naudio - 1 ? 0 : 1;
-}
 
 // Resume (rank 0): the complete lines of out, each the record its position says ("index" 0, 1, ..), are kept; a
 // partial last line (a killed run) is cut off. *done: the lines kept. 0, or -1 + message naming out:LINE.
@@ -68,46 +58,6 @@ static int write_line(int fd, const char *out, const char *buf, size_t n) {
     return 0;
 }
 
-// the record's field name (or null) as JSON text
-static void put_field(FILE *f, const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
-    fprintf(f, "\"%s\": %s, ", name, t ? t : "null");
-    cJSON_free(t);
-}
-
-// the output line of record i: key, source_text, target_text (the record's, as the reference's question/gt files),
-// index, line, task, stop, counts, seconds, then the fields of a single answer
-static char *format_line(os_dataset *ds, int64_t i, const os_tokenizer *tok, const os_model *m, const os_infer_prompt *p,
-                         const os_gen_result *r, int text_only, int show_prompt, double sec, size_t *n) {
-    const char *text = "{}";
-    size_t len = 2;
-    int64_t line = 0;
-    if (ds->record) ds->record(ds, i, &text, &len, &line);
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    char *buf = NULL;
-    FILE *f = open_memstream(&buf, n);
-    if (!o || !f) {
-        if (f) fclose(f), free(buf);
-        cJSON_Delete(o);
-        return os_errf("%s:%lld: the record cannot be read again (the file changed since it was opened?)", ds->path,
-                       (long long)line), NULL;
-    }
-    fputc('{', f);
-    put_field(f, o, "key");
-    put_field(f, o, "source_text");
-    put_field(f, o, "target_text");
-    cJSON_Delete(o);
-    fprintf(f, "\"index\": %lld, \"line\": %lld, \"task\": \"%s\", \"stop\": \"%s\", \"text_tokens\": %lld, "
-            "\"audio_positions\": %lld, \"seconds\": %.6f, ", (long long)i, (long long)line, TASK_NAMES[p->task],
-            STOPS[stop_reason(r, text_only)], (long long)r->ntext, (long long)r->naudio, sec);
-    os_infer_print_opts po = {show_prompt, 0, ""};
-    os_infer_write(f, tok, m, p, r, text_only, &po);
-    fputs("}\n", f);
-    fclose(f);
-    return buf;
-}
-
 static void progress(const tally *t, int64_t done, int64_t n, double t0, int last) {
     static double shown;
     double now = os_now(), sec = now - t0;
@@ -118,186 +68,228 @@ static void progress(const tally *t, int64_t done, int64_t n, double t0, int las
             (long long)n, rps, sec > 0 ? (double)t->steps / sec : 0.0, rps > 0 ? (double)(n - done) / rps : 0.0);
 }
 
-// what a record adds to the summary (exchanged between ranks when they split the records)
+// --on_error skip (the default is stop)
+static int skipping(const infer_args *a) { return a->on_error && !strcmp(a->on_error, "skip"); }
+
+// what a record adds to the summary, exchanged between the ranks with its line's length
 typedef struct {
-    int64_t steps, text, audio, stop;
+    int64_t len, failed, steps, text, audio, stop;
 } rec_stats;
 
 static void count(tally *t, const rec_stats *r) {
-    t->records++, t->steps += r->steps, t->text += r->text, t->audio += r->audio, t->stops[r->stop]++;
+    t->records++;
+    if (r->failed) t->errors++;
+    else t->steps += r->steps, t->text += r->text, t->audio += r->audio, t->stops[r->stop]++;
 }
 
-// Record i: prompt, generation and (where line is given) its output line (malloc'd) on this rank. split: this rank
-// alone (0, or -1 + message, not yet reported); else collectively, every rank alike (0, or 1 after the message).
-static int decode(os_session *s, os_dataset *ds, int64_t i, const os_tokenizer *tok, const infer_args *a,
-                  const os_gen_opts *g, int split, char **line, size_t *len, rec_stats *st) {
-    os_infer_prompt p;
-    os_gen_result r;
-    int rc = os_infer_prompt_record(&p, ds, i);
-    if (!split && os_infer_failed(rc)) rc = 1;
-    double t0 = os_now();
-    if (rc == 0) rc = os_generate(s, &p, g, &r);
-    if (!split && rc == -1) rc = os_infer_failed(rc);
-    if (rc == 0) {
-        int text_only = g->text_only || p.asr;
-        *st = (rec_stats){r.steps, r.ntext, r.naudio, stop_reason(&r, text_only)};
-        if (line && !(*line = format_line(ds, i, tok, &s->model, &p, &r, text_only, a->show_prompt, os_now() - t0, len)))
-            rc = -1;
-        os_gen_result_free(&r);
-    }
-    os_infer_prompt_free(&p);
-    return rc;
-}
+// a record of this rank's round
+typedef struct {
+    int64_t i;           // the record (>= ds->n: none, a short last round)
+    os_infer_prompt p;   // its prompt (with its projector output)
+    char *why;           // why it cannot be decoded (malloc'd), or NULL
+    char *line;          // its output or error line (malloc'd), st.len bytes
+    rec_stats st;
+} slot;
 
-// Records decoded by os_generate_batch (--infer_batch_size > 1): its prompt j is record first + j * stride. The
-// finished records' lines and stats by j; with t (a collective run) every rank counts them, and rank 0 writes them,
-// in dataset order as soon as every earlier one is done.
+// the run: S streams of records (S = the ranks when they split them, else 1); this rank decodes stream `mine`:
+// records base + j*S + mine of each round
 typedef struct {
     os_session *s;
     os_dataset *ds;
     const os_tokenizer *tok;
     const infer_args *a;
     const os_gen_opts *g;
-    int64_t first, stride, n;
-    int format;          // this rank formats the lines
-    char **lines;        // [n] (malloc'd)
-    size_t *lens;        // [n]
-    rec_stats *st;       // [n]
-    uint8_t *ready;      // [n]
-    int fd;              // the output file (rank 0 of a collective run), else -1
-    tally *t;            // NULL: the caller gathers and writes (records split over ranks)
-    int64_t written;     // prompts counted (and written) so far, in order
-    double t0;
-} batch_run;
+    int S, mine;
+    int64_t W, K;        // slots per round (records per stream), records per encoder batch
+    slot *sl;            // [W]
+    int64_t *good;       // [W] the slots the batched engine decodes (--infer_batch_size > 1)
+} run;
 
-static void batch_run_init(batch_run *b, int64_t n) {
-    b->n = n, b->written = 0;
-    b->lines = os_alloc(sizeof(char *) * (size_t)(n + 1), "output lines");
-    b->lens = os_alloc(sizeof(size_t) * (size_t)(n + 1), "output line lengths");
-    b->st = os_alloc(sizeof(rec_stats) * (size_t)(n + 1), "record stats");
-    b->ready = os_alloc((size_t)(n + 1), "records done");
+static char *dup_msg(const char *m) {
+    size_t n = strlen(m);
+    char *s = os_alloc(n + 1, "record error message");
+    memcpy(s, m, n + 1);
+    return s;
 }
 
-static void batch_run_free(batch_run *b) {
-    for (int64_t j = 0; j < b->n; j++) free(b->lines[j]);
-    os_free(b->lines), os_free(b->lens), os_free(b->st), os_free(b->ready);
+// The round's prompts on this rank (checked), then their spoken questions through the encoder and the projector K
+// at a time (collective unless g->local: every rank has the same number of slots, so the same number of batches)
+static void prepare(const run *c, int64_t nw) {
+    os_infer_prompt **ps = os_alloc(sizeof(os_infer_prompt *) * (size_t)(nw + 1), "round prompts");
+    char **why = os_alloc(sizeof(char *) * (size_t)(nw + 1), "round errors");
+    int64_t *index = os_alloc(sizeof(int64_t) * (size_t)(nw + 1), "round records"), *at = os_alloc(sizeof(int64_t) * (size_t)(nw + 1), "round slots");
+    for (int64_t j = 0; j < nw; j++) {
+        slot *x = &c->sl[j];
+        if (x->i >= c->ds->n) continue;
+        if (os_infer_prompt_record(&x->p, c->ds, x->i) < 0 || os_infer_prompt_check(&c->s->model, &x->p) < 0)
+            x->why = dup_msg(os_errmsg());
+    }
+    for (int64_t j0 = 0; j0 < nw; j0 += c->K) {
+        int64_t k = 0;
+        for (int64_t j = j0; j < nw && j < j0 + c->K; j++)
+            if (c->sl[j].i < c->ds->n && !c->sl[j].why) at[k] = j, index[k] = c->sl[j].i, why[k] = NULL, ps[k++] = &c->sl[j].p;
+        os_infer_speech_batch(c->s, ps, k, index, c->g->local, why);
+        for (int64_t q = 0; q < k; q++) c->sl[at[q]].why = why[q];
+    }
+    os_free(ps), os_free(why), os_free(index), os_free(at);
 }
 
+// slot x failed (msg): named on stderr (by the rank that decoded it; rank 0 when every rank decoded it), its error
+// line
+static void failed(const run *c, slot *x, const char *msg) {
+    char m[4600];
+    os_infer_record_message(c->ds, x->i, msg, m, sizeof m);
+    const char *note = skipping(c->a) ? " (--on_error skip: an error line written for it)" : "";
+    if (c->S > 1 && os_rank >= 0) fprintf(stderr, "omnishard infer: rank %d: %s%s\n", os_rank, m, note);
+    else if (comm_rank() == 0) fprintf(stderr, "omnishard infer: %s%s\n", m, note);
+    size_t len = 0;
+    x->st = (rec_stats){.failed = 1};
+    x->line = os_infer_error_line(c->ds, x->i, m, &len);
+    x->st.len = x->line ? (int64_t)len : 0;
+}
+
+// a decoded slot's line and stats; -1 + message
+static int decoded(const run *c, slot *x, const os_gen_result *r, double sec) {
+    int text_only = c->g->text_only || x->p.asr;
+    size_t len = 0;
+    x->st = (rec_stats){.steps = r->steps, .text = r->ntext, .audio = r->naudio, .stop = os_infer_stop_reason(r, text_only)};
+    x->line = os_infer_line(c->ds, x->i, c->tok, &c->s->model, &x->p, r, text_only, c->a->show_prompt, sec, &len);
+    x->st.len = (int64_t)len;
+    return x->line ? 0 : -1;
+}
+
+// one at a time: the slot's record (with lockstep, a slot without a record or with a failed one still takes part in
+// the forwards). -1 + message only for what stops every rank (not the record's own failures)
+static void decode_one(const run *c, slot *x) {
+    os_gen_result r = {0};
+    if (x->i >= c->ds->n || x->why) {
+        if (c->g->lockstep) os_generate(c->s, NULL, c->g, &r);
+        if (x->why) failed(c, x, x->why);
+        return;
+    }
+    double t0 = os_now();
+    int rc = os_generate(c->s, &x->p, c->g, &r);
+    if (rc == 0) rc = decoded(c, x, &r, os_now() - t0);
+    if (rc < 0) failed(c, x, os_errmsg());
+    os_gen_result_free(&r);
+}
+
+// the batched engine's prompt j: slot good[j]'s (moved into p: the engine frees it)
 static int batch_prompt(void *ctx, int64_t j, os_infer_prompt *p) {
-    batch_run *b = ctx;
-    return os_infer_prompt_record(p, b->ds, b->first + j * b->stride);
+    run *c = ctx;
+    slot *x = &c->sl[c->good[j]];
+    *p = x->p;
+    memset(&x->p, 0, sizeof x->p);
+    return 0;
 }
 
 static int batch_done(void *ctx, int64_t j, const os_infer_prompt *p, const os_gen_result *r, double sec) {
-    batch_run *b = ctx;
-    int text_only = b->g->text_only || p->asr, rc = 0;
-    b->st[j] = (rec_stats){r->steps, r->ntext, r->naudio, stop_reason(r, text_only)};
-    b->ready[j] = 1;
-    if (b->format && !(b->lines[j] = format_line(b->ds, b->first + j * b->stride, b->tok, &b->s->model, p, r, text_only,
-                                                 b->a->show_prompt, sec, &b->lens[j])))
-        return -1;
-    for (; b->t && rc == 0 && b->written < b->n && b->ready[b->written]; b->written++) {
-        int64_t w = b->written;
-        count(b->t, &b->st[w]);
-        if (b->fd >= 0) rc = write_line(b->fd, b->a->output_file, b->lines[w], b->lens[w]);
-        free(b->lines[w]), b->lines[w] = NULL;
-        if (b->fd >= 0) progress(b->t, b->first + w + 1, b->ds->n, b->t0, b->first + w + 1 == b->ds->n);
-    }
+    run *c = ctx;
+    slot *x = &c->sl[c->good[j]];
+    x->p = *p;   // for the line only (the engine frees the prompt)
+    int rc = decoded(c, x, r, sec);
+    memset(&x->p, 0, sizeof x->p);
     return rc;
 }
 
-// --infer_batch_size B > 1 without the records split: every rank decodes them together, B at once. 0, or 1 after
-// the message.
-static int collective_batched(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
-                              const os_gen_opts *g, int fd, tally *t, double t0) {
-    batch_run b = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .first = done, .stride = 1,
-                   .format = comm_rank() == 0, .fd = comm_rank() == 0 ? fd : -1, .t = t, .t0 = t0};
-    batch_run_init(&b, ds->n - done);
-    int rc = os_generate_batch(s, a->batch, b.n, g, batch_prompt, batch_done, &b);
-    batch_run_free(&b);
-    return os_infer_failed(rc);
+// This rank's slots decoded: one at a time, or (--infer_batch_size B > 1) B at once by os_generate_batch. 0, or -1
+// + message (stops every rank)
+static int decode_round(run *c, int64_t nw) {
+    if (c->a->batch <= 1) {
+        for (int64_t j = 0; j < nw; j++) decode_one(c, &c->sl[j]);
+        return 0;
+    }
+    int64_t n = 0;
+    for (int64_t j = 0; j < nw; j++)
+        if (c->sl[j].i < c->ds->n && !c->sl[j].why) c->good[n++] = j;
+        else if (c->sl[j].why) failed(c, &c->sl[j], c->sl[j].why);
+    return os_generate_batch(c->s, c->a->batch, n, c->g, batch_prompt, batch_done, c);
 }
 
-// every rank decodes the records one at a time together (any ZeRO stage); rank 0 writes. 0, or 1 after the message.
-static int collective(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
-                      const os_gen_opts *g, int fd, tally *t, double t0) {
-    int code = 0;
-    for (int64_t i = done; !code && i < ds->n; i++) {
-        char *line = NULL;
-        size_t len = 0;
-        rec_stats st;
-        int rc = decode(s, ds, i, tok, a, g, 0, comm_rank() == 0 ? &line : NULL, &len, &st);
-        if (rc == 0 && line) rc = write_line(fd, a->output_file, line, len);
-        free(line);
-        code = rc > 0 ? 1 : os_infer_failed(rc);
-        if (!code) count(t, &st);
-        if (!code && comm_rank() == 0) progress(t, i + 1, ds->n, t0, i + 1 == ds->n);
+// The round's lines (rank 0 gathers those of the other streams) written in dataset order: record base + j*S + k is
+// stream k's slot j. A failed record: its error line (--on_error skip), or (stop) the lines before it written and
+// every rank stops. 0, or 1 after the message.
+static int write_round(const run *c, int64_t base, int64_t nw, int fd, tally *t, double t0) {
+    int S = c->S, me = comm_rank(), code;
+    const infer_args *a = c->a;
+    os_dataset *ds = c->ds;
+    int64_t W = c->W, total = 0, most = 0, stop_at = -1, upto = base;
+    rec_stats *all = os_alloc(sizeof(rec_stats) * (size_t)(S * W), "record stats"), *mine = all + c->mine * W;
+    for (int64_t j = 0; j < nw; j++) mine[j] = c->sl[j].st, total += c->sl[j].st.len;
+    int64_t *totals = os_alloc(sizeof(int64_t) * (size_t)S, "round bytes");
+    totals[c->mine] = total;
+    if (S > 1) {
+        rec_stats *st = os_alloc(sizeof(rec_stats) * (size_t)W, "record stats");
+        memcpy(st, mine, sizeof(rec_stats) * (size_t)W);
+        comm_allgather_bytes(st, all, sizeof(rec_stats) * (size_t)W);
+        comm_allgather_bytes(&total, totals, sizeof total);
+        os_free(st);
     }
+    for (int k = 0; k < S; k++) most = totals[k] > most ? totals[k] : most;
+    char *my = os_alloc((size_t)most + 1, "output lines"), *bytes = os_alloc((size_t)(most * S) + 1, "output lines");
+    for (int64_t j = 0, at = 0; j < nw; at += c->sl[j].st.len, j++) memcpy(my + at, c->sl[j].line, (size_t)c->sl[j].st.len);
+    if (S > 1 && most) comm_allgather_bytes(my, bytes, most);
+    else memcpy(bytes, my, (size_t)most);
+    int rc = 0;
+    for (int64_t j = 0; j < nw && rc == 0 && stop_at < 0; j++)
+        for (int k = 0; k < S && rc == 0 && base + j * S + k < ds->n; k++, upto++) {
+            const rec_stats *r = &all[k * W + j];
+            if (r->failed && (!r->len || !skipping(a))) {
+                stop_at = base + j * S + k;
+                break;
+            }
+            int64_t at = 0;
+            for (int64_t q = 0; q < j; q++) at += all[k * W + q].len;
+            count(t, r);
+            if (me == 0) rc = write_line(fd, a->output_file, bytes + k * most + at, (size_t)r->len);
+        }
+    os_free(my), os_free(bytes), os_free(all), os_free(totals);
+    code = os_infer_failed(rc);
+    if (!code && stop_at >= 0) {
+        code = 1;
+        if (me == 0)
+            fprintf(stderr, "omnishard infer: stopped at record %lld, %s:%lld (--on_error stop): the %lld records "
+                    "before it are in %s; fix it and run again with --resume true (or --on_error skip: an error "
+                    "line for it)\n", (long long)stop_at, ds->path, (long long)os_infer_record_line_no(ds, stop_at),
+                    (long long)stop_at, a->output_file);
+    }
+    if (!code && me == 0) progress(t, upto, ds->n, t0, upto == ds->n);
     return code;
 }
 
-// this rank's records of a round, b->first + j * N (j < b->n): one at a time (B = 1), or B at once. 0, or -1 +
-// message (not yet reported)
-static int decode_mine(batch_run *b) {
-    if (b->a->batch > 1) return os_generate_batch(b->s, b->a->batch, b->n, b->g, batch_prompt, batch_done, b);
-    int rc = b->n ? decode(b->s, b->ds, b->first, b->tok, b->a, b->g, 1, &b->lines[0], &b->lens[0], &b->st[0]) : 0;
-    return rc < 0 ? -1 : 0;
-}
-
-// ZeRO 0-2 (every rank holds the whole model): in rounds of W records per rank (1; 4 B with --infer_batch_size B >
-// 1), rank k decodes records base + j*N + k (j < W) alone; after each round rank 0 gathers the lines and writes them
-// in dataset order. 0, or 1 after the message.
-static int split(os_session *s, os_dataset *ds, int64_t done, const os_tokenizer *tok, const infer_args *a,
-                 const os_gen_opts *g, int fd, tally *t, double t0) {
-    int N = comm_size(), me = comm_rank(), code = 0;
-    int64_t W = a->batch > 1 ? 4 * a->batch : 1;
-    int64_t *lens = os_alloc(sizeof(int64_t) * (size_t)(N * W), "line lengths"), *mylens = os_alloc(sizeof(int64_t) * (size_t)W, "line lengths");
-    int64_t *totals = os_alloc(sizeof(int64_t) * (size_t)N, "round bytes");
-    rec_stats *all = os_alloc(sizeof(rec_stats) * (size_t)(N * W), "record stats");
-    if (me == 0) os_info("omnishard infer: the records split over %d ranks, each decoding its own alone", N);
-    for (int64_t base = done; !code && base < ds->n; base += N * W) {
-        batch_run b = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .first = base + me, .stride = N, .format = 1, .fd = -1};
-        int64_t mine = b.first < ds->n ? (ds->n - 1 - b.first) / N + 1 : 0, total = 0, most = 0;
-        batch_run_init(&b, mine < W ? mine : W);
-        int rc = decode_mine(&b);
-        if ((code = os_infer_failed(rc))) {
-            batch_run_free(&b);
-            break;
-        }
-        for (int64_t j = 0; j < W; j++) mylens[j] = j < b.n ? (int64_t)b.lens[j] : 0, total += mylens[j];
-        comm_allgather_bytes(mylens, lens, sizeof(int64_t) * (size_t)W);
-        comm_allgather_bytes(&total, totals, sizeof total);
-        rec_stats *st = os_alloc(sizeof(rec_stats) * (size_t)W, "record stats");
-        memcpy(st, b.st, sizeof(rec_stats) * (size_t)b.n);
-        comm_allgather_bytes(st, all, sizeof(rec_stats) * (size_t)W);
-        os_free(st);
-        for (int k = 0; k < N; k++) most = totals[k] > most ? totals[k] : most;
-        char *mybytes = os_alloc((size_t)most + 1, "output lines"), *bytes = os_alloc((size_t)(most * N) + 1, "output lines");
-        for (int64_t j = 0, at = 0; j < b.n; at += mylens[j], j++) memcpy(mybytes + at, b.lines[j], (size_t)mylens[j]);
-        batch_run_free(&b);
-        if (most) comm_allgather_bytes(mybytes, bytes, most);
-        int64_t upto = base;
-        for (int64_t j = 0; j < W && rc == 0; j++)   // record base + j*N + k: rank k's line j
-            for (int k = 0; k < N && rc == 0 && base + j * N + k < ds->n; k++, upto++) {
-                int64_t at = 0;
-                for (int64_t q = 0; q < j; q++) at += lens[k * W + q];
-                count(t, &all[k * W + j]);
-                if (me == 0) rc = write_line(fd, a->output_file, bytes + k * most + at, (size_t)lens[k * W + j]);
-            }
-        os_free(mybytes), os_free(bytes);
-        code = os_infer_failed(rc);
-        if (!code && me == 0) progress(t, upto, ds->n, t0, upto == ds->n);
+// The records in rounds of W per stream: split over the ranks (S = N: alone at ZeRO 0-2, g->local; in lockstep at
+// ZeRO-3, every rank running each forward), else (1 rank; --infer_batch_size > 1 at ZeRO-3) every rank decoding
+// them together. Each round: this rank's prompts, their spoken questions K at a time through the encoder and the
+// projector, the records decoded (one at a time, or B at once), the lines written. 0, or 1 after the message.
+static int rounds(run *c, int64_t done, int fd, tally *t, double t0) {
+    int code = 0;
+    int64_t n = c->ds->n, S = c->S;
+    if (comm_rank() == 0 && S > 1)
+        os_info("omnishard infer: the records split over %lld ranks, each decoding its own %s", (long long)S,
+                c->g->lockstep ? "(ZeRO-3: every rank in every forward's gathers)" : "alone");
+    c->sl = os_alloc(sizeof(slot) * (size_t)c->W, "round records");
+    c->good = os_alloc(sizeof(int64_t) * (size_t)c->W, "round records decoded");
+    for (int64_t base = done; !code && base < n; base += S * c->W) {
+        int64_t left = (n - base + S - 1) / S, nw = left < c->W ? left : c->W;
+        for (int64_t j = 0; j < nw; j++) c->sl[j] = (slot){.i = base + j * S + c->mine};
+        prepare(c, nw);
+        code = os_infer_failed(decode_round(c, nw));
+        if (!code) code = write_round(c, base, nw, fd, t, t0);
+        for (int64_t j = 0; j < nw; j++) os_infer_prompt_free(&c->sl[j].p), os_free(c->sl[j].why), free(c->sl[j].line);
     }
-    os_free(lens), os_free(mylens), os_free(totals), os_free(all);
+    os_free(c->sl), os_free(c->good);
     return code;
 }
 
 int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a, const os_gen_opts *g) {
-    os_dataset *ds = os_infer_dataset_open(&s->model, a->model, a->dataset, os_speech_positions(&s->model));
+    os_dataset *ds = os_infer_dataset_open(&s->model, a->model, a->dataset, os_speech_positions(&s->model), 1);
     if (os_infer_failed(ds ? 0 : -1)) return ds ? ds->free(ds), 1 : 1;
     int64_t done = 0, n = ds->n;
     int fd = -1, rc = 0;
     if (comm_rank() == 0) {
+        if (ds->bad)
+            os_info("omnishard infer: note: %lld of %lld records of %s failed the checks at open (each is named when it "
+                    "is reached; --on_error %s)", (long long)ds->bad, (long long)n, a->dataset, skipping(a) ? "skip" : "stop");
         rc = a->resume ? resume_scan(a->output_file, n, &done) : 0;
         if (rc == 0) fd = open(a->output_file, O_WRONLY | O_CREAT | O_APPEND | (a->resume ? 0 : O_TRUNC), 0644);
         if (rc == 0 && fd < 0) rc = os_errf("--output_file %s: cannot write it: %m", a->output_file);
@@ -308,15 +300,21 @@ int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a
     comm_bcast(&done, sizeof done, 0);
     tally t = {0};
     double t0 = os_now();
-    if (!code && g->local) code = split(s, ds, done, tok, a, g, fd, &t, t0);
-    else if (!code) code = (a->batch > 1 ? collective_batched : collective)(s, ds, done, tok, a, g, fd, &t, t0);
+    int split = g->local || g->lockstep;
+    int64_t K = a->speech_batch_size ? a->speech_batch_size : 8;   // the option's default
+    run c = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .S = split ? comm_size() : 1, .mine = split ? comm_rank() : 0,
+             .W = a->batch > 1 ? 4 * a->batch : K, .K = K};
+    if (!code) code = rounds(&c, done, fd, &t, t0);
     if (fd >= 0 && close(fd) < 0 && !code) code = 1, fprintf(stderr, "omnishard infer: --output_file %s: %m\n", a->output_file);
     if (!code && comm_rank() == 0) {
-        double k = t.records ? (double)t.records : 1.0;
+        int64_t ok = t.records - t.errors;
+        double k = ok ? (double)ok : 1.0;
+        char errs[96] = "";
+        if (t.errors) snprintf(errs, sizeof errs, "; errors %lld (error lines, --on_error skip)", (long long)t.errors);
         os_info("omnishard infer: done: %lld records decoded into %s (%lld there before), mean %.1f steps, %.1f text "
-                "tokens, %.1f audio positions; stop: eot %lld, eoa %lld, max_new_tokens %lld", (long long)t.records,
+                "tokens, %.1f audio positions; stop: eot %lld, eoa %lld, max_new_tokens %lld%s", (long long)t.records,
                 a->output_file, (long long)done, (double)t.steps / k, (double)t.text / k, (double)t.audio / k,
-                (long long)t.stops[0], (long long)t.stops[1], (long long)t.stops[2]);
+                (long long)t.stops[0], (long long)t.stops[1], (long long)t.stops[2], errs);
     }
     ds->free(ds);
     return code;

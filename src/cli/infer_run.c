@@ -141,7 +141,7 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
         c.tok = load_tokenizer(a->model);
         if (!os_infer_failed(c.tok ? 0 : -1)) code = rounds(&c);
     } else {
-        if ((comm_rank() == 0 || g->local) && !(c.tok = load_tokenizer(a->model)) && comm_rank() == 0)
+        if ((comm_rank() == 0 || g->local || g->lockstep) && !(c.tok = load_tokenizer(a->model)) && comm_rank() == 0)
             fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
         code = a->output_file ? os_infer_dataset(&c.s, c.tok, a, g) : answer(&c, a->question, NULL, index, 0, NULL);
     }

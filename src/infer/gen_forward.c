@@ -23,7 +23,8 @@ const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L) {
     for (int64_t i = 0; speech && i < n; i++) f->mask[i] = i < f->P ? f->speech[i] : 0;
     const float *proj[1] = {NULL};
     os_weights w = os_runtime_weights(&s->rt);
-    if (lo == 0 && s->speech.on) {
+    if (f->batched) proj[0] = speech ? f->proj : NULL;
+    else if (lo == 0 && s->speech.on) {
         os_speech *sp = &s->speech;
         os_speech_fwd(sp, &w);   // encoder + projector, on every rank (fixed schedule)
         proj[0] = os_speech_proj(sp, 0);

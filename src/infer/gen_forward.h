@@ -14,6 +14,8 @@ typedef struct {
     int64_t R, P, cap;        // rows (G+1), prompt positions, positions at most
     const uint8_t *speech;    // the prompt's speech mask [P] (NULL: none)
     int cached;               // KV cache on
+    int batched;              // the speech path ran beforehand (os_gen_opts.speech_batched): its output is proj
+    const float *proj;        //   [T_s, C] (NULL: no speech)
     os_kv_cache kv;
     int32_t *ids;             // [R, cap] the rows one forward reads
     uint8_t *mask;            // [cap] its speech mask

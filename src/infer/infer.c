@@ -78,7 +78,7 @@ void gen_ctx_init(gen_ctx *c, os_session *s, const os_gen_opts *o, int64_t rows)
     memset(c, 0, sizeof *c);
     c->m = m, c->o = o, c->G = m->oc.G, c->T = m->oc.text_vocab, c->A = m->oc.audio_vocab, c->rows = rows;
     c->key = os_hash_str("omnishard infer sampling", o->seed);
-    c->chooser = o->local || comm_rank() == 0;
+    c->chooser = o->local || o->lockstep || comm_rank() == 0;
     if (m->b_adapter >= 0 && !o->text_only) {   // gathered once (every rank takes part at ZeRO-3), kept on the chooser
         c->ad = os_alloc(sizeof(float) * (size_t)m->reg.b[m->b_adapter].numel, "adapter weights");
         zr_read_bucket(&s->rt, m->b_adapter, c->ad);
@@ -163,12 +163,58 @@ void gen_seq_finish(const gen_ctx *c, gen_seq *q, os_gen_result *r) {
     memset(q, 0, sizeof *q);
 }
 
+int os_infer_prompt_check(const os_model *m, const os_infer_prompt *p) {
+    if (p->R != m->oc.G + 1)
+        return os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)p->R, (long long)m->oc.G + 1);
+    if (p->L > m->cfg.max_position_embeddings)
+        return os_errf("the prompt has %lld positions, more than the model allows (max_position_embeddings %lld, "
+                       "config.json)", (long long)p->L, (long long)m->cfg.max_position_embeddings);
+    return 0;
+}
+
+// lockstep: whether the generation of any rank is still running (this rank's: mine)
+static int ranks_running(int mine) {
+    int64_t v = mine;
+    comm_allreduce_max_i64(&v, 1);
+    return v > 0;
+}
+
+// the prompt of a lockstep rank without one of its own: one position of pad ids, no speech
+static int32_t *idle_prompt(os_infer_prompt *q, const os_model *m) {
+    int64_t G = m->oc.G;
+    *q = (os_infer_prompt){.R = G + 1, .L = 1, .ids = os_alloc(sizeof(int32_t) * (size_t)(G + 1), "idle prompt")};
+    for (int64_t k = 0; k < G; k++) q->ids[k] = os_audio_token(&m->oc, k, os_pad_a(m->oc.audio_vocab));
+    q->ids[G] = os_pad_t(m->oc.text_vocab);
+    return q->ids;
+}
+
+// the tokens a rank appends after its generation ended (lockstep): pad_a in every audio row, pad_t
+static void idle_tokens(const os_model *m, int32_t *tok) {
+    for (int64_t k = 0; k < m->oc.G; k++) tok[k] = os_pad_a(m->oc.audio_vocab);
+    tok[m->oc.G] = os_pad_t(m->oc.text_vocab);
+}
+
+// the prompt's checks and its speech front end (not when the caller ran it: speech_batched); -1 + message (on
+// every rank unless local)
+static int prompt_ready(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, int local) {
+    if (gen_agree(os_infer_prompt_check(&s->model, p), local) < 0) return -1;
+    return o->speech_batched ? 0 : gen_prepare_speech(s, p, local);
+}
+
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r) {
     const os_model *m = &s->model;
-    int64_t G = m->oc.G, R = G + 1, N = o->max_new_tokens, cap = p->L + N;
+    int64_t G = m->oc.G, R = G + 1, N = o->max_new_tokens;
     memset(r, 0, sizeof *r);
-    if (p->R != R) return os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)p->R, (long long)R);
-    if (gen_prepare_speech(s, p, o->local) < 0) return -1;
+    int rc = p ? prompt_ready(s, p, o, o->local || o->lockstep) : 0;
+    if (rc < 0 && !o->lockstep) return -1;
+    // lockstep: a rank without a prompt (or whose prompt failed) runs the same forwards over pad positions
+    os_infer_prompt idle;
+    int32_t *idle_ids = p && rc == 0 ? NULL : idle_prompt(&idle, m);
+    if (idle_ids) {
+        if (!o->speech_batched) gen_prepare_speech(s, &idle, 1);   // no speech (no error): the speech states cleared
+        p = &idle;
+    }
+    int64_t cap = p->L + N;
     gen_ctx c;
     gen_ctx_init(&c, s, o, 1);
     gen_seq q;
@@ -176,25 +222,31 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     int32_t *seq = gen_prompt_rows(p, cap);
     os_gen_fwd fw;
     os_gen_fwd_init(&fw, s, R, p->L, p->speech, cap, o->kv_cache);
+    fw.batched = o->speech_batched, fw.proj = p->proj;
+    int running = !idle_ids;
+    int64_t positions = 0;
     for (int64_t step = 0, L = p->L; step < N; step++, L++) {
         const float *z = os_gen_fwd_next(&fw, seq, L);
         int32_t tok[OS_MAX_G + 1];
-        if (c.chooser) {
+        if (running && c.chooser) {
             const float *xa;
             int predict = gen_predicts(&c, &q, step);
             gen_audio_logits(&c, &z, 1, &predict, &xa);
             gen_choose(&c, &q, z, xa, step, tok);
         }
-        if (!o->local) comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
-        if (gen_record(&c, &q, tok, step)) break;
+        if (running && !o->local && !o->lockstep) comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
+        if (running && gen_record(&c, &q, tok, step)) running = 0, positions = fw.positions;
+        if (o->lockstep ? !ranks_running(running) : !running) break;
+        if (!running) idle_tokens(m, tok);
         gen_append_rows(&c, tok, seq + L, cap);
     }
     gen_seq_finish(&c, &q, r);
-    r->positions = fw.positions;
+    r->positions = running ? fw.positions : positions;
     os_gen_fwd_free(&fw);
-    os_free(seq);
+    os_free(seq), os_free(idle_ids);
     gen_ctx_free(&c);
-    return 0;
+    if (idle_ids) os_gen_result_free(r);
+    return rc;
 }
 
 void os_gen_result_free(os_gen_result *r) {

@@ -23,6 +23,8 @@ typedef struct {
     char *wav;             // the spoken question of the speech span (NULL: none)
     int asr;               // the input span ends with the asr marker (text answer only)
     int task;              // the record's task (os_slam_task: 0 s2s, 1 asr, 2 tts)
+    float *proj;           // [T_s, C] (the backend's memory) the spoken question's projector output computed beforehand (os_infer_speech_batch,
+                           //   with os_gen_opts.speech_batched), or NULL
 } os_infer_prompt;
 
 // From a text (or spoken, wav) question, as omnishard builds a SLAM-Omni record {"source_text": question,
@@ -37,8 +39,10 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
 int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,
                             int64_t index, int64_t T_s);
 // The dataset of os_infer_prompt_dataset, opened once for many records (omnishard infer --output_file); NULL +
-// message. Its records: os_infer_prompt_record (0, or -1 + message naming the file and line).
-os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s);
+// message. Its records: os_infer_prompt_record (0, or -1 + message naming the file and line). keep_bad: a record
+// that fails the checks at open (malformed JSON, wrong field types, an unreadable WAV) is kept, its
+// os_infer_prompt_record failing with the message (os_data_sizes.keep_bad); 0: the open fails.
+os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s, int keep_bad);
 int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index);
 void os_infer_prompt_free(os_infer_prompt *p);
 
@@ -52,6 +56,14 @@ typedef struct {
     int kv_cache;             // 1: prefill once, then one position per step; 0: the whole sequence every step
     int local;                // 1: this rank decodes its own prompt alone, no collective (parameters not sharded:
                               //   ZeRO 0-2; omnishard infer --output_file --zero_stage 0 splits records over ranks)
+    int speech_batched;       // 1: the spoken questions went through the encoder and the projector beforehand, many
+                              //   records at once (infer_speech.h): the prompt carries its projector output (proj),
+                              //   no forward runs the speech path (on every rank alike)
+    int lockstep;             // 1: this rank decodes its own prompt and picks its own tokens, but the forwards stay
+                              //   collective (ZeRO-3, records split over ranks): every rank runs one forward per
+                              //   step until the generation of every rank has ended; a rank whose own has ended,
+                              //   that has none (prompt NULL) or whose prompt failed, runs forwards over pad
+                              //   positions whose logits nobody reads, so it still takes part in every gather
 } os_gen_opts;
 
 typedef struct {
@@ -68,9 +80,14 @@ typedef struct {
 } os_gen_result;
 
 // Collective (unless o->local); the same result on every rank. 0, or -1 + message on every rank (e.g. an unreadable
-// WAV).
+// WAV, a prompt longer than the model's max_position_embeddings). o->lockstep: each rank its own prompt and result,
+// -1 + message on the failing rank only, after it took part in the collective forwards; p NULL: only those (r empty,
+// 0).
 int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, os_gen_result *r);
 void os_gen_result_free(os_gen_result *r);
+// what every generation checks first: the prompt's rows (G+1) and its length (at most the model's
+// max_position_embeddings); 0, or -1 + message
+int os_infer_prompt_check(const os_model *m, const os_infer_prompt *p);
 
 // Batched decoding (omnishard infer --infer_batch_size B, infer_batch.c): the prompts 0 .. n-1, up to B at once,
 // each with its own KV cache (o->kv_cache must be on). A free slot takes the next prompt (prompt(ctx, j, p): 0, or

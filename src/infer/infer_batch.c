@@ -43,9 +43,8 @@ static int slot_start(batch *bt, slot *x) {
     int local = bt->o->local;
     x->t0 = os_now();
     int rc = bt->prompt(bt->ctx, j, &x->p);
-    if (rc == 0 && x->p.R != R)
-        rc = os_errf("the prompt has %lld rows, the model needs %lld (G+1)", (long long)x->p.R, (long long)R);
-    if (gen_agree(rc, local) < 0 || gen_prepare_speech(s, &x->p, local) < 0) {
+    if (rc == 0) rc = os_infer_prompt_check(&s->model, &x->p);
+    if (gen_agree(rc, local) < 0 || (!bt->o->speech_batched && gen_prepare_speech(s, &x->p, local) < 0)) {
         os_infer_prompt_free(&x->p);
         return -1;
     }
@@ -53,6 +52,7 @@ static int slot_start(batch *bt, slot *x) {
     x->j = j, x->step = 0;
     gen_seq_init(&x->q, &bt->c, &x->p);
     os_gen_fwd_init(&x->fw, s, R, P, x->p.speech, cap, 1);
+    x->fw.batched = bt->o->speech_batched, x->fw.proj = x->p.proj;   // the speech path ran beforehand
     int32_t *rows = gen_prompt_rows(&x->p, cap);
     x->z = os_gen_fwd_next(&x->fw, rows, P);
     os_free(rows);

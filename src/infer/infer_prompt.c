@@ -2,6 +2,7 @@
 // the dataset code (slam_record.c reads the record, slam_layout.c lays the rows out).
 #include "core/alloc.h"
 #include "core/err.h"
+#include "kernels/ops.h"
 #include "dataset/slam_dataset.h"
 #include "dataset/slam_record.h"
 #include "tokenizer/tokenizer.h"
@@ -112,12 +113,13 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
     return rc;
 }
 
-os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s) {
+os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, const char *path, int64_t T_s, int keep_bad) {
     if (m->oc.G < 1) {
         os_errf("omnishard infer needs a SLAM-Omni model (code_layer >= 1)");
         return NULL;
     }
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL, 0};
+    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL,
+                       keep_bad};
     return os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
 }
 
@@ -142,7 +144,7 @@ int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index) {
 int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *model_dir, const char *path,
                             int64_t index, int64_t T_s) {
     memset(p, 0, sizeof *p);
-    os_dataset *ds = os_infer_dataset_open(m, model_dir, path, T_s);
+    os_dataset *ds = os_infer_dataset_open(m, model_dir, path, T_s, 0);
     if (!ds) return -1;
     int rc = os_infer_prompt_record(p, ds, index);
     ds->free(ds);
@@ -151,5 +153,6 @@ int os_infer_prompt_dataset(os_infer_prompt *p, const os_model *m, const char *m
 
 void os_infer_prompt_free(os_infer_prompt *p) {
     os_free(p->ids), os_free(p->speech), os_free(p->wav);
+    if (p->proj) os_k->free(p->proj);
     memset(p, 0, sizeof *p);
 }
