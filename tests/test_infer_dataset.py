@@ -212,17 +212,18 @@ def without_place(rows):
     return [{k: v for k, v in r.items() if k not in ("seconds", "index", "line")} for r in rows]
 
 
-@pytest.mark.parametrize("np_,stage", [(None, None), (2, 3), (2, 0)])
-def test_on_error_skip(bad, tmp_path, np_, stage):
+@pytest.mark.parametrize("np_,stage,B", [(None, None, 1), (2, 3, 1), (2, 0, 1), (None, None, 3), (2, 0, 2)])
+def test_on_error_skip(bad, tmp_path, np_, stage, B):
     """--on_error skip: every bad record (malformed JSON, a wrong field type, a missing WAV, a prompt longer than
     max_position_embeddings, a spoken question the model cannot hear) gets an error line naming FILE:LINE with its key, index and line, in dataset order; the
     good records' lines are those of a file without the bad ones; at 2 ranks (ZeRO-3 lockstep, ZeRO-0 alone) the
-    same lines; resumed after the first error line, the same file"""
+    same lines, and so with --infer_batch_size B (the bad records left out of the batched engine); resumed after the
+    first error line, the same file"""
     m, data, clean = bad
     want = tmp_path / "clean.jsonl"
     batch(m, clean, want)
     out = tmp_path / "out.jsonl"
-    stage_args = ["--zero_stage", stage] if stage is not None else []
+    stage_args = (["--zero_stage", stage] if stage is not None else []) + ["--infer_batch_size", B]
     p = batch(m, data, out, "--on_error", "skip", *stage_args, np_=np_)
     got = lines(out)
     assert [r["index"] for r in got] == list(range(9)) and [r["line"] for r in got] == list(range(1, 10))
