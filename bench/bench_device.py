@@ -176,7 +176,7 @@ def torch_worker(a):
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     r = dict(times=times, losses=losses, torch=torch.__version__, transformers=transformers.__version__,
              attn=model.config._attn_implementation, optimizer="AdamW (default implementation)")
     if cuda:

@@ -61,7 +61,7 @@ def test_dry_run_runs_every_stage(tmp_path):
     p = dry_run(tmp_path)
     res = json.load(open(tmp_path / "results.json"))
     stages = {s["stage"]: s["status"] for s in res["stages"]}
-    assert p.returncode == 0 and stages == dict.fromkeys(["setup", "build", "ops", "bench", "oracle"], "PASS"), \
+    assert p.returncode == 0 and stages == dict.fromkeys(["setup", "build", "ops", "oracle", "bench"], "PASS"), \
         (stages, p.stdout[-3000:])
     assert res["ops"] and all(o["pass"] for o in res["ops"])
     assert [t["status"] for t in res["oracle"]] == ["PASS", "PASS"], res["oracle"]
