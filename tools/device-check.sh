@@ -170,7 +170,8 @@ stage_oracle() {
         export OMNISHARD_TEST_DEVICE=cuda
         "$PY" -c 'import xdist' 2>/dev/null && sel+=(-n 4)
     fi
-    OMNISHARD_BUILD=$BUILD PYTHONUNBUFFERED=1 "$PY" -m pytest -q -p no:cacheprovider --junitxml="$WORK/oracle.xml" "${sel[@]}"
+    # -v: a line per test as it ends, so a stage stopped at its budget (no junit file then) still shows which passed
+    OMNISHARD_BUILD=$BUILD PYTHONUNBUFFERED=1 "$PY" -m pytest -v -p no:cacheprovider --junitxml="$WORK/oracle.xml" "${sel[@]}"
 }
 export -f stage_setup stage_build stage_ops stage_bench stage_oracle
 
