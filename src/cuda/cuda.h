@@ -2,6 +2,7 @@
 // `make CUDA=1` builds the backend (ops_cuda.c, cu_*.c, *.cu); a plain `make` builds cuda_none.c instead, whose
 // os_cuda_open says the binary has no CUDA backend. docs/design.md "The CUDA backend".
 #pragma once
+#include "kernels/devcomm.h"
 #include "kernels/ops.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,9 @@ os_cuda_mem os_cuda_mem_stats(void);
 // the floats of attention_fwd's stats on the CUDA backend (its fused kernel's log-sum-exp per query row, B*H*T):
 // what omnishard plan --device cuda counts, in any build
 int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H);
+// NCCL between GPUs for zero/comm.c (cu_nccl.c; its library is loaded only when comm.c chooses it); NULL in a build
+// without CUDA
+const os_devcomm *os_cuda_devcomm(void);
 // the table itself, opened or not (NULL in a build without CUDA)
 const os_ops *os_ops_cuda(void);
 // make CUDA=1 only (tests): the members whose kernel is not linked yet, named into buf ("rmsnorm_fwd, adamw"); how many (0: none)

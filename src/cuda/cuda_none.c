@@ -5,6 +5,7 @@
 
 int os_cuda_built(void) { return 0; }
 const os_ops *os_ops_cuda(void) { return NULL; }
+const os_devcomm *os_cuda_devcomm(void) { return NULL; }
 
 const os_ops *os_cuda_open(int index, int tf32) {
     (void)index, (void)tf32;

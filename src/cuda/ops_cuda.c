@@ -37,10 +37,21 @@ static void upload(void *dst, const void *src, int64_t bytes) {
     if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyHostToDevice, cu_stream()));
 }
 
-// device -> host, after everything issued before it: the synchronisation point
+static int stream_done(void *arg) {
+    (void)arg;
+    cudaError_t e = cudaStreamQuery(cu_stream());
+    if (e == cudaErrorNotReady) return 0;
+    CU_CHECK(e);
+    return 1;
+}
+
+// device -> host, after everything issued before it: the synchronisation point. With NCCL collectives in flight
+// (kernels/devcomm.h) the host polls the stream through comm.c's wait, under the collective watchdog: a peer that
+// never joins a collective the stream waits for ends the job at --ddp_timeout instead of blocking here forever
 static void download(void *dst, const void *src, int64_t bytes) {
     if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToHost, cu_stream()));
-    CU_CHECK(cudaStreamSynchronize(cu_stream()));
+    if (os_dc_host_wait) os_dc_host_wait(stream_done, NULL);
+    else CU_CHECK(cudaStreamSynchronize(cu_stream()));
 }
 
 #define FILL(m) .m = cu_##m,
@@ -50,7 +61,7 @@ static const os_ops g_cuda = {
     .alloc_uninit = alloc_uninit,
     .alloc_sparse = alloc,
     .free = cu_free,
-    .host_memory = 0,   // zero/comm.c stages the collectives through host buffers until NCCL
+    .host_memory = 0,   // zero/comm.c: NCCL between GPUs (cu_nccl.c), else MPI through host buffers
     .upload = upload,
     .download = download,
     .gemm = cu_gemm,

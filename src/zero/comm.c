@@ -1,14 +1,18 @@
 #include "zero/comm.h"
 #include "zero/phase_deadline.h"
+#include "zero/transport.h"
 #include "zero/watchdog.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "core/rng.h"
+#include "kernels/devcomm.h"
 #include "kernels/ops.h"
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_rank = 0, g_size = 1, g_inited = 0;
 #define CHUNK ((int64_t)1 << 30)
@@ -20,8 +24,15 @@ static int g_rank = 0, g_size = 1, g_inited = 0;
 // - host staging otherwise (the guard backend; several ranks sharing one GPU): what the rank sends is downloaded
 //   into a host buffer, MPI (and the ring's adds) run on it as in place, and what it received is uploaded when the
 //   collective completes. The same additions in the same order: the same bits as in place.
-// A device transport (NCCL between GPUs, issue 25 item 4) is a third way, to be chosen in staged() before staging.
-static int staged(void) { return g_size > 1 && !os_k->host_memory; }
+// - the device transport (kernels/devcomm.h: NCCL between GPUs), chosen once at start-up (comm_choose_way,
+//   zero/transport.h) when every rank has a GPU of its own: the collectives run on its stream, ordered by events
+//   against the compute stream (below, "Device collectives"); nothing is staged.
+static int g_way = COMM_WAY_HOST;
+static int device_way(void) { return g_way == COMM_WAY_DEVICE; }
+static int staged(void) { return g_size > 1 && !os_k->host_memory && !device_way(); }
+static void transport_setup(void);
+static void device_join(os_dc_op *h, int64_t seq);
+static int test_or_die(os_dc_op *h);
 static float *host_floats(int64_t n) { return os_alloc_uninit(sizeof(float) * (size_t)n, "host staging buffer"); }
 static void down(float *h, const float *d, int64_t n) { os_k->download(h, d, (int64_t)sizeof(float) * n); }
 static void up(float *d, const float *h, int64_t n) { os_k->upload(d, h, (int64_t)sizeof(float) * n); }
@@ -41,9 +52,16 @@ void comm_init(int *argc, char ***argv) {
         os_rank = g_rank;
         os_set_abort_hook(abort_hook);
     }
+    transport_setup();
 }
 
+static void device_drain(void);
 void comm_finalize(void) {
+    if (device_way()) {
+        device_drain();
+        os_dc->close();
+        g_way = COMM_WAY_HOST;
+    }
     if (g_inited) {
         pd_arm("MPI_Finalize", wd_timeout());
         MPI_Finalize();
@@ -113,6 +131,7 @@ static void allreduce_sum_f32(float *b, int64_t n) {
 }
 void comm_allreduce_sum_f32(float *b, int64_t n) {
     if (g_size == 1) return;
+    if (device_way()) return device_join(os_dc->allreduce_sum_f32(b, n), wd_begin(WD_ALLREDUCE, n * 4));
     if (!staged()) return allreduce_sum_f32(b, n);
     float *h = host_floats(n);
     down(h, b, n);
@@ -152,6 +171,7 @@ static void allgather_f32(float *full, int64_t shard_n, int64_t seq) {
 void comm_allgather_f32(float *full, int64_t shard_n) {
     if (g_size == 1) return;
     int64_t seq = wd_begin(WD_ALLGATHER, shard_n * 4), n = shard_n * g_size, own = shard_n * g_rank;
+    if (device_way()) return device_join(os_dc->allgather_f32(full, shard_n), seq);
     if (!staged()) return allgather_f32(full, shard_n, seq);
     float *h = host_floats(n);
     down(h + own, full + own, shard_n);
@@ -279,6 +299,7 @@ struct comm_req {
     // uploaded when the collective completes
     float *h, *h2, *dev;
     int64_t n;
+    os_dc_op *dop;   // a device collective (device_way()): its end on the transport's stream
 };
 
 static comm_req *request(void) {
@@ -303,6 +324,10 @@ comm_req *comm_iallgather_f32(float *full, int64_t shard_n) {
         int c;
         q->t = big_type(shard_n, &c);
         q->seq = wd_begin(WD_ALLGATHER, shard_n * 4);
+        if (device_way()) {
+            q->dop = os_dc->allgather_f32(full, shard_n);
+            return q;
+        }
         if (staged()) {
             q->dev = full, q->n = shard_n * g_size, q->h = host_floats(q->n);
             down(q->h + shard_n * g_rank, full + shard_n * g_rank, shard_n);
@@ -317,6 +342,10 @@ comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_
     comm_req *q = request();
     q->ring = 1;
     q->seq = g_size > 1 ? wd_begin(WD_REDUCE_SCATTER, shard_n * 4 * g_size) : -1;
+    if (device_way()) {
+        q->dop = os_dc->reduce_scatter_sum_f32(full, shard, shard_n);
+        return q;
+    }
     if (staged()) {   // the whole bucket down, the ring on the host, its slice of the sum up
         q->dev = shard, q->n = shard_n, q->h = host_floats(shard_n), q->h2 = host_floats(shard_n * g_size);
         down(q->h2, full, shard_n * g_size);
@@ -330,6 +359,13 @@ comm_req *comm_ireduce_scatter_sum_f32(float *full, float *shard, int64_t shard_
 int comm_test(comm_req *q) {
     if (!q || q->done) return 1;
     int flag = 0;
+    if (q->dop) {   // ended on the device: later compute is ordered after it anyway; joined for clarity
+        if (!test_or_die(q->dop)) return 0;
+        os_dc->join(q->dop);
+        os_dc->release(q->dop);
+        q->dop = NULL;
+        return q->done = 1;
+    }
     if (!q->ring) {
         MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
         if (flag) unstage(q);
@@ -347,7 +383,8 @@ int comm_test(comm_req *q) {
 
 void comm_wait(comm_req *q) {
     if (!q) return;
-    if (!q->done && q->ring) ring_complete(&q->q);
+    if (q->dop) device_join(q->dop, q->seq);
+    else if (!q->done && q->ring) ring_complete(&q->q);
     else if (!q->done && q->r != MPI_REQUEST_NULL) {
         wd_wait(&q->r, 1, q->seq);
     }
@@ -370,4 +407,132 @@ int comm_any_failed(int local_failed) {
     int64_t v = local_failed ? 1 : 0;
     allreduce(&v, 1, MPI_INT64_T, 8, MPI_SUM, WD_AGREE_STATUS);
     return (int)v;
+}
+
+// ---- Device collectives (the device transport, kernels/devcomm.h: NCCL) ----
+// Each collective gets its watchdog sequence number like any other and is enqueued on the transport's stream after
+// the compute stream's work so far. comm_wait (and the blocking collectives) only make the compute stream wait for
+// its end (join: no host wait, so the prefetch and the background reduce-scatter overlap compute as on the CPU)
+// and put it on the watch list below; comm_test asks whether it ended. The host observes the device only in the
+// backend's download, which polls through device_host_wait: while it waits, the oldest collective still running is
+// watched against --ddp_timeout (counted from the wait, as wd_wait does) and the communicator's asynchronous error
+// is polled; at the deadline the watchdog aborts the communicator (ncclCommAbort), names the collective and the
+// ranks that did not arrive, and ends the job.
+#define WATCH 32
+static struct {
+    os_dc_op *h;
+    int64_t seq;
+} g_watch[WATCH];
+static int g_watch_head, g_watch_n;
+
+static void device_abort(void) {
+    if (device_way()) os_dc->abort();
+}
+
+// stop on the communicator's error (a peer gone, a network failure), naming the collective
+static void device_error_check(int64_t seq) {
+    if (os_dc->error() == 0) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", os_errmsg());
+    os_dc->abort();
+    os_die("%s while collective #%lld was in flight (docs/operations.md \"GPUs: several ranks and nodes\")", msg,
+           (long long)seq);
+}
+
+static int test_or_die(os_dc_op *h) {
+    int t = os_dc->test(h);
+    if (t < 0) os_die_err();
+    return t;
+}
+
+// release the watched collectives that have ended (oldest first)
+static void retire(void) {
+    while (g_watch_n && test_or_die(g_watch[g_watch_head].h)) {
+        os_dc->release(g_watch[g_watch_head].h);
+        g_watch_head = (g_watch_head + 1) % WATCH, g_watch_n--;
+    }
+}
+
+typedef struct {
+    int (*ready)(void *);   // NULL: only the oldest collective's end
+    void *arg;
+    int64_t seq;
+} host_wait;
+static int oldest_ended(void *p) {
+    host_wait *w = p;
+    if (test_or_die(g_watch[g_watch_head].h) || (w->ready && w->ready(w->arg))) return 1;
+    device_error_check(w->seq);
+    return 0;
+}
+
+// the backend's host wait (os_dc_host_wait): until ready(arg), each watched collective's end in turn under the
+// watchdog (a compute stream waiting for a collective cannot be ready before it)
+static void device_host_wait(int (*ready)(void *), void *arg) {
+    host_wait w = {ready, arg, -1};
+    for (retire(); g_watch_n; retire()) {
+        if (ready(arg)) return;
+        w.seq = g_watch[g_watch_head].seq;
+        wd_poll(oldest_ended, &w, w.seq);
+    }
+    while (!ready(arg)) usleep(20);   // compute only: no deadline
+}
+
+// the compute stream waits for h; h watched until it has ended
+static void device_join(os_dc_op *h, int64_t seq) {
+    os_dc->join(h);
+    retire();
+    if (g_watch_n == WATCH) {   // bounded: the oldest must end before another is watched
+        host_wait w = {NULL, NULL, g_watch[g_watch_head].seq};
+        while (!test_or_die(g_watch[g_watch_head].h)) wd_poll(oldest_ended, &w, w.seq);
+        retire();
+    }
+    g_watch[(g_watch_head + g_watch_n++) % WATCH].h = h, g_watch[(g_watch_head + g_watch_n - 1) % WATCH].seq = seq;
+}
+
+static void device_drain(void) {
+    for (retire(); g_watch_n; retire()) {
+        host_wait w = {NULL, NULL, g_watch[g_watch_head].seq};
+        wd_poll(oldest_ended, &w, w.seq);
+    }
+}
+
+// every rank's host, GPU and whether it can load the transport, gathered; the way chosen from them (the same on
+// every rank); NCCL's communicator opened from rank 0's id
+static void transport_setup(void) {
+    if (g_size < 2) return;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    int64_t mine[3] = {(int64_t)os_fnv1a(OS_FNV_BASIS, host, strlen(host)), os_dc ? os_dc->device() : -1, 0};
+    char load_err[1024] = "";
+    if (os_dc && mine[1] >= 0 && os_knobs()->comm != OS_COMM_MPI) {
+        mine[2] = os_dc->load() == 0;
+        if (!mine[2]) snprintf(load_err, sizeof load_err, "%s", os_errmsg());
+    }
+    int64_t *all = os_alloc(sizeof mine * (size_t)g_size, "ranks' devices");
+    // like wd_init's, right after MPI_Init and outside the watchdog's numbering: the collectives' sequence numbers
+    // (and so every watchdog message) are those of a run before the device transport existed
+    MPI_Allgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, MPI_COMM_WORLD);
+    comm_peer *p = os_alloc(sizeof *p * (size_t)g_size, "ranks' devices");
+    for (int r = 0; r < g_size; r++) p[r] = (comm_peer){(uint64_t)all[3 * r], (int)all[3 * r + 1], (int)all[3 * r + 2]};
+    char why[512];
+    int way = comm_choose_way(p, g_size, os_knobs()->comm, why, sizeof why);
+    os_free(all), os_free(p);
+    if (way < 0) {   // every rank decided the same: each says why, the ranks without the library their reason
+        if (g_rank == 0 || load_err[0])
+            fprintf(stderr, "omnishard: rank %d: %s\n", g_rank, load_err[0] ? load_err : os_errmsg());
+        comm_finalize();
+        exit(2);
+    }
+    if (why[0]) os_info("%s", why);
+    if (way != COMM_WAY_DEVICE) return;
+    char id[256];
+    OS_ASSERT(os_dc->id_bytes <= (int64_t)sizeof id);
+    if (g_rank == 0 && os_dc->make_id(id) < 0) os_die_err();
+    comm_bcast(id, os_dc->id_bytes, 0);
+    pd_arm("ncclCommInitRank", wd_timeout());   // every rank must join: bounded like MPI_Init
+    if (os_dc->open(id, g_size, g_rank) < 0) os_die_err();
+    pd_disarm();
+    g_way = COMM_WAY_DEVICE;
+    wd_set_abort(device_abort);
+    os_dc_host_wait = device_host_wait;
 }

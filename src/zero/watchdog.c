@@ -145,7 +145,11 @@ static void describe(char *out, size_t n, int64_t seq, enum wd_kind kind, int64_
 
 // The deadline passed (trigger < 0) or rank `trigger` reported that its own did: ask every rank where it is,
 // print the report, let the other reporting ranks print theirs, then end the job.
+static void (*g_abort_transport)(void);
+void wd_set_abort(void (*f)(void)) { g_abort_transport = f; }
+
 static _Noreturn void expire(int64_t seq, double waited, int trigger) {
+    if (g_abort_transport) g_abort_transport();
     // a rank told to stop (SIGINT/SIGTERM: mpirun tearing the job down, Ctrl-C) that cannot finish a collective ends
     // without a watchdog report of its own (the ranks that saw the collective fail report it), saying so in one line
     if (os_stop_signal) {
@@ -218,6 +222,7 @@ static _Noreturn void expire(int64_t seq, double waited, int trigger) {
 
 // ranks of this host have died while this rank waits in collective seq: nothing can complete; end now
 static _Noreturn void peer_died(int64_t seq, const char *dead, int n) {
+    if (g_abort_transport) g_abort_transport();
     char what[160];
     describe(what, sizeof what, seq, kind_of(seq), g_step);
     int code = os_stop_signal ? 128 + (int)os_stop_signal : 1;
@@ -228,14 +233,11 @@ static _Noreturn void peer_died(int64_t seq, const char *dead, int n) {
     _Exit(code);
 }
 
-void wd_wait(MPI_Request *r, int n, int64_t seq) {
-    int done = 0;
-    MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-    if (done) return;
+void wd_poll(int (*done)(void *arg), void *arg, int64_t seq) {
+    if (done(arg)) return;
     double t0 = os_now(), t = 0, check = SPIN_S;
     for (unsigned it = 1;; it++) {
-        MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-        if (done) return;
+        if (done(arg)) return;
         if (t < SPIN_S && it % 256) continue;
         t = os_now() - t0;
         if (t < LISTEN_S) continue;
@@ -252,3 +254,16 @@ void wd_wait(MPI_Request *r, int n, int64_t seq) {
         nap();
     }
 }
+
+typedef struct {
+    MPI_Request *r;
+    int n;
+} mpi_reqs;
+static int mpi_done(void *arg) {
+    mpi_reqs *q = arg;
+    int done = 0;
+    MPI_Testall(q->n, q->r, &done, MPI_STATUSES_IGNORE);
+    return done;
+}
+
+void wd_wait(MPI_Request *r, int n, int64_t seq) { wd_poll(mpi_done, &(mpi_reqs){r, n}, seq); }

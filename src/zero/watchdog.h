@@ -25,3 +25,9 @@ void wd_set_step(int64_t step);
 int64_t wd_begin(enum wd_kind kind, int64_t bytes);
 // complete n requests of collective seq, or report and end the job at the deadline
 void wd_wait(MPI_Request *r, int n, int64_t seq);
+// the same wait for a collective another transport runs (NCCL): until done(arg) returns 1, under the same
+// deadline, reports and peer checks. done is called often: it must not block
+void wd_poll(int (*done)(void *arg), void *arg, int64_t seq);
+// called first when the job ends inside a wait (the deadline, another rank's report, a dead peer): NCCL's
+// communicator is aborted there, so that its kernels end on every rank (ncclCommAbort)
+void wd_set_abort(void (*abort_transport)(void));
