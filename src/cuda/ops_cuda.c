@@ -32,11 +32,6 @@ static void *alloc(int64_t bytes, const char *what) {
     return p;
 }
 
-// host -> device: from pageable memory the copy is staged before this returns, so src may change after it
-static void upload(void *dst, const void *src, int64_t bytes) {
-    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyHostToDevice, cu_stream()));
-}
-
 static int stream_done(void *arg) {
     (void)arg;
     cudaError_t e = cudaStreamQuery(cu_stream());
@@ -45,13 +40,19 @@ static int stream_done(void *arg) {
     return 1;
 }
 
-// device -> host, after everything issued before it: the synchronisation point. With NCCL collectives in flight
-// (kernels/devcomm.h) the host polls the stream through comm.c's wait, under the collective watchdog: a peer that
-// never joins a collective the stream waits for ends the job at --ddp_timeout instead of blocking here forever
+// host -> device: from pageable memory the copy is staged before this returns, so src may change after it
+static void upload(void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyHostToDevice, cu_stream()));
+}
+
+// device -> host, after everything issued before it: the synchronisation point. With NCCL (kernels/devcomm.h) the
+// host first polls the stream through comm.c's wait, under the collective watchdog (a peer that never joins a
+// collective the stream waits for ends the job at --ddp_timeout instead of blocking here forever), and copies
+// after: a copy into pageable memory blocks the host until the stream reaches it, outside any watch
 static void download(void *dst, const void *src, int64_t bytes) {
-    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToHost, cu_stream()));
     if (os_dc_host_wait) os_dc_host_wait(stream_done, NULL);
-    else CU_CHECK(cudaStreamSynchronize(cu_stream()));
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToHost, cu_stream()));
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
 }
 
 #define FILL(m) .m = cu_##m,
