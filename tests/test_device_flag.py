@@ -84,6 +84,18 @@ def test_cuda_gemm_checks_or_says_why_not():
 
 
 @needs_cuda_build
+def test_cuda_nccl_checks_or_says_why_not():
+    # on a GPU: NCCL through the device transport with a one-rank communicator (tests/cuda/test_cuda_nccl.c)
+    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_nccl")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if no_gpu():
+        assert "test_cuda_nccl: skipped, no GPU: --device cuda: no usable CUDA device" in p.stdout, p.stdout
+    else:
+        assert "test_cuda_nccl: all" in p.stdout or "skipped, NCCL: libnccl.so.2 not found" in p.stdout, p.stdout
+
+
+@needs_cuda_build
 @pytest.mark.skipif(not no_gpu(), reason="a GPU is here")
 @pytest.mark.parametrize("kind", ["sft", "infer"])
 @pytest.mark.parametrize("dev", ["cuda", "cuda:1"])
