@@ -57,10 +57,13 @@ void comm_init(int *argc, char ***argv) {
 
 static void device_drain(void);
 void comm_finalize(void) {
-    if (device_way()) {
+    if (device_way()) {   // every collective ended (under the watchdog), then the communicator's end, bounded
         device_drain();
+        pd_arm("ncclCommFinalize", wd_timeout());
         os_dc->close();
+        pd_disarm();
         g_way = COMM_WAY_HOST;
+        os_dc_host_wait = NULL;
     }
     if (g_inited) {
         pd_arm("MPI_Finalize", wd_timeout());
