@@ -3,6 +3,7 @@
 # libcudart_static.a); by default the PyPI one of tools/setup-cuda.sh (.cuda/nvidia/cu13), else the nvcc on PATH,
 # else /usr/local/cuda. CUBLAS_INC / NCCL_INC: other folders holding cublasLt.h / nccl.h (e.g. a pip-installed
 # nvidia-cublas and nvidia-nccl-cu13 beside a toolkit without them).
+.DEFAULT_GOAL := all   # (the targets below come before the Makefile's all)
 CUDA_HOME ?= $(firstword $(wildcard $(CURDIR)/.cuda/nvidia/cu13) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)) /usr/local/cuda)
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUBLAS_INC ?= $(CUDA_HOME)/include
