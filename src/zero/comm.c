@@ -489,7 +489,8 @@ static void device_join(os_dc_op *h, int64_t seq) {
         while (!test_or_die(g_watch[g_watch_head].h)) wd_poll(oldest_ended, &w, w.seq);
         retire();
     }
-    g_watch[(g_watch_head + g_watch_n++) % WATCH].h = h, g_watch[(g_watch_head + g_watch_n - 1) % WATCH].seq = seq;
+    int i = (g_watch_head + g_watch_n++) % WATCH;
+    g_watch[i].h = h, g_watch[i].seq = seq;
 }
 
 static void device_drain(void) {
