@@ -1,8 +1,9 @@
 """The device seam's guard backend (OMNISHARD_BACKEND=guard, src/kernels/ops_guard.c): the backend's memory is out
 of the host's reach outside its own calls, so a run that reads a loss sum, a gradient norm, a bucket, an activation
 or the head's rows on the host without the seam's download stops with SIGSEGV (tests/unit/test_ops_guard.c: a host
-read does), and in strict mode (OMNISHARD_GUARD_STRICT=1, every run here) a kernel given host memory stops the run
-naming the member and the argument. A run on it (training with parameter terms, a save, a resume; ZeRO 0-3 at 1
+read does); strict (its default, every run here) a kernel given host memory stops the run naming the member and the
+argument; its kernels run only at download and free, as on a device's stream, so a result read without a download
+or a host array changed before the kernel ran gives other numbers. A run on it (training with parameter terms, a save, a resume; ZeRO 0-3 at 1
 and 2 ranks with the head's rows balanced; bf16; LoRA with dropout; packed rows; speech inputs with the feature
 cache; inference with and without the KV cache, spoken, batched) gives the numbers and bytes of the CPU backend."""
 import json
@@ -18,8 +19,8 @@ from test_speech_train import write_data, write_wav
 ARGS = ["--learning_rate", "2e-3", "--max_length", "64", "--save_steps", 2, "--gradient_accumulation_steps", 2,
         "--param_loss", "l2:0.01:group_decode_adapter", "--param_loss", "dummy:model.layers.0."]
 KEYS = ("loss", "param_loss", "grad_norm", "head_rows_moved")
-# Every run on the guard is strict: a kernel given host memory (where a device needs its own) stops it too
-STRICT = {"OMNISHARD_BACKEND": "guard", "OMNISHARD_GUARD_STRICT": "1"}
+# Every run on the guard is strict (its default): a kernel given host memory (where a device needs its own) stops it
+STRICT = {"OMNISHARD_BACKEND": "guard"}
 
 
 def env_of(backend):

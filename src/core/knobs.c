@@ -89,8 +89,9 @@ static void read_all(void) {
                     "its calls, a test hook), got '%s'", "OMNISHARD_BACKEND", v);
         else g.backend_guard = !strcmp(v, "guard");
     }
-    g.guard_strict = zero_one("OMNISHARD_GUARD_STRICT", 0, "expected 1 (the guard backend stops a call given host memory "
-                                                           "where a device needs its own, a test hook) or 0, got '%s'");
+    g.guard_strict = zero_one("OMNISHARD_GUARD_STRICT", 1, "expected 1 (the default: the guard backend stops a call "
+                                                           "given host memory where a device needs its own) or 0 (it "
+                                                           "runs it), got '%s'");
     read_fault();
     if ((v = set("OMNISHARD_COMM"))) {
         if (strcmp(v, "mpi") && strcmp(v, "nccl"))

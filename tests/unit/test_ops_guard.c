@@ -2,8 +2,8 @@
 // upload/download and every other member (each opens the buffers it is given for the call only: the CPU
 // backend's values, and the buffers closed again after), and a host read or write of one outside its calls stops
 // the process with SIGSEGV (checked in a child process; under AddressSanitizer, whose handler reports the SEGV and
-// exits 1, that exit). A product opens the bf16 copy bound to its operand; strict mode stops a member given host
-// memory, naming the member and the argument.
+// exits 1, that exit). A product opens the bf16 copy bound to its operand; strict mode (the default) stops a member
+// given host memory, naming the member and the argument; the members run in order at download and free only.
 #include "kernels/ops.h"
 #include "kernels/kernels.h"
 #include "core/knobs.h"
@@ -82,6 +82,38 @@ static void bound_product(void *arg) {
     _exit(*ok ? 0 : 5);
 }
 
+// The queue: members run at download and free, not when called (v: a guard buffer of 4 floats holding cv[0..4)).
+// A host array handed to a member (strict off) and changed before the next synchronisation gives the changed
+// numbers, a host result read without a download is not there yet; an upload's source is read when called, and
+// free runs the calls recorded before it
+static void queue_checks(const os_ops *g, float *v, const float *cv) {
+    float h[4] = {1, 2, 3, 4}, got[4], late[4], want[4];
+    os_guard_set_strict(0);
+    float *u = g->alloc(sizeof got, "u");
+    g->add(u, v, h, 4);   // (a): h changed after the call, before the queue ran
+    h[0] = 100;
+    g->download(got, u, sizeof got);
+    os_ops_cpu.add(want, cv, (const float[]){1, 2, 3, 4}, 4);
+    CHECK(got[0] == cv[0] + 100 && got[0] != want[0] && !memcmp(got + 1, want + 1, 3 * sizeof(float)),
+          "(a) a host array changed after the call: the queue reads it late (%g, the CPU backend %g)", got[0], want[0]);
+    memset(late, 0, sizeof late);
+    g->add(late, v, v, 4);   // (b): a result in host memory read without a download
+    int absent = late[0] == 0 && late[3] == 0;
+    g->download(got, u, sizeof got);   // the synchronisation point: it is written now
+    CHECK(absent && late[0] == cv[0] + cv[0] && late[3] == cv[3] + cv[3],
+          "(b) a result read by the host before a download is not there (%d), after it is (%g)", absent, late[0]);
+    os_guard_set_strict(1);
+    float src[4] = {5, 6, 7, 8}, *x = g->alloc(sizeof src, "x");
+    g->upload(x, src, sizeof src);
+    src[0] = -1;   // the host may reuse an upload's source when it returns
+    g->copy(u, x, 4);
+    g->free(x);   // free runs the copy first (it reads x)
+    g->download(got, u, sizeof got);
+    CHECK(got[0] == 5 && got[3] == 8, "an upload's bytes are taken when called, and free runs the queue first: %g %g",
+          got[0], got[3]);
+    g->free(u);
+}
+
 int main(void) {
     const os_ops *g = os_ops_guard(), *c = &os_ops_cpu;
     const char *path;
@@ -101,14 +133,19 @@ int main(void) {
     for (int i = 0; i < 7; i++) lg[0][i] = lc[0][i] = x[i], lg[1][i] = lc[1][i] = -x[i];
     double want[2] = {0.25, 0}, got[2];   // the sums start from 0.25 (accumulated into)
     int64_t nc = 0, *dc = g->alloc(sizeof(int64_t), "test count"), gc = -1;
+    float *gx = g->alloc(sizeof x, "x"), *glg = g->alloc(sizeof lg, "logits");
+    int32_t *gy = g->alloc(sizeof y, "labels");
     g->upload(d + 1, &want[0], sizeof(double));
-    g->sumsq(x, 7, d);
-    g->xent_fwd_bwd(&lg[0][0], 7, y, 2, 7, 0.5f, d + 1, dc);
+    g->upload(gx, x, sizeof x), g->upload(glg, lg, sizeof lg), g->upload(gy, y, sizeof y);
+    g->sumsq(gx, 7, d);
+    g->xent_fwd_bwd(glg, 7, gy, 2, 7, 0.5f, d + 1, dc);
     c->sumsq(x, 7, &want[1]);
     double s = want[1];
     c->xent_fwd_bwd(&lc[0][0], 7, y, 2, 7, 0.5f, &want[0], &nc);
     g->download(got, d, sizeof got);
     g->download(&gc, dc, sizeof gc);
+    g->download(lg, glg, sizeof lg);
+    g->free(gx), g->free(glg), g->free(gy);
     CHECK(got[0] == s && got[1] == want[0] && gc == nc, "guard sums %.17g %.17g (%lld) vs cpu %.17g %.17g (%lld)",
           got[0], got[1], (long long)gc, s, want[0], (long long)nc);
     int same = 1;
@@ -141,6 +178,7 @@ int main(void) {
     c->linear_fwd(co, cv, x, NULL, 1, 2, 2);
     g->download(ho, o, sizeof ho);
     CHECK(!memcmp(ho, co, sizeof ho), "strict: linear_fwd on guard memory with no bias as on the CPU");
+    queue_checks(g, v, cv);
     g->free(d), g->free(dc), g->free(v), g->free(w), g->free(o), g->free(NULL);
     return check_report("ops_guard");
 }
