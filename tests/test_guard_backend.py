@@ -54,6 +54,15 @@ def test_guard_backend_value_is_checked(tmp_path):
     assert p.returncode == 2 and "OMNISHARD_BACKEND: expected cpu (the default) or guard" in p.stderr, p.stderr
 
 
+def test_guard_strict_switch_is_checked():
+    """Strict is the guard's default; OMNISHARD_GUARD_STRICT takes 0 (off) or 1, anything else is refused."""
+    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, env={"OMNISHARD_BACKEND": "guard",
+                                                                    "OMNISHARD_GUARD_STRICT": "yes"})
+    assert p.returncode == 2 and "OMNISHARD_GUARD_STRICT" in p.stderr and "expected 1 (the default" in p.stderr \
+        and "or 0 (it runs it)" in p.stderr, p.stderr
+    run(["plan", "--model", "qwen2.5-0.5b"], env={"OMNISHARD_BACKEND": "guard", "OMNISHARD_GUARD_STRICT": "0"})
+
+
 # ---- the ZeRO runtime's buckets (parameters, gradients, moments, gathered buckets) on the guard's memory ----
 def run_both(d, args, ranks, timeout=180):
     """sft with args on the CPU backend into d/cpu and on the strict guard into d/guard"""
