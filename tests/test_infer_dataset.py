@@ -212,7 +212,7 @@ def without_place(rows):
     return [{k: v for k, v in r.items() if k not in ("seconds", "index", "line")} for r in rows]
 
 
-@pytest.mark.parametrize("np_,stage,B", [(None, None, 1), (2, 3, 1), (2, 0, 1), (None, None, 3), (2, 0, 2)])
+@pytest.mark.parametrize("np_,stage,B", [(None, None, 1), (2, 3, 1), (2, 0, 1), (None, None, 3), (2, 0, 2), (2, 3, 2)])
 def test_on_error_skip(bad, tmp_path, np_, stage, B):
     """--on_error skip: every bad record (malformed JSON, a wrong field type, a missing WAV, a prompt longer than
     max_position_embeddings, a spoken question the model cannot hear) gets an error line naming FILE:LINE with its key, index and line, in dataset order; the
@@ -264,8 +264,8 @@ def test_spoken_batched_and_split_in_lockstep(tmp_path):
     """records of different lengths (G = 1, text stop at step 3, audio at 5: asr records end at step 3, one s2s record
     runs to --max_new_tokens), spoken ones among them: the spoken questions of 1, 3 or 8 (the default) records at
     once through the encoder and the projector write the same lines, each the single-record answer; split over 2
-    and 3 ranks at ZeRO-3 (a rank whose record ended runs on in the other ranks' gathers) and over 2 at ZeRO-0, the
-    lines of 1 rank"""
+    and 3 ranks at ZeRO-3 (a rank whose record ended runs on in the other ranks' gathers; over 3 also B = 2 at once,
+    the batched engine in lockstep) and over 2 at ZeRO-0, the lines of 1 rank"""
     from oracle import slam_omni_ref as ref
     from test_infer import make
     d = tmp_path / "m"
@@ -293,8 +293,9 @@ def test_spoken_batched_and_split_in_lockstep(tmp_path):
         want = want or got
         assert got == want, size
     assert len({r["steps"] for r in want}) == 3 and [r["task"] for r in want] == ["s2s", "s2s", "asr", "s2s", "s2s", "asr", "s2s"]
-    for np_, stage, size in ((2, 3, 2), (3, 3, 1), (2, 0, 3)):
-        out = tmp_path / f"many{np_}{stage}.jsonl"
-        p = batch(d, data, out, *enc, "--zero_stage", stage, "--speech_batch_size", size, np_=np_)
+    for np_, stage, size, B in ((2, 3, 2, 1), (3, 3, 1, 1), (2, 0, 3, 1), (3, 3, 1, 2)):
+        out = tmp_path / f"many{np_}{stage}{B}.jsonl"
+        p = batch(d, data, out, *enc, "--zero_stage", stage, "--speech_batch_size", size, "--infer_batch_size", B,
+                  np_=np_)
         assert without_time(lines(out)) == want, (np_, stage)
         assert f"split over {np_} ranks" in p.stderr

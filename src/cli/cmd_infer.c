@@ -187,7 +187,7 @@ static int settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, int6
     int zero = a->zero_stage >= 0 ? a->zero_stage : nranks > 1 ? 3 : 0;
     // a whole test set over several ranks: the records split, each rank decoding alone (whole models) or in lockstep
     g->local = a->output_file && nranks > 1 && zero < 3;
-    g->lockstep = a->output_file && nranks > 1 && zero == 3 && a->batch <= 1;   // B > 1 at ZeRO-3: not split
+    g->lockstep = a->output_file && nranks > 1 && zero == 3;
     g->speech_batched = a->output_file != NULL;   // a test set: the spoken questions of many records at once
     if (settle_choice(a, g) < 0) return -1;
     // a SLAM-Omni model as slam_omni.json describes it, every bucket frozen (no gradients, no AdamW moments)

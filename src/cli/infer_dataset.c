@@ -258,9 +258,9 @@ static int write_round(const run *c, int64_t base, int64_t nw, int fd, tally *t,
 }
 
 // The records in rounds of W per stream: split over the ranks (S = N: alone at ZeRO 0-2, g->local; in lockstep at
-// ZeRO-3, every rank running each forward), else (1 rank; --infer_batch_size > 1 at ZeRO-3) every rank decoding
-// them together. Each round: this rank's prompts, their spoken questions K at a time through the encoder and the
-// projector, the records decoded (one at a time, or B at once), the lines written. 0, or 1 after the message.
+// ZeRO-3, every rank running each forward), else (1 rank) S = 1. Each round: this rank's prompts, their spoken
+// questions K at a time through the encoder and the projector, the records decoded (one at a time, or B at once),
+// the lines written. 0, or 1 after the message.
 static int rounds(run *c, int64_t done, int fd, tally *t, double t0) {
     int code = 0;
     int64_t n = c->ds->n, S = c->S;

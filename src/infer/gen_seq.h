@@ -35,6 +35,9 @@ int gen_agree(int rc, int local);
 // the speech front end of p's spoken question (before its first forward); 0, or -1 + message (every rank unless
 // local)
 int gen_prepare_speech(os_session *s, const os_infer_prompt *p, int local);
+// the prompt of a lockstep rank without one of its own: one position of pad ids, no speech (q->ids, returned, is
+// the caller's to free)
+int32_t *gen_idle_prompt(os_infer_prompt *q, const os_model *m);
 // the prompt's rows [R, cap] (positions [0, P) filled), allocated
 int32_t *gen_prompt_rows(const os_infer_prompt *p, int64_t cap);
 // The chooser: the audio logits of n sequences (z[i] their lm_head logits [V]; predict[i] 0: not wanted) into

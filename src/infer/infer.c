@@ -179,8 +179,7 @@ static int ranks_running(int mine) {
     return v > 0;
 }
 
-// the prompt of a lockstep rank without one of its own: one position of pad ids, no speech
-static int32_t *idle_prompt(os_infer_prompt *q, const os_model *m) {
+int32_t *gen_idle_prompt(os_infer_prompt *q, const os_model *m) {
     int64_t G = m->oc.G;
     *q = (os_infer_prompt){.R = G + 1, .L = 1, .ids = os_alloc(sizeof(int32_t) * (size_t)(G + 1), "idle prompt")};
     for (int64_t k = 0; k < G; k++) q->ids[k] = os_audio_token(&m->oc, k, os_pad_a(m->oc.audio_vocab));
@@ -209,7 +208,7 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
     if (rc < 0 && !o->lockstep) return -1;
     // lockstep: a rank without a prompt (or whose prompt failed) runs the same forwards over pad positions
     os_infer_prompt idle;
-    int32_t *idle_ids = p && rc == 0 ? NULL : idle_prompt(&idle, m);
+    int32_t *idle_ids = p && rc == 0 ? NULL : gen_idle_prompt(&idle, m);
     if (idle_ids) {
         if (!o->speech_batched) gen_prepare_speech(s, &idle, 1);   // no speech (no error): the speech states cleared
         p = &idle;

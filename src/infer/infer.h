@@ -97,7 +97,10 @@ int os_infer_prompt_check(const os_model *m, const os_infer_prompt *p);
 // max_new_tokens); its slot then takes the next prompt, or stays idle when none is left. A sequence's tokens are
 // those os_generate gives it (the sampling draws keyed by the seed and the sequence's own step and stream, not by
 // its slot). done(ctx, j, p, r, seconds) gets each finished sequence, in the order they finish (0, or -1 +
-// message). Collective unless o->local (every rank runs the same slots; rank 0 picks, one broadcast per step).
+// message). Collective unless o->local (every rank runs the same slots; rank 0 picks, one broadcast per step);
+// o->lockstep (needs o->speech_batched): each rank its own prompts (n may differ, 0 too), slots and tokens, the
+// forwards aligned over the ranks by pad forwards (infer_batch.c); a failure is this rank's (-1 + message after it
+// took part in every rank's forwards).
 // B at most OS_GEN_MAX_BATCH (gen_forward.h). 0, or -1 + message (every rank unless local).
 typedef int (*os_gen_prompt_fn)(void *ctx, int64_t j, os_infer_prompt *p);
 typedef int (*os_gen_done_fn)(void *ctx, int64_t j, const os_infer_prompt *p, const os_gen_result *r, double seconds);
