@@ -407,7 +407,7 @@ def small(tmp_path_factory):
     (["--model", "{d}/m", "--question", "hi", "--max_new_tokens", "0"], "--max_new_tokens: expected a value in [1,2147483647]"),
     (["--model", "{d}/m", "--question", "hi", "--top_k", "3"], "--top_k: only with --do_sample true"),
     (["--model", "{d}/m", "--question", "hi", "--task", "asr"], "--task asr: needs --wav FILE"),
-    (["--model", "{d}/m", "--question", "hi", "--bogus", "1"], "unknown option '--bogus' (nearest: "),
+    (["--model", "{d}/m", "--question", "hi", "--bogus", "1"], "unknown option '--bogus'"),
 ])
 def test_errors(small, args, message):
     p = infer_fail(small, [a.format(d=small) for a in args], None)

@@ -89,3 +89,11 @@ def test_plan_takes_an_sft_command_line():
     assert "0.550B parameters, 0.550B trained" in free and "0.550B trained" not in frozen, frozen
     p = run([*base, "--lora_rank", "0"], check=False, timeout=60)
     assert p.returncode == 2 and "--lora_rank: expected a value in [1,4096], got '0'" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("far", ["--padding_free", "--streaming", "--bogus"])
+def test_an_option_far_from_every_name_gets_no_suggestion(far):
+    """The nearest name is suggested only within a slip of the fingers (edit distance <= max(2, len/3)): ms-swift's
+    --padding_free is not a misspelt --learning_rate, and saying so would mislead."""
+    p = run(["sft", "--model", "m", "--dataset", "d", "--output_dir", "o", far, "true"], check=False)
+    assert p.returncode != 0 and f"unknown option '{far}'" in p.stderr and "(nearest:" not in p.stderr, p.stderr

@@ -54,7 +54,10 @@ const os_opt *os_opts_nearest(const os_opt_cmd *c, const char *name, size_t len)
             size_t d = distance(name, len, c->groups[g].opts[i].name);
             if (d < bd) bd = d, best = &c->groups[g].opts[i];
         }
-    return best;
+    // a name further than a slip of the fingers from every option has no nearest worth suggesting
+    // (--padding_free is not a misspelt --learning_rate)
+    size_t cap = len / 3 > 2 ? len / 3 : 2;
+    return bd <= cap ? best : NULL;
 }
 
 void os_opts_usage(const os_opt_cmd *c, FILE *f) {

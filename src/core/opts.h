@@ -68,5 +68,5 @@ void os_opts_defaults(const os_opt *opts, int n, void *obj);
 void os_opts_value(const os_opt *o, const void *obj, char *buf, size_t n);
 // a choice's canonical spelling: float32 for fp32, bfloat16 for bf16, true/false for True/False; else v itself
 const char *os_opts_canonical_choice(const char *v);
-// the table's option nearest to `name` (edit distance, '-' and '_' alike)
+// the table's option nearest to `name` (edit distance, '-' and '_' alike), or NULL when none is within max(2, len/3)
 const os_opt *os_opts_nearest(const os_opt_cmd *c, const char *name, size_t len);
