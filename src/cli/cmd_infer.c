@@ -40,8 +40,8 @@ static const os_opt OPTS[] = {
     {.name = "wav", F(wav), .type = OS_OPT_STR,
      .help = "the question spoken (needs the model's speech encoder); with --question: its transcript, unused"},
     {.name = "dataset", F(dataset), .type = OS_OPT_STR,
-     .help = "a SLAM-Omni record file; --index picks the record, whose prompt and question are built as for "
-             "training (its answer is not used)"},
+     .help = "a SLAM-Omni record file (JSONL/JSON, pretokenized) or a folder omnishard convert wrote; --index picks "
+             "the record, whose prompt and question are built as for training (its answer is not used)"},
     NUM("index", index, OS_OPT_I64, "[0,inf)", "the record of --dataset (default 0)"),
     {.name = "output_file", F(output_file), .type = OS_OPT_STR,
      .help = "with --dataset: decode every record, one JSON line each in dataset order (key, index, line, task, stop, "
