@@ -63,19 +63,24 @@ def test_cuda_with_the_guard_hook_is_refused(tmp_path):
     assert p.returncode == 2 and "--device cuda with OMNISHARD_BACKEND=guard" in p.stderr, p.stderr
 
 
+def cuda_check(name, timeout, *args):
+    """runs the CUDA build's check program tests/cuda/NAME, which must exit 0 (on a GPU: its checks passed; without
+    one: it said why it skipped)"""
+    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / name), *args], capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
 @needs_cuda_build
 def test_cuda_build_unit_checks():
-    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_nogpu"), *(["nogpu"] if no_gpu() else [])],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cuda_check("test_cuda_nogpu", 60, *(["nogpu"] if no_gpu() else []))
 
 
 @needs_cuda_build
 def test_cuda_gemm_checks_or_says_why_not():
     # on a GPU: every product against its definition (tests/cuda/test_cuda_gemm.c); here: the reason it cannot
-    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_gemm")], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = cuda_check("test_cuda_gemm", 300)
     if no_gpu():
         assert "test_cuda_gemm: skipped, no GPU: --device cuda: no usable CUDA device: CUDA driver version is " \
                "insufficient" in p.stdout, p.stdout
@@ -86,9 +91,7 @@ def test_cuda_gemm_checks_or_says_why_not():
 @needs_cuda_build
 def test_cuda_nccl_checks_or_says_why_not():
     # on a GPU: NCCL through the device transport with a one-rank communicator (tests/cuda/test_cuda_nccl.c)
-    p = subprocess.run([str(CUDA_BUILD / "tests" / "cuda" / "test_cuda_nccl")], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = cuda_check("test_cuda_nccl", 120)
     if no_gpu():
         assert "test_cuda_nccl: skipped, no GPU: --device cuda: no usable CUDA device" in p.stdout, p.stdout
     else:
