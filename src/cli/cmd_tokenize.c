@@ -1,6 +1,6 @@
 // omnishard tokenize: the Qwen2 tokenizer on the command line, one text per line (see usage below).
 #include "cli/commands.h"
-#include "cli/json_text.h"
+#include "tokenizer/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/opts.h"

@@ -4,7 +4,7 @@
 // (--ddp_timeout). When a wait passes the deadline, or another rank reports that its own did, this rank asks every
 // other rank where it is (point-to-point messages on MPI_COMM_WORLD with tags of their own), prints which collective,
 // which step and which ranks did not arrive, and ends the job (MPI_Abort). With comm.c, the only file that calls MPI
-// (docs/zero.md). comm.c includes this header; cli/infer_run.c too, for wd_timeout only.
+// (docs/zero.md). comm.c includes this header; infer/infer_run.c too, for wd_timeout only.
 #pragma once
 #include <mpi.h>
 #include <stdint.h>

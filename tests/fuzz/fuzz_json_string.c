@@ -1,6 +1,6 @@
-// Fuzz target: a JSON string literal as `omnishard tokenize --json` reads one per line (src/cli/json_text.c). A
+// Fuzz target: a JSON string literal as `omnishard tokenize --json` reads one per line (src/tokenizer/json_text.c). A
 // literal that parses is written back and parsed again: the text must come back byte for byte.
-#include "cli/json_text.h"
+#include "tokenizer/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "fuzz.h"

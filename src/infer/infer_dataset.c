@@ -1,7 +1,7 @@
 // omnishard infer --dataset FILE --output_file OUT (infer_run.h): every record of a test set decoded, one JSON line
 // each, in dataset order (docs/inference.md "A whole test set").
-#include "cli/infer_dataset.h"
-#include "cli/infer_lines.h"
+#include "infer/infer_dataset.h"
+#include "infer/infer_lines.h"
 #include "infer/infer_speech.h"
 #include "core/alloc.h"
 #include "core/err.h"

@@ -1,7 +1,7 @@
 // omnishard infer's run (infer_run.h): one answer, or the multi-round conversation read from stdin.
-#include "cli/infer_run.h"
-#include "cli/infer_dataset.h"
-#include "cli/infer_json.h"
+#include "infer/infer_run.h"
+#include "infer/infer_dataset.h"
+#include "infer/infer_json.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"

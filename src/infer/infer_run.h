@@ -1,7 +1,7 @@
 // omnishard infer after its options are settled (src/cli/cmd_infer.c): the session, one answer or the multi-round
 // conversation, or a whole test set (infer_dataset.h); the output.
 #pragma once
-#include "cli/infer_args.h"
+#include "infer/infer_args.h"
 #include "infer/infer.h"
 #include "session/session.h"
 

@@ -1,4 +1,4 @@
-#include "cli/json_text.h"
+#include "tokenizer/json_text.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "tokenizer/utf8.h"

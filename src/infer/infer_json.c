@@ -1,6 +1,6 @@
 // omnishard infer's JSON output (infer_json.h).
-#include "cli/infer_json.h"
-#include "cli/json_text.h"
+#include "infer/infer_json.h"
+#include "tokenizer/json_text.h"
 #include "core/alloc.h"
 #include "infer/infer_text.h"
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // The lines of omnishard infer --output_file (infer_lines.h).
-#include "cli/infer_lines.h"
-#include "cli/infer_json.h"
+#include "infer/infer_lines.h"
+#include "infer/infer_json.h"
 #include "core/err.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // omnishard infer --dataset FILE --output_file OUT: a whole test set (docs/inference.md "A whole test set").
 #pragma once
-#include "cli/infer_args.h"
+#include "infer/infer_args.h"
 #include "infer/infer.h"
 #include "session/session.h"
 #include "tokenizer/tokenizer.h"
