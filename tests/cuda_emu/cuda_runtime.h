@@ -234,6 +234,110 @@ template <typename T> T __shfl_down_sync(unsigned, T v, unsigned d) {
     T r = cu_emu::shfl(v, src < 32 ? src : 32);
     return r;
 }
+// ---- tensor-core and async-copy instructions (src/cuda/cu_mma.cuh; fragment layouts cu_mma_frag.h) ----
+// mma.sync and ldmatrix are warp-collective (.sync.aligned): each lane posts its operands, the 32 lanes meet at the
+// warp's barrier (as shuffles do), each reads what the instruction hands it from the others' posts, and they meet
+// again before a post may be overwritten. All 32 lanes must be live and at the same instruction, as on the GPU.
+// The mma sums in fp32, k in order, onto c (the products of two bf16 values are exact in fp32; the hardware's own
+// order and rounding of the sum is not documented: the kernels' tests allow for it). cp.async copies at once
+// (the emulator has no concurrency, so waiting for a group has nothing to wait for).
+#define CU_EMU 1
+#include "cu_mma_frag.h"
+namespace cu_emu {
+enum { OP_MMA = 1, OP_LDM = 2 };   // OP_LDM + 2 * num + trans: each ldmatrix form is its own instruction
+struct warp_post {
+    int op;
+    uint32_t r[6];      // mma: a0..a3, b0..b1
+    const void *addr;   // ldmatrix: this lane's row address
+};
+inline warp_post *posts() {
+    static warp_post p[1024];
+    return p;
+}
+inline void collective(int op, const char *what) {
+    unsigned t = tid(), w0 = t / 32 * 32;
+    if (alive(w0, 32) != 32 || w0 + 32 > st().fibers.size()) {
+        fprintf(stderr, "cuda_emu: %s with fewer than 32 live lanes in warp %u\n", what, w0 / 32);
+        exit(1);
+    }
+    posts()[t].op = op;
+    sync_warp();
+    for (unsigned l = 0; l < 32; l++)
+        if (posts()[w0 + l].op != op) {
+            fprintf(stderr, "cuda_emu: %s: lane %u of warp %u is at another instruction (a diverged warp)\n", what,
+                    l, w0 / 32);
+            exit(1);
+        }
+}
+inline float bf16_value(uint32_t reg, int hi) {
+    uint32_t u = (hi ? reg >> 16 : reg & 0xffffu) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline void mma_bf16(float *d, const uint32_t *a, const uint32_t *b) {
+    unsigned t = tid(), w0 = t / 32 * 32, lane = t & 31;
+    memcpy(posts()[t].r, a, 16);
+    memcpy(posts()[t].r + 4, b, 8);
+    collective(OP_MMA, "mma.sync.m16n8k16");
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *r = posts()[w0 + l].r;
+        for (int i = 0; i < 8; i++) A[cu_frag_a_row(l, i)][cu_frag_a_col(l, i)] = bf16_value(r[i / 2], i & 1);
+        for (int i = 0; i < 4; i++) B[cu_frag_b_row(l, i)][cu_frag_b_col(l, i)] = bf16_value(r[4 + i / 2], i & 1);
+    }
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int row = cu_frag_c_row((int)lane, i), col = cu_frag_c_col((int)lane, i);
+        float acc = d[i];
+        for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+        out[i] = acc;
+    }
+    sync_warp();   // every lane has read the posts
+    memcpy(d, out, 16);
+}
+inline void ldmatrix(uint32_t *r, int num, int trans, const void *p) {
+    unsigned t = tid(), w0 = t / 32 * 32, lane = t & 31;
+    posts()[t].addr = p;
+    collective(OP_LDM + 2 * num + trans, "ldmatrix");
+    uint32_t out[4];
+    for (int j = 0; j < num; j++) {
+        uint32_t v = 0;
+        for (int e = 0; e < 2; e++) {
+            int row = cu_frag_ldm_row((int)lane, e, trans), col = cu_frag_ldm_col((int)lane, e, trans);
+            const uint16_t *rowp = (const uint16_t *)posts()[w0 + cu_frag_ldm_addr_lane(j, row)].addr;
+            v |= (uint32_t)rowp[col] << (16 * e);
+        }
+        out[j] = v;
+    }
+    sync_warp();
+    memcpy(r, out, 4 * (size_t)num);
+}
+}   // namespace cu_emu
+inline void cu_mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) { cu_emu::mma_bf16(d, a, b); }
+inline void cu_ldmatrix_x4(uint32_t (&r)[4], const void *p) { cu_emu::ldmatrix(r, 4, 0, p); }
+inline void cu_ldmatrix_x4_trans(uint32_t (&r)[4], const void *p) { cu_emu::ldmatrix(r, 4, 1, p); }
+inline void cu_ldmatrix_x2(uint32_t (&r)[2], const void *p) { cu_emu::ldmatrix(r, 2, 0, p); }
+inline void cu_ldmatrix_x2_trans(uint32_t (&r)[2], const void *p) { cu_emu::ldmatrix(r, 2, 1, p); }
+inline void cu_ldmatrix_x1(uint32_t (&r)[1], const void *p) { cu_emu::ldmatrix(r, 1, 0, p); }
+inline void cu_ldmatrix_x1_trans(uint32_t (&r)[1], const void *p) { cu_emu::ldmatrix(r, 1, 1, p); }
+inline void cu_cp_async16(void *smem, const void *gmem, int bytes) {
+    memset(smem, 0, 16);
+    if (bytes > 0) memcpy(smem, gmem, (size_t)(bytes < 16 ? bytes : 16));
+}
+inline void cu_cp_async_commit(void) {}
+template <int N> inline void cu_cp_async_wait(void) {}
+// round to nearest even (a NaN stays NaN), as cvt.rn.bf16x2.f32
+inline uint32_t cu_pack_bf16(float lo, float hi) {
+    auto bits = [](float f) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+        return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    };
+    return bits(lo) | bits(hi) << 16;
+}
+
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

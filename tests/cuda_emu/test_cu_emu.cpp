@@ -49,6 +49,117 @@ static bool close(const vec &a, const vec &b, double atol, double rtol, const ch
     return worst <= 1.0;
 }
 
+// ---- the emulator's mma.sync / ldmatrix against the PTX ISA's fragment layouts (../shared tensor-cores.md) ----
+// hand-worked lanes of the document: lane 0, 5 and 31 (g = lane / 4, t = lane % 4)
+static void test_fragment_table(void) {
+    static const int a0[8][2] = {{0, 0}, {0, 1}, {8, 0}, {8, 1}, {0, 8}, {0, 9}, {8, 8}, {8, 9}};
+    static const int a5[8][2] = {{1, 2}, {1, 3}, {9, 2}, {9, 3}, {1, 10}, {1, 11}, {9, 10}, {9, 11}};
+    static const int a31[8][2] = {{7, 6}, {7, 7}, {15, 6}, {15, 7}, {7, 14}, {7, 15}, {15, 14}, {15, 15}};
+    static const int b5[4][2] = {{2, 1}, {3, 1}, {10, 1}, {11, 1}}, b31[4][2] = {{6, 7}, {7, 7}, {14, 7}, {15, 7}};
+    static const int c0[4][2] = {{0, 0}, {0, 1}, {8, 0}, {8, 1}}, c5[4][2] = {{1, 2}, {1, 3}, {9, 2}, {9, 3}};
+    for (int i = 0; i < 8; i++) {
+        CHECK(cu_frag_a_row(0, i) == a0[i][0] && cu_frag_a_col(0, i) == a0[i][1], "lane 0 a%d", i);
+        CHECK(cu_frag_a_row(5, i) == a5[i][0] && cu_frag_a_col(5, i) == a5[i][1], "lane 5 a%d", i);
+        CHECK(cu_frag_a_row(31, i) == a31[i][0] && cu_frag_a_col(31, i) == a31[i][1], "lane 31 a%d", i);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(cu_frag_b_row(5, i) == b5[i][0] && cu_frag_b_col(5, i) == b5[i][1], "lane 5 b%d", i);
+        CHECK(cu_frag_b_row(31, i) == b31[i][0] && cu_frag_b_col(31, i) == b31[i][1], "lane 31 b%d", i);
+        CHECK(cu_frag_c_row(0, i) == c0[i][0] && cu_frag_c_col(0, i) == c0[i][1], "lane 0 c%d", i);
+        CHECK(cu_frag_c_row(5, i) == c5[i][0] && cu_frag_c_col(5, i) == c5[i][1], "lane 5 c%d", i);
+    }
+    // ldmatrix: lane 5 holds row 1, elements 2 and 3; transposed, rows 2 and 3 of column 1
+    CHECK(cu_frag_ldm_row(5, 0, 0) == 1 && cu_frag_ldm_col(5, 0, 0) == 2 && cu_frag_ldm_col(5, 1, 0) == 3, "ldmatrix lane 5");
+    CHECK(cu_frag_ldm_row(5, 1, 1) == 3 && cu_frag_ldm_col(5, 1, 1) == 1, "ldmatrix.trans lane 5");
+    CHECK(cu_frag_ldm_addr_lane(2, 7) == 23, "ldmatrix: matrix 2's row 7 comes from lane 23");
+}
+
+static uint16_t bf16_of(float f) { return (uint16_t)(cu_pack_bf16(f, 0.0f) & 0xffffu); }
+static float float_of(uint16_t h) { return cu_emu::bf16_value(h, 0); }
+
+// one warp: M[4] 8x8 bf16 matrices (row stride 8) loaded by every ldmatrix form; regs[form][lane][4]
+static void ldm_kernel(const uint16_t *M, uint32_t *regs) {
+    static uint16_t sm[4 * 64];
+    int lane = threadIdx.x;
+    for (int i = lane; i < 256; i += 32) sm[i] = M[i];
+    __syncwarp();
+    const uint16_t *row = sm + 64 * (lane / 8) + 8 * (lane % 8);   // lane 8j + r: row r of matrix j
+    uint32_t r4[4], r2[2], r1[1], *o = regs + 4 * lane;
+    cu_ldmatrix_x4(r4, row), memcpy(o, r4, 16), o += 128;
+    cu_ldmatrix_x4_trans(r4, row), memcpy(o, r4, 16), o += 128;
+    cu_ldmatrix_x2(r2, row), memcpy(o, r2, 8), o += 128;
+    cu_ldmatrix_x2_trans(r2, row), memcpy(o, r2, 8), o += 128;
+    cu_ldmatrix_x1(r1, row), memcpy(o, r1, 4), o += 128;
+    cu_ldmatrix_x1_trans(r1, row), memcpy(o, r1, 4);
+}
+
+// one warp: A[16][16] (row-major) and B as Bt[8][16] (n rows of k: the .col operand) through ldmatrix into
+// fragments, then D = A B + C; every lane's registers and results to frags/d
+static void mma_kernel(const uint16_t *A, const uint16_t *Bt, const float *C, uint32_t *frags, float *d) {
+    static uint16_t sa[256], sb[128];
+    int lane = threadIdx.x;
+    for (int i = lane; i < 256; i += 32) sa[i] = A[i];
+    for (int i = lane; i < 128; i += 32) sb[i] = Bt[i];
+    __syncwarp();
+    // A: matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) = a0..a7 (tensor-cores.md)
+    uint32_t a[4], b[2];
+    cu_ldmatrix_x4(a, sa + 16 * (lane % 8 + 8 * (lane / 8 % 2)) + 8 * (lane / 16));
+    // B: matrices (n 0-7, k 0-7), (n 0-7, k 8-15) of Bt = b0..b3
+    cu_ldmatrix_x2(b, sb + 16 * (lane % 8) + 8 * (lane / 8 % 2));
+    memcpy(frags + 6 * lane, a, 16), memcpy(frags + 6 * lane + 4, b, 8);
+    float acc[4];
+    memcpy(acc, C + 4 * lane, 16);
+    cu_mma_bf16(acc, a, b);
+    memcpy(d + 4 * lane, acc, 16);
+}
+
+static void test_mma_ldmatrix(void) {
+    // ldmatrix: lane l, register j = matrix j's row l/4, elements 2(l%4) and 2(l%4)+1 (low half first); .trans:
+    // the same of the transpose (written out here from the document, not from cu_mma_frag.h)
+    std::vector<uint16_t> M(256);
+    for (int i = 0; i < 256; i++) M[i] = (uint16_t)(0x3f80 + i);   // distinct bf16 values
+    std::vector<uint32_t> regs(6 * 128, 0xdeadbeefu);
+    cu_emu::launch(ldm_kernel, dim3(1), dim3(32))(M.data(), regs.data());
+    int nums[6] = {4, 4, 2, 2, 1, 1};
+    for (int f = 0; f < 6; f++)
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < nums[f]; j++)
+                for (int e = 0; e < 2; e++) {
+                    int r = l / 4, c = 2 * (l % 4) + e, trans = f % 2;
+                    uint16_t want = M[64 * j + (trans ? 8 * c + r : 8 * r + c)];
+                    uint16_t got = (uint16_t)(regs[128 * f + 4 * l + j] >> (16 * e));
+                    CHECK(got == want, "ldmatrix form %d lane %d register %d element %d: %#x, want %#x", f, l, j, e, got, want);
+                }
+    // mma: every lane's fragments (from ldmatrix) and its four results against the plain product
+    std::vector<uint16_t> A(256), Bt(128);
+    vec av = rnd(256, 90), bv = rnd(128, 91), C = rnd(128, 92), D(128);
+    for (int i = 0; i < 256; i++) A[i] = bf16_of(av[i]);
+    for (int i = 0; i < 128; i++) Bt[i] = bf16_of(bv[i]);
+    std::vector<uint32_t> frags(6 * 32);
+    cu_emu::launch(mma_kernel, dim3(1), dim3(32))(A.data(), Bt.data(), C.data(), frags.data(), D.data());
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4, t = l % 4;
+        for (int i = 0; i < 8; i++) {   // a_i at row g (+8 for a2,a3,a6,a7), column 2t + (i & 1) (+8 for i >= 4)
+            int row = g + (i % 4 >= 2 ? 8 : 0), col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+            CHECK((uint16_t)(frags[6 * l + i / 2] >> (16 * (i & 1))) == A[16 * row + col], "lane %d a%d", l, i);
+        }
+        for (int i = 0; i < 4; i++) {   // b_i at k = 2t + (i & 1) (+8 for b2,b3), n = g
+            int k = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
+            CHECK((uint16_t)(frags[6 * l + 4 + i / 2] >> (16 * (i & 1))) == Bt[16 * g + k], "lane %d b%d", l, i);
+        }
+        for (int i = 0; i < 4; i++) {   // d_i at row g (+8 for d2,d3), column 2t + (i & 1)
+            int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+            double want = C[4 * l + i], mag = fabs(want);
+            for (int k = 0; k < 16; k++) {
+                double p = (double)float_of(A[16 * row + k]) * float_of(Bt[16 * col + k]);
+                want += p, mag += fabs(p);
+            }
+            CHECK(fabs(D[4 * l + i] - want) <= 17 * 0x1p-24 * mag, "lane %d d%d = D[%d][%d]: %.9g, want %.9g", l, i,
+                  row, col, D[4 * l + i], want);
+        }
+    }
+}
+
 static void test_elementwise(void) {
     int64_t n = 1000;
     vec a = rnd(n, 1), b = rnd(n, 2), o1(n), o2(n);
@@ -244,6 +355,8 @@ static void cached_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t H, 
 }
 
 int main(void) {
+    test_fragment_table();
+    test_mma_ldmatrix();
     test_elementwise();
     test_adamw();
     test_embedding();
