@@ -4,6 +4,7 @@
 #include "cuda/cu_alloc.h"
 #include "cuda/cu_gemm_kernels.h"
 #include "cuda/cu_lt.h"
+#include "cuda/cu_ops.h"
 #include "core/err.h"
 #include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
@@ -25,6 +26,8 @@ static struct {
 } g_pin;
 static uint16_t *g_scr[2];   // per operand, device, grown only (stream order makes one of each enough)
 static int64_t g_scr_cap[2];
+static uint16_t *g_f32[3];   // fp32 scratch (as pairs of uint16_t): a and b widened, the result of a bf16 output
+static int64_t g_f32_cap[3];
 
 static uint16_t *grow(uint16_t **buf, int64_t *cap, int64_t n, const char *what) {
     if (n > *cap) {
@@ -82,7 +85,7 @@ static void product(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
         return;
     }
     int bf16 = k_gemm_bf16_on();
-    cu_matmul_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, bf16, g_tf32};
+    cu_matmul_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, bf16, g_tf32, NULL};
     if (bf16 && !(pre & 1)) g.a = rounded(0, a, ta ? K : M, ta ? M : K, lda, &g.lda);
     if (bf16 && !(pre & 2)) g.b = rounded(1, b, tb ? N : K, tb ? K : N, ldb, &g.ldb);
     cu_lt_matmul(&g);
@@ -100,6 +103,65 @@ void cu_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, f
     product(pre, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+static float *f32_scratch(int i, int64_t n, const char *what) {
+    return (float *)grow(&g_f32[i], &g_f32_cap[i], 2 * n, what);
+}
+
+// a bf16 operand [rows, cols] (row stride *ld) widened into fp32 scratch i (packed: *ld = cols)
+static const float *widened(int i, const void *src, int64_t rows, int64_t cols, int64_t *ld) {
+    float *d = f32_scratch(i, rows * cols, "matmul operand widened to fp32");
+    cu_widen_rows(d, src, rows, cols, *ld);
+    *ld = cols;
+    return d;
+}
+
+// every row of c [M, N] (row stride ldc) = bias [N]
+static void fill_bias(float *c, int64_t ldc, const float *bias, int64_t M, int64_t N) {
+    if (ldc == N) cu_fill_rows(c, bias, M, N);
+    else
+        for (int64_t r = 0; r < M; r++) cu_copy(c + r * ldc, bias, N);
+}
+
+// k_matmul's definition (kernels.h) on cuBLASLt: bf16 operands read as they are where both are bf16 or the products
+// round (an fp32 one rounded as cu_gemm rounds it), else widened (cuBLASLt multiplies two operands of one type);
+// bias by cuBLASLt's bias epilogue (or, where it has no algorithm for it, rows filled first as cu_linear_fwd);
+// dbias by cu_bias_grad; a bf16 c from the fp32 result in scratch, rounded once.
+void cu_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
+    k_matmul_shape s;
+    k_matmul_check(&c, &a, &b, beta, &bias, &dbias, &s);
+    int64_t M = s.M, N = s.N, K = s.K, lda = s.lda, ldb = s.ldb, ldc = s.ldc;
+    if (dbias.data && M > 0) {
+        if (a.dtype != OS_F32) os_die("CUDA backend: matmul's dbias reads an fp32 a only (a is bf16)");
+        if (K > 0) cu_bias_grad(dbias.data, a.data, M, K, a.stride[0], a.stride[1]);
+    }
+    if (!c.data || M <= 0 || N <= 0) return;
+    float *cf = c.data;
+    if (c.dtype == OS_BF16) {
+        cf = f32_scratch(2, M * N, "matmul result before its bf16 rounding"), ldc = N;
+        if (beta != 0.0f) cu_widen_rows(cf, c.data, M, N, s.ldc);
+    }
+    if (K <= 0) {
+        if (bias.data) fill_bias(cf, ldc, bias.data, M, N);
+        else cu_scale_rows(cf, M, N, ldc, beta);
+    } else {
+        int abf = a.dtype == OS_BF16, bbf = b.dtype == OS_BF16, bf16 = k_gemm_bf16_on() || (abf && bbf);
+        const void *pa = a.data, *pb = b.data;
+        int64_t ar = s.ta ? K : M, ac = s.ta ? M : K, br = s.tb ? N : K, bc = s.tb ? K : N;
+        if (bf16 && !abf) pa = rounded(0, pa, ar, ac, lda, &lda);
+        if (bf16 && !bbf) pb = rounded(1, pb, br, bc, ldb, &ldb);
+        if (!bf16 && abf) pa = widened(0, pa, ar, ac, &lda);
+        if (!bf16 && bbf) pb = widened(1, pb, br, bc, &ldb);
+        cu_matmul_op g = {s.ta, s.tb, M, N, K, alpha, beta, pa, pb, lda, ldb, ldc, cf, bf16, g_tf32, bias.data};
+        if (cu_lt_matmul(&g) < 0) {   // no fused bias: the rows start from it, the product accumulates
+            fill_bias(cf, ldc, bias.data, M, N);
+            g.bias = NULL, g.beta = 1.0f;
+            cu_lt_matmul(&g);
+        }
+    }
+    if (c.dtype == OS_BF16)
+        for (int64_t r = 0; r < M; r++) cu_round_rows((uint16_t *)c.data + r * s.ldc, cf + r * N, 1, N, N);
+}
+
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O]
 void cu_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O) {
     if (N <= 0 || O <= 0) return;
@@ -112,5 +174,5 @@ void cu_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, cons
                    int64_t N, int64_t I, int64_t O) {
     if (dinp) cu_gemm(0, 0, N, I, O, 1.0f, dout, O, w, I, 1.0f, dinp, I);
     if (dw) cu_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dw, I);
-    if (dbias && N > 0 && O > 0) cu_colsum_add(dbias, dout, N, O);
+    if (dbias && N > 0 && O > 0) cu_bias_grad(dbias, dout, O, N, 1, O);
 }

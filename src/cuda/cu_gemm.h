@@ -5,6 +5,7 @@
 // pinned operand is read from its rounded copy, any other is rounded into scratch first. Bound copies hold bf16
 // bits (gemm_bound_esz 2; gemm_widen does nothing). to_bf16 is cu_to_bf16 of cu_ops.h.
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 int cu_gemm_open(int tf32);   // cuBLASLt opened; 0 or -1 with the reason in os_errmsg
@@ -23,3 +24,5 @@ void cu_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, f
 void cu_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
 void cu_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                    int64_t N, int64_t I, int64_t O);
+// the seam's matmul (k_matmul's definition) on cuBLASLt
+void cu_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias);

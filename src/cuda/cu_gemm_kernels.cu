@@ -1,4 +1,5 @@
-// The small kernels of the CUDA backend's products (cu_gemm_kernels.h): bf16 rounding, bias rows and sums.
+// The small kernels of the CUDA backend's products (cu_gemm_kernels.h): bf16 rounding and widening, bias rows and
+// sums.
 #include "cuda/cu_gemm_kernels.h"
 #include "cuda/cu_runtime.h"
 
@@ -23,13 +24,19 @@ __global__ static void fill_kernel(float *out, const float *bias, int64_t N, int
         out[i] = bias[i % O];
 }
 
-// one thread per column, rows in order (the CPU's order of the double sum)
-__global__ static void colsum_kernel(float *dbias, const float *dout, int64_t N, int64_t O) {
-    int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (o >= O) return;
+// one thread per output, k in order (the CPU's order of the double sum)
+__global__ static void bias_grad_kernel(float *dbias, const float *a, int64_t M, int64_t K, int64_t sm, int64_t sk) {
+    int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (m >= M) return;
     double s = 0.0;
-    for (int64_t r = 0; r < N; r++) s += dout[r * O + o];
-    dbias[o] += (float)s;
+    for (int64_t k = 0; k < K; k++) s += a[m * sm + k * sk];
+    dbias[m] += (float)s;
+}
+
+__global__ static void widen_rows_kernel(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
+    int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = __uint_as_float((uint32_t)src[(i / cols) * ld + i % cols] << 16);
 }
 
 __global__ static void scale_kernel(float *c, int64_t M, int64_t N, int64_t ldc, float beta) {
@@ -56,9 +63,14 @@ extern "C" void cu_fill_rows(float *out, const float *bias, int64_t N, int64_t O
     CU_LAUNCHED("cu_fill_rows");
 }
 
-extern "C" void cu_colsum_add(float *dbias, const float *dout, int64_t N, int64_t O) {
-    colsum_kernel<<<cu_blocks(O, THREADS), THREADS, 0, cu_stream()>>>(dbias, dout, N, O);
-    CU_LAUNCHED("cu_colsum_add");
+extern "C" void cu_bias_grad(float *dbias, const float *a, int64_t M, int64_t K, int64_t sm, int64_t sk) {
+    bias_grad_kernel<<<cu_blocks(M, THREADS), THREADS, 0, cu_stream()>>>(dbias, a, M, K, sm, sk);
+    CU_LAUNCHED("cu_bias_grad");
+}
+
+extern "C" void cu_widen_rows(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
+    widen_rows_kernel<<<grid(rows * cols), THREADS, 0, cu_stream()>>>(dst, src, rows, cols, ld);
+    CU_LAUNCHED("cu_widen_rows");
 }
 
 extern "C" void cu_scale_rows(float *c, int64_t M, int64_t N, int64_t ldc, float beta) {

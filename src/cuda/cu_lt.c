@@ -60,14 +60,14 @@ static uint32_t align_of(const void *p) {
 }
 
 typedef struct {
-    int ta, tb, bf16, tf32, beta0;
+    int ta, tb, bf16, tf32, beta0, bias;
     int64_t M, N, K, lda, ldb, ldc;
-    uint32_t al[3];
+    uint32_t al[4];
 } plan_key;
 
 typedef struct {
     plan_key k;
-    int used;
+    int used, none;   // none: the heuristic found no algorithm (a bias epilogue it cannot fuse)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;   // la: the column-major first operand (b), lb: the second (a), lc: c
     cublasLtMatmulAlgo_t algo;
@@ -91,11 +91,16 @@ static cublasLtMatrixLayout_t layout(int bf16, int64_t rows, int64_t cols, int64
 }
 
 static void build(plan *e, const cu_matmul_op *g) {
+    e->none = 0;
     ok(p_cublasLtMatmulDescCreate(&e->desc, g->tf32 && !g->bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                   CUDA_R_32F), "matmul descriptor", g);
     cublasOperation_t opa = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     ok(p_cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa", g);
     ok(p_cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb", g);
+    if (g->bias) {   // the bias along cuBLASLt's rows of D (our columns, N): fp32 as D
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        ok(p_cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "epilogue", g);
+    }
     // b as stored: [K, N] (tb 0) or [N, K]; a as stored: [M, K] (ta 0) or [K, M]; c: [M, N]
     e->la = layout(g->bf16, g->tb ? g->N : g->K, g->tb ? g->K : g->N, g->ldb, g);
     e->lb = layout(g->bf16, g->ta ? g->K : g->M, g->ta ? g->M : g->K, g->lda, g);
@@ -116,7 +121,8 @@ static void build(plan *e, const cu_matmul_op *g) {
     ok(p_cublasLtMatmulAlgoGetHeuristic(g_lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, 1, &r, &found), "heuristic",
        g);
     p_cublasLtMatmulPreferenceDestroy(pref);
-    if (found < 1) ok(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm", g);
+    if (found < 1 && g->bias) e->none = 1;   // the caller adds the bias itself
+    else if (found < 1) ok(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm", g);
     e->algo = r.algo;
 }
 
@@ -130,8 +136,10 @@ static plan *get_plan(const cu_matmul_op *g) {
     plan_key k;
     memset(&k, 0, sizeof k);   // the hash reads the padding too
     k.ta = g->ta, k.tb = g->tb, k.bf16 = g->bf16, k.tf32 = g->tf32 && !g->bf16, k.beta0 = g->beta == 0.0f;
+    k.bias = g->bias != NULL;
     k.M = g->M, k.N = g->N, k.K = g->K, k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.al[0] = align_of(g->a), k.al[1] = align_of(g->b), k.al[2] = align_of(g->c);
+    k.al[3] = g->bias ? align_of(g->bias) : 0;
     uint64_t h = key_hash(&k);
     for (int i = 0; i < 8; i++) {   // 8 slots probed; a full neighbourhood replaces the first
         plan *e = &g_plans[(h + (uint64_t)i) & (CACHE - 1)];
@@ -151,9 +159,14 @@ static plan *get_plan(const cu_matmul_op *g) {
     return e;
 }
 
-void cu_lt_matmul(const cu_matmul_op *g) {
+int cu_lt_matmul(const cu_matmul_op *g) {
     if (!g_lt) os_die("CUDA backend: a product before cuBLASLt was opened (os_cuda_open)");
     plan *e = get_plan(g);
+    if (e->none) return -1;
+    if (g->bias)
+        ok(p_cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias),
+           "bias pointer", g);
     ok(p_cublasLtMatmul(g_lt, e->desc, &g->alpha, g->b, e->la, g->a, e->lb, &g->beta, g->c, e->lc, g->c, e->lc,
                         &e->algo, g_ws, WORKSPACE, cu_stream()), "matmul", g);
+    return 0;
 }

@@ -8,7 +8,9 @@
 int cu_lt_open(void);
 // row-major c[M,N] = alpha * op(a)[M,K] @ op(b)[K,N] + beta * c (op(x) = x^T when t*); lda/ldb/ldc row strides in
 // elements. a and b are floats (bf16 0) or bf16 bits (bf16 1), c floats; M, N, K > 0. Accumulation in fp32;
-// tf32 1 lets fp32 inputs be rounded to TF32 on the tensor cores (--tf32 true), 0 keeps fp32 exact.
+// tf32 1 lets fp32 inputs be rounded to TF32 on the tensor cores (--tf32 true), 0 keeps fp32 exact. bias (fp32 [N],
+// or NULL): added to every row of the result by cuBLASLt's bias epilogue (c = alpha op(a) op(b) + beta c + bias).
+// 0, or -1 (nothing computed) when cuBLASLt has no algorithm for the product with its bias epilogue.
 typedef struct {
     int ta, tb;
     int64_t M, N, K;
@@ -17,5 +19,6 @@ typedef struct {
     int64_t lda, ldb, ldc;
     float *c;
     int bf16, tf32;
+    const float *bias;
 } cu_matmul_op;
-void cu_lt_matmul(const cu_matmul_op *g);
+int cu_lt_matmul(const cu_matmul_op *g);

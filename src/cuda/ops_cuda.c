@@ -75,6 +75,7 @@ static const os_ops g_cuda = {
     .gemm_rounds = cu_gemm_rounds,
     .gemm_round = cu_gemm_round,
     .gemm_rounded = cu_gemm_rounded,
+    .matmul = cu_matmul,
     .linear_fwd = cu_linear_fwd,
     .linear_bwd = cu_linear_bwd,
     KERNEL_MEMBERS(FILL)
@@ -85,7 +86,7 @@ static const os_ops g_cuda = {
 #define OWN_MEMBERS(X)                                                                                                \
     X(alloc) X(alloc_uninit) X(alloc_sparse) X(free) X(upload) X(download) X(gemm) X(gemm_pin) X(gemm_unpin)         \
     X(gemm_bound_esz) X(gemm_widen) X(gemm_bind) X(gemm_unbind) X(gemm_rounds) X(gemm_round) X(gemm_rounded)        \
-    X(linear_fwd) X(linear_bwd)
+    X(matmul) X(linear_fwd) X(linear_bwd)
 #define FIELD(m) __typeof__(((os_ops *)0)->m) m;
 struct listed {
     const char *name;

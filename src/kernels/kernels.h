@@ -5,6 +5,7 @@
 //  - Linear weights use PyTorch's layout w[out, in].
 //  - kernels parallelise with OpenMP / BLAS internally; they are safe to call with any sizes >= 0.
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 // ---- linear (BLAS sgemm) ----
@@ -48,6 +49,29 @@ int64_t k_gemm_rounds(void);
 void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
                     const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+// ---- matmul on typed views (matmul.c; the seam's matmul member, docs/design.md "Tensor views and the matmul
+// member") ----
+// c[M,N] = alpha * a[M,K] @ b[K,N] + beta * c: 2-D views (core/tensor.h), each with one unit stride (a transposed
+// operand is os_tensor_t of the stored matrix), c row-major. a and b fp32 or bf16 in any mix, accumulated in fp32;
+// c fp32 or bf16 (the fp32 result rounded once, round to nearest even). fp32 operands are multiplied as k_gemm
+// multiplies them (rounded to bf16 in bf16 mode, k_gemm_set_bf16); bf16 operands as they are (their values are
+// exact in fp32). Options (os_tensor_none() when not taken):
+//   bias  fp32 [N]: the rows of c start from it, the product accumulates onto it (beta must be 0):
+//         c = bias + alpha * a @ b (k_linear_fwd's order)
+//   dbias fp32 [M]: dbias[m] += sum over k of a[m, k], in double with k in order (a linear layer's bias gradient
+//         when a = dout^T: k_linear_bwd's column sums)
+// c with NULL data: no product (the dbias sums only). Sizes of 0 are allowed. A view of another shape or with no
+// unit stride stops the program naming it (a caller's error).
+void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias);
+// the product's dimensions and its operands as BLAS reads them (trans, row stride), from views checked as k_matmul
+// checks them (shared with the CUDA backend's matmul)
+typedef struct {
+    int64_t M, N, K, lda, ldb, ldc;
+    int ta, tb;
+} k_matmul_shape;
+void k_matmul_check(const os_tensor *c, const os_tensor *a, const os_tensor *b, float beta, const os_tensor *bias,
+                    const os_tensor *dbias, k_matmul_shape *s);
 
 // ---- embedding ----
 // out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)

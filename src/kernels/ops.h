@@ -8,6 +8,7 @@
 // the host reads them with download, at one point per micro-batch (train/step.c) and one for the gradient norm
 // (zero/runtime.c), so nothing inside the forward and backward waits for the device.
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 enum { OS_PRE_A = 1, OS_PRE_B = 2 };   // gemm_rounded: which operands come rounded
@@ -57,6 +58,10 @@ typedef struct {
     void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
     void (*linear_bwd)(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                        int64_t N, int64_t I, int64_t O);
+    // a matrix product on typed views (core/tensor.h), k_matmul's definition (kernels.h): c = alpha * a @ b +
+    // beta * c, operands fp32 or bf16, fp32 accumulation, c fp32 or bf16; bias (fp32 [N], rows start from it) and
+    // dbias (fp32 [M] += row sums of a: a linear layer's bias gradient) optional (os_tensor_none())
+    void (*matmul)(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias);
     // attention: q/out [B,T,H,D], k/v [B,T,KH,D]; keymask [B,T] (1 = key may be seen; NULL = all); seg [B,T]
     // (a query at t sees key s only if seg[b,s] == seg[b,t]; NULL = one segment per row). stats: the buffer
     // attention_fwd fills for attention_bwd, attention_stats_floats(B,T,H) floats (CPU: the probabilities B*H*T*T;

@@ -42,6 +42,7 @@ const os_ops os_ops_cpu = {
     .gemm_rounded = k_gemm_rounded,
     .linear_fwd = k_linear_fwd,
     .linear_bwd = k_linear_bwd,
+    .matmul = k_matmul,
     .attention_stats_floats = k_attention_stats_floats,
     .attention_fwd = k_attention_fwd,
     .attention_bwd = k_attention_bwd,

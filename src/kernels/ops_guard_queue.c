@@ -82,8 +82,9 @@ void gd_flush(void) {
 #define GD_COMMA() ,
 #define GD_NONE()
 
-// an argument is (P, type, name): a pointer (opened for the call; strict: the backend's memory or NULL) or
-// (V, type, name): a value (int, int64_t, float, uint64_t)
+// an argument is (P, type, name): a pointer (opened for the call; strict: the backend's memory or NULL),
+// (V, type, name): a value (int, int64_t, float, uint64_t) or (T, os_tensor, name): a tensor view (core/tensor.h),
+// recorded by value, its data a pointer as P's
 #define GD_PARAM(k, t, n) t n                          // the member's parameter
 #define GD_FIELD(k, t, n) t n;                         // its field in the record
 #define GD_NAME(k, t, n) n                             // the parameter, recorded
@@ -91,9 +92,11 @@ void gd_flush(void) {
 #define GD_PTR(k, t, n) GD_CAT(GD_PTR_, k)(n)          // the pointers, into p_[]
 #define GD_PTR_P(n) p_[n_++] = q_->n;
 #define GD_PTR_V(n)
+#define GD_PTR_T(n) p_[n_++] = q_->n.data;
 #define GD_PNAME(k, t, n) GD_CAT(GD_PNAME_, k)(n)      // their names, "a, b, c"
 #define GD_PNAME_P(n) #n ", "
 #define GD_PNAME_V(n)
+#define GD_PNAME_T(n) #n ", "
 
 // a queued member: NAME's record (NAME_q), the pointers in it (NAME_ptrs), its run when the queue reaches it
 // (IMPL on the recorded arguments, their buffers open; PRODUCT: the bf16 copies bound to them too), and the member
@@ -140,6 +143,8 @@ PRODUCT(linear_fwd, (P, float *, out), (P, const float *, inp), (P, const float 
         (V, int64_t, N), (V, int64_t, I), (V, int64_t, O))
 PRODUCT(linear_bwd, (P, float *, dinp), (P, float *, dw), (P, float *, dbias), (P, const float *, dout),
         (P, const float *, inp), (P, const float *, w), (V, int64_t, N), (V, int64_t, I), (V, int64_t, O))
+PRODUCT(matmul, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha), (V, float, beta),
+        (T, os_tensor, bias), (T, os_tensor, dbias))
 KERNEL(attention_fwd, (P, float *, out), (P, float *, stats), (P, const float *, q), (P, const float *, k),
        (P, const float *, v), (P, const uint8_t *, keymask), (P, const int32_t *, seg), (V, int, causal),
        (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D))
@@ -213,7 +218,7 @@ void gd_fill_queued(os_ops *t) {
     t->zero = zero, t->copy = copy, t->gemm = gemm, t->gemm_pin = gemm_pin, t->gemm_unpin = gemm_unpin;
     t->to_bf16 = to_bf16, t->gemm_widen = gemm_widen, t->gemm_bind = gemm_bind, t->gemm_unbind = gemm_unbind;
     t->gemm_round = gemm_round, t->gemm_rounded = gemm_rounded, t->linear_fwd = linear_fwd;
-    t->linear_bwd = linear_bwd, t->attention_fwd = attention_fwd, t->attention_bwd = attention_bwd;
+    t->linear_bwd = linear_bwd, t->matmul = matmul, t->attention_fwd = attention_fwd, t->attention_bwd = attention_bwd;
     t->attention_cached_fwd = attention_cached_fwd, t->rmsnorm_fwd = rmsnorm_fwd, t->rmsnorm_bwd = rmsnorm_bwd;
     t->layernorm_fwd = layernorm_fwd, t->rope_table = rope_table, t->rope_fwd = rope_fwd, t->rope_bwd = rope_bwd;
     t->embedding_fwd = embedding_fwd, t->embedding_acc = embedding_acc, t->embedding_bwd = embedding_bwd;

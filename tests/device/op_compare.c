@@ -33,7 +33,7 @@
 
 // every member of the seam is checked: a member added to os_ops (pointer-sized slots after `name`; host_memory,
 // an int, takes one with its padding) changes this count, and the build stops here until its check is added to TESTS below
-enum { OS_OPS_SLOTS = 50 };
+enum { OS_OPS_SLOTS = 51 };
 _Static_assert(sizeof(os_ops) == sizeof(void *) * (1 + OS_OPS_SLOTS),
                "os_ops changed: add the new member's check to tests/device/op_compare.c and update OS_OPS_SLOTS");
 
@@ -254,6 +254,62 @@ static void t_linear(void) {
     linear_case(7, 97, 4864, 0);
 }
 
+// ---- matmul on typed views: operands fp32 or bf16 (transposed views), c fp32 or bf16, bias, dbias ----
+static float *widen16(const uint16_t *h, int64_t n) {   // host bf16 bits as floats
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&x[i], &u, 4);
+    }
+    return x;
+}
+// c[M,N] = alpha a @ b (+ bias) with a = op(A) (ta: A stored [K, M]), b = B^T stored [N, K]; abf/bbf: the
+// operands given as bf16 (their fp32 values rounded by the reference's to_bf16), cbf: c bf16, bias, dbias (of a)
+static void matmul_case(int ta, int64_t M, int64_t N, int64_t K, int abf, int bbf, int cbf, int bias, int dbias) {
+    int64_t lda = (ta ? M : K) + 3, ldb = K + 1, na = (ta ? K : M) * lda, nb = N * ldb;
+    float *a = rnd(na, -1, 1), *b = rnd(nb, -1, 1), *bv = rnd(N, -1, 1), *db0 = rnd(M, -1, 1);
+    uint16_t *a16 = malloc(2 * (size_t)na), *b16 = malloc(2 * (size_t)nb), *c16 = malloc(2 * (size_t)(M * N));
+    R->to_bf16(a16, a, na), R->to_bf16(b16, b, nb);
+    float *want = malloc(sizeof(float) * (size_t)(M * N)), *wdb = hdup(db0, 4 * M);
+    os_tensor ha = abf ? os_mat(a16, OS_BF16, ta ? K : M, ta ? M : K, lda) : os_matf(a, ta ? K : M, ta ? M : K, lda);
+    os_tensor hb = os_tensor_t(bbf ? os_mat(b16, OS_BF16, N, K, ldb) : os_matf(b, N, K, ldb));
+    if (ta) ha = os_tensor_t(ha);
+    os_tensor hbias = bias ? os_vecf(bv, N) : os_tensor_none(), hdb = dbias ? os_vecf(wdb, M) : os_tensor_none();
+    R->matmul(cbf ? os_mat(c16, OS_BF16, M, N, N) : os_matf(want, M, N, N), ha, hb, 0.75f, 0.0f, hbias, hdb);
+    if (cbf) free(want), want = widen16(c16, M * N);
+    void *da = abf ? up(a16, 2 * na) : UPF(a, na), *dbm = bbf ? up(b16, 2 * nb) : UPF(b, nb);
+    void *dc = cbf ? up(c16, 2 * M * N) : upnan(M * N);   // (a bf16 c: overwritten, beta 0)
+    float *dbias_ = UPF(bv, N), *ddb = UPF(db0, M);
+    os_tensor xa = ha, xb = hb;
+    xa.data = da, xb.data = dbm;
+    X->matmul(os_mat(dc, cbf ? OS_BF16 : OS_F32, M, N, N), xa, xb, 0.75f, 0.0f,
+              bias ? os_vecf(dbias_, N) : os_tensor_none(), dbias ? os_vecf(ddb, M) : os_tensor_none());
+    char s[96];
+    snprintf(s, sizeof s, "%s M%lld N%lld K%lld a %s b %s c %s%s%s", ta ? "TT" : "NT", (long long)M, (long long)N,
+             (long long)K, abf ? "bf16" : "fp32", bbf ? "bf16" : "fp32", cbf ? "bf16" : "fp32", bias ? " bias" : "",
+             dbias ? " dbias" : "");
+    float *got = cbf ? NULL : down(dc, M * N);
+    if (cbf) {
+        uint16_t *g16 = malloc(2 * (size_t)(M * N));
+        X->download(g16, dc, 2 * M * N);
+        got = widen16(g16, M * N);
+        free(g16);
+    }
+    // a bf16 c: an fp32 result one summation order away may round to the neighbouring bf16 (2^-8 relative)
+    check("matmul", dt(), s, got, want, M * N, cbf ? 1e-3 : tol_mm());
+    if (dbias) checkd("matmul", dt(), "dbias of the same product", ddb, wdb, M, 1e-5);
+    else X->free(ddb);
+    X->free(da), X->free(dbm), X->free(dc), X->free(dbias_);
+    free(a), free(b), free(bv), free(db0), free(a16), free(b16), free(c16), free(want), free(wdb);
+}
+static void t_matmul(void) {
+    for (int ops = 0; ops < 4; ops++) matmul_case(ops & 1, 7, 1001, 97, ops & 1, ops >> 1, 0, 0, 0);
+    matmul_case(0, 1000, 131, 896, 0, 0, 0, 1, 0);   // a linear layer's forward with its bias
+    matmul_case(1, 131, 896, 1000, 0, 0, 0, 0, 1);   // its weight gradient with the bias gradient (a = dout^T)
+    matmul_case(0, 7, 1001, 97, 1, 1, 1, 0, 0);      // bf16 in, bf16 out
+    matmul_case(0, 1, 4864, 97, 0, 1, 1, 1, 0);      // one row, bias, bf16 out
+}
+
 // ---- bf16 operands: rounding, a bound copy, a pinned weight, operands rounded by the caller ----
 static void t_to_bf16(void) {
     const int64_t n = 100003;
@@ -352,6 +408,7 @@ static void t_bf16(void) {
     set_bf16(1);
     t_gemm();
     t_linear();
+    t_matmul();
     t_bind();
     t_pin();
     t_rounded();
@@ -705,8 +762,9 @@ static const check_fn TESTS[] = {
     {"zero_copy", "zero copy", t_zero_copy},
     {"gemm", "gemm", t_gemm},
     {"linear", "linear_fwd linear_bwd", t_linear},
+    {"matmul", "matmul", t_matmul},
     {"to_bf16", "to_bf16", t_to_bf16},
-    {"bf16", "gemm linear_fwd linear_bwd gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
+    {"bf16", "gemm linear_fwd linear_bwd matmul gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
              "gemm_rounds gemm_round gemm_rounded", t_bf16},
     {"attention", "attention_stats_floats attention_fwd attention_bwd", t_attention},
     {"attention_cached", "attention_cached_fwd", t_attention_cached},
