@@ -1,4 +1,4 @@
-"""How the f32 collectives travel between ranks (src/zero/transport.c, comm.c's transport_setup; docs/zero.md
+"""How the f32 collectives travel between ranks (src/zero/transport.c, transport_open; docs/zero.md
 "Transport"): decided once after MPI starts from every rank's host and GPU and OMNISHARD_COMM. On the CPU (--device
 cpu) the collectives stay MPI in place and nothing is said; with OMNISHARD_TEST_DEVICE=cuda on one GPU (the device
 check), two ranks share it: MPI through host buffers, said once. OMNISHARD_COMM=nccl where NCCL cannot run (a CPU

@@ -15,7 +15,7 @@ int os_cli_device_open(const char *device, int tf32) {
     const os_ops *t = os_cuda_open(index, tf32);
     if (!t) return -1;
     os_k = t;
-    os_dc = os_cuda_devcomm();   // zero/comm.c decides after MPI starts whether NCCL runs the collectives
+    os_dc = os_cuda_devcomm();   // zero/transport.c decides after MPI starts whether NCCL runs the collectives
     return 0;
 }
 

@@ -1,4 +1,5 @@
-// NCCL between GPUs for zero/comm.c (kernels/devcomm.h; docs/zero.md "Transport", docs/operations.md "GPUs").
+// NCCL between GPUs for zero/comm.c's f32 collectives (zero/coll_nccl.c over kernels/devcomm.h; docs/zero.md
+// "Transport", docs/operations.md "GPUs").
 // libnccl.so.2 is opened at run time (dlopen, as cuBLASLt in cu_lt.c) from the dynamic loader's search path:
 // LD_LIBRARY_PATH (pip's nvidia-nccl-cu13 puts it in site-packages/nvidia/nccl/lib), then the system's
 // (ldconfig: a CUDA install's libnccl2 package). A build without NCCL at run time still trains on one GPU, or on
@@ -28,7 +29,7 @@ static ncclComm_t g_comm;
 static cudaStream_t g_stream;   // the collectives' stream
 static cudaEvent_t g_ready;     // recorded on the compute stream before each collective
 
-enum { POOL = 64 };   // collectives in flight or not yet released at once (comm.c keeps fewer)
+enum { POOL = 64 };   // collectives in flight or not yet released at once (zero/coll_nccl.c keeps fewer)
 struct os_dc_op {
     cudaEvent_t done;
     int busy;

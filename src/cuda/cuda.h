@@ -26,7 +26,7 @@ os_cuda_mem os_cuda_mem_stats(void);
 // the floats of attention_fwd's stats on the CUDA backend (its fused kernel's log-sum-exp per query row, B*H*T):
 // what omnishard plan --device cuda counts, in any build
 int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H);
-// NCCL between GPUs for zero/comm.c (cu_nccl.c; its library is loaded only when comm.c chooses it); NULL in a build
+// NCCL between GPUs for zero/comm.c (cu_nccl.c; its library is loaded only when zero/transport.c may choose it); NULL in a build
 // without CUDA
 const os_devcomm *os_cuda_devcomm(void);
 // the table itself, opened or not (NULL in a build without CUDA)

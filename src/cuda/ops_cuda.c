@@ -46,7 +46,7 @@ static void upload(void *dst, const void *src, int64_t bytes) {
 }
 
 // device -> host, after everything issued before it: the synchronisation point. With NCCL (kernels/devcomm.h) the
-// host first polls the stream through comm.c's wait, under the collective watchdog (a peer that never joins a
+// host first polls the stream through zero/coll_nccl.c's wait, under the collective watchdog (a peer that never joins a
 // collective the stream waits for ends the job at --ddp_timeout instead of blocking here forever), and copies
 // after: a copy into pageable memory blocks the host until the stream reaches it, outside any watch
 static void download(void *dst, const void *src, int64_t bytes) {
@@ -62,7 +62,7 @@ static const os_ops g_cuda = {
     .alloc_uninit = alloc_uninit,
     .alloc_sparse = alloc,
     .free = cu_free,
-    .host_memory = 0,   // zero/comm.c: NCCL between GPUs (cu_nccl.c), else MPI through host buffers
+    .host_memory = 0,   // zero/transport.c: NCCL between GPUs (cu_nccl.c), else MPI through host buffers
     .upload = upload,
     .download = download,
     .gemm = cu_gemm,

@@ -1,6 +1,6 @@
 // The device seam's communication part: a backend whose memory is not the host's may bring a transport that runs
-// zero/comm.c's f32 collectives between devices itself (the CUDA backend: NCCL, src/cuda/cu_nccl.c). zero/comm.c
-// alone calls it (docs/zero.md "Transport", docs/design.md "Streams and events"); cli/ sets os_dc when it opens
+// zero/comm.c's f32 collectives between devices itself (the CUDA backend: NCCL, src/cuda/cu_nccl.c). zero/coll_nccl.c
+// alone calls it (zero/transport.c asks for the rank's device and loads the library) (docs/zero.md "Transport", docs/design.md "Streams and events"); cli/ sets os_dc when it opens
 // such a backend. Every collective runs on the transport's own stream, ordered against the backend's compute
 // stream by events: it starts after every op issued before it, and an op issued after join(h) runs after it.
 #pragma once
@@ -33,5 +33,5 @@ typedef struct {
 
 extern const os_devcomm *os_dc;        // NULL: none (the CPU and guard backends)
 // the backend's host waits (its download) call this, when set, instead of blocking: it must return once
-// ready(arg) returns 1, and meanwhile watches the collectives in flight (comm.c: the collective watchdog)
+// ready(arg) returns 1, and meanwhile watches the collectives in flight (zero/coll_nccl.c: the collective watchdog)
 extern void (*os_dc_host_wait)(int (*ready)(void *arg), void *arg);

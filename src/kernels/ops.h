@@ -25,8 +25,8 @@ typedef struct {
     void *(*alloc_uninit)(int64_t bytes, const char *what);
     void *(*alloc_sparse)(int64_t bytes, const char *what);
     void (*free)(void *p);
-    // 1: the backend's memory is the host's (the CPU backend): MPI may read and write it in place (zero/comm.c);
-    // 0: it is reached only through this table (comm.c stages the collectives through host buffers)
+    // 1: the backend's memory is the host's (the CPU backend): MPI may read and write it in place (zero/coll_inplace.c);
+    // 0: it is reached only through this table (zero/coll_staged.c stages the collectives through host buffers)
     int host_memory;
     void (*upload)(void *dst, const void *src, int64_t bytes);
     void (*download)(void *dst, const void *src, int64_t bytes);

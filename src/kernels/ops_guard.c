@@ -60,7 +60,7 @@ static void fill(void) {
     g_guard.name = "guard";
     g_guard.alloc = gd_alloc, g_guard.free = release, g_guard.upload = upload, g_guard.download = download;
     gd_fill_queued(&g_guard);
-    g_guard.alloc_uninit = gd_alloc, g_guard.alloc_sparse = gd_alloc, g_guard.host_memory = 0;   // MPI stages (zero/comm.c)
+    g_guard.alloc_uninit = gd_alloc, g_guard.alloc_sparse = gd_alloc, g_guard.host_memory = 0;   // MPI stages (zero/coll_staged.c)
 }
 
 const os_ops *os_ops_guard(void) {

@@ -91,7 +91,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     // gradients all-reduced (stages 0-1), N > 1: after the backward each full gradient bucket is all-reduced in
     // place (the activation arena stays, kept for the next step); Open MPI 4.1's MPI_Allreduce holds half the buffer
     // as temporaries meanwhile (measured with 25-400 MB buckets on 2 and 4 ranks). Stages 2-3 reduce-scatter through
-    // comm.c's own ring, which allocates nothing.
+    // zero/coll_inplace.c's own ring, which allocates nothing.
     int64_t a_reduce = !scattered && N > 1 ? 4 * (max_tb / 2) : 0;
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;

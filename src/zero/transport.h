@@ -1,7 +1,9 @@
 // Which way comm.c's f32 collectives travel (docs/zero.md "Transport"): decided once at start-up from every rank's
-// host, GPU and device transport, and the knob OMNISHARD_COMM. Arithmetic only (no MPI): comm.c gathers the
-// ranks' facts and every rank decides the same from the same table. Unit-tested in tests/unit/test_transport.c.
+// host, GPU and device transport, and the knob OMNISHARD_COMM; the way's table of collectives (zero/collectives.h)
+// is what comm.c calls from then on. The choice itself is arithmetic (comm_choose_way, unit-tested in
+// tests/unit/test_transport.c): every rank decides the same from the same facts.
 #pragma once
+#include "zero/collectives.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,3 +27,9 @@ typedef struct {
 // when a rank cannot run it. `why` gets one line saying what was chosen and why (empty with one rank). Returns the
 // way, or -1 with the reason in os_errmsg (naming the ranks, the GPU, the knob).
 int comm_choose_way(const comm_peer *p, int n, int forced, char *why, size_t whyn);
+
+// Right after MPI_Init, every rank: the ranks' facts gathered (outside the watchdog's numbering, like wd_init's
+// exchange), the way chosen, said once (rank 0) when it is not MPI in place, and its table opened: MPI in place
+// (the backend's memory is the host's, or one rank), MPI through host buffers, or the device transport (NCCL, its
+// communicator opened). NULL when the way cannot run: each rank has printed why; the caller ends the job (exit 2).
+const comm_transport *transport_open(int rank, int size);

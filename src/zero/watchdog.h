@@ -3,8 +3,8 @@
 // collectives in the same order) and is completed by wd_wait, which polls MPI_Testall against the deadline
 // (--ddp_timeout). When a wait passes the deadline, or another rank reports that its own did, this rank asks every
 // other rank where it is (point-to-point messages on MPI_COMM_WORLD with tags of their own), prints which collective,
-// which step and which ranks did not arrive, and ends the job (MPI_Abort). With comm.c, the only file that calls MPI
-// (docs/zero.md). comm.c includes this header; infer/infer_run.c too, for wd_timeout only.
+// which step and which ranks did not arrive, and ends the job (MPI_Abort). MPI is called only in zero/ (docs/zero.md).
+// comm.c and the transports (coll_*.c) include this header; infer/infer_run.c too, for wd_timeout only.
 #pragma once
 #include <mpi.h>
 #include <stdint.h>

@@ -28,7 +28,7 @@ static void get(float *h, const float *d, int64_t n) {
     CU_CHECK(cudaMemcpy(h, d, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
 }
 
-// waits for h's end on the host (test), then joins it as comm.c's comm_test does
+// waits for h's end on the host (test), then joins it as zero/coll_nccl.c's test does
 static void finish(const os_devcomm *t, os_dc_op *h) {
     int done;
     while ((done = t->test(h)) == 0) {}
