@@ -103,3 +103,26 @@ def test_lora_checkpoint_read_directly(tmp_path):
     args = ["--question", QUESTION, "--max_new_tokens", "6"]
     merged, direct = infer(d / "out" / "final_model", *args), infer(d / "out" / "checkpoint-2", *args)
     assert (direct["text_ids"], direct["audio"]) == (merged["text_ids"], merged["audio"])
+
+
+def test_relative_paths_are_stored_absolute(trained, tmp_path):
+    """sft with a relative --speech_encoder and --output_dir (run from the data's folder): slam_omni.json records the
+    encoder as an absolute path, so the model is read from anywhere; a relative path written by hand is read relative
+    to the model directory, not to where infer runs."""
+    from conftest import BIN
+    import subprocess
+    d = trained
+    p = subprocess.run([str(BIN), "sft", "--model", "m", "--dataset", "data.jsonl", "--output_dir", "rel_out",
+                        "--speech_encoder", "enc", "--max_steps", "1", "--max_length", "128"],
+                       cwd=d, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for where in ("final_model", "checkpoint-1"):
+        assert json.load(open(d / "rel_out" / where / "slam_omni.json"))["speech_encoder"] == str(d / "enc"), where
+    want = ask(d, d / "out" / "final_model", "--speech_encoder", d / "enc")
+    model = tmp_path / "model"
+    shutil.copytree(d / "out" / "final_model", model)
+    shutil.copytree(d / "enc", model / "whisper")
+    cfg = json.load(open(model / "slam_omni.json"))
+    cfg["speech_encoder"] = "whisper"
+    json.dump(cfg, open(model / "slam_omni.json", "w"))
+    assert ask(d, model) == want

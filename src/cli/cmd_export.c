@@ -13,7 +13,7 @@
 
 // the checkpoint opened as a session (session/session.h: every bucket frozen, its slices re-cut for these ranks),
 // then written as a model directory
-static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) {
+static int export_checkpoint(const char *ckpt, const char *out, const char *save_dtype, os_export_opts *eo) {
     char path[4200];
     snprintf(path, sizeof path, "%s/slam_omni.json", ckpt);   // written by sft for a SLAM-Omni or a LoRA model
     int N = comm_size();
@@ -21,7 +21,8 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
                          .do_layershift = -1, .zero_stage = N > 1 ? 3 : 0, .seed = 42, .frozen = 1, .checkpoint = 1};
     os_session s;
     if (os_session_open(&s, &o, comm_rank(), N) < 0) return -1;   // (the process ends after the message)
-    int rc = os_export(&s.model, &s.rt, ckpt, out, merge_lora);
+    int rc = os_export_dtype(save_dtype, ckpt, &eo->dtype);   // the same file, the same answer on every rank
+    if (rc == 0) rc = os_export(&s.model, &s.rt, ckpt, out, eo);
     if (rc == 0 && comm_rank() == 0)
         os_info("omnishard export: step %lld of %s written to %s", (long long)s.ckpt_step, ckpt, out);
     os_session_close(&s);
@@ -29,9 +30,15 @@ static int export_checkpoint(const char *ckpt, const char *out, int merge_lora) 
 }
 
 typedef struct {
-    const char *checkpoint, *output_dir;
+    const char *checkpoint, *output_dir, *save_dtype;
     int merge_lora, overwrite_output_dir;
+    int64_t max_shard_size;
 } export_args;
+
+static int parse_max_shard_size(void *obj, const char *v) { return os_export_shard_size(v, &((export_args *)obj)->max_shard_size); }
+static void show_max_shard_size(const void *obj, char *buf, size_t n) {
+    snprintf(buf, n, "%lld", (long long)((const export_args *)obj)->max_shard_size);
+}
 
 #define F(n) .name = #n, .off = offsetof(export_args, n)
 static const os_opt OPTS[] = {
@@ -40,21 +47,29 @@ static const os_opt OPTS[] = {
     {F(merge_lora), .type = OS_OPT_BOOL, .help = "LoRA checkpoints: true (default) merges the adapters into the weights; "
                                                  "false writes the base weights and OUT/lora_adapter/ for "
                                                  "PeftModel.from_pretrained (docs/training.md)"},
+    {F(save_dtype), .type = OS_OPT_CHOICE, .choices = "auto|float32|fp32|bfloat16|bf16|float16|fp16",
+     .help = "dtype of the written tensors: auto (default) the checkpoint's config.json torch_dtype (the dtype sft "
+             "saved with); the fp32 weights rounded to nearest even (docs/training.md \"Saved models\")"},
+    {F(max_shard_size), .type = OS_OPT_CUSTOM, .parse = parse_max_shard_size, .show = show_max_shard_size,
+     .help = "model.safetensors above this size is split into model-0000K-of-0000N.safetensors with its index, as "
+             "transformers (default 5GB; 500MB, 2GiB, or bytes)"},
     {F(overwrite_output_dir), .type = OS_OPT_BOOL, .help = "replace a non-empty --output_dir (default false: an error); "
                                                            "never one that holds a checkpoint"},
 };
 #undef F
 
 int cmd_export(int argc, char **argv) {
-    export_args a = {.merge_lora = 1};
+    export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT};
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
                           .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT "
-                                   "[--merge_lora true|false] [--overwrite_output_dir true|false]\n"
+                                   "[--merge_lora true|false] [--save_dtype auto|float32|bfloat16|float16]\n"
+                                   "       [--max_shard_size 5GB] [--overwrite_output_dir true|false]\n"
                                    "       mpirun -np N omnishard export ... (each rank holds a slice)\n"};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
+    os_export_opts eo = {.merge_lora = a.merge_lora, .max_shard_bytes = a.max_shard_size};
     if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
     char out[4096];   // without trailing slashes: OUT.tmp.PID is a sibling of OUT, never inside it
     snprintf(out, sizeof out, "%s", a.output_dir);
@@ -64,7 +79,7 @@ int cmd_export(int argc, char **argv) {
         os_export_cleanup(out, 0);
         rc = os_export_check_dest(a.checkpoint, out, a.overwrite_output_dir);
     }
-    if (!comm_any_failed(rc < 0)) rc = export_checkpoint(a.checkpoint, out, a.merge_lora);
+    if (!comm_any_failed(rc < 0)) rc = export_checkpoint(a.checkpoint, out, a.save_dtype, &eo);
     else if (rc == 0) rc = os_err_echo("rank 0 refused --output_dir %s", out);
     if (comm_any_failed(rc < 0)) {
         if (rc < 0) os_info("omnishard export: %s", os_errmsg());

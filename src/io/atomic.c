@@ -249,3 +249,15 @@ int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum) {
     *bytes = n, *sum = h;
     return rc;
 }
+
+int os_path_absolute(const char *path, const char *base, char *out, size_t n) {
+    char cwd[4096] = "";
+    if (path[0] != '/' && (!base || base[0] != '/') && !getcwd(cwd, sizeof cwd))
+        return os_errf("%s: cannot make an absolute path: the current directory is unknown: %s", path, strerror(errno));
+    size_t k;
+    if (path[0] == '/') k = (size_t)snprintf(out, n, "%s", path);
+    else if (!base) k = (size_t)snprintf(out, n, "%s/%s", cwd, path);
+    else k = (size_t)snprintf(out, n, "%s%s%s/%s", base[0] == '/' ? "" : cwd, base[0] == '/' ? "" : "/", base, path);
+    if (k >= n) return os_errf("%s: the absolute path is longer than %zu bytes", path, n - 1);
+    return 0;
+}

@@ -21,5 +21,9 @@ int os_file_checksum(const char *path, int64_t *bytes, uint64_t *sum);
 int os_rename_dir_atomic(const char *tmpdir, const char *finaldir);
 // rm -rf (does not follow symlinks); a missing path is fine.
 int os_rm_rf(const char *path);
+// path as an absolute path in out[n]: as it is when it starts with '/', else base/path (base NULL: the current
+// directory; a relative base is taken from the current directory too); no symlink is resolved, the path need not
+// exist. 0, or -1 + message when the result does not fit or the current directory is unknown.
+int os_path_absolute(const char *path, const char *base, char *out, size_t n);
 // fsync the directory that contains path (used after a rename).
 int os_fsync_parent(const char *path);

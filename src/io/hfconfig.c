@@ -197,7 +197,7 @@ static int write_json(const char *path, const cJSON *o) {
 }
 
 // the fields we own, set on o (fresh or copied from the source config)
-static void set_qwen2_fields(cJSON *o, const os_qwen2_config *c, int vocab) {
+static void set_qwen2_fields(cJSON *o, const os_qwen2_config *c, int vocab, const char *dtype) {
     cJSON *arch = cJSON_CreateArray();
     cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen2ForCausalLM"));
     set_item(o, "architectures", arch);
@@ -221,8 +221,8 @@ static void set_qwen2_fields(cJSON *o, const os_qwen2_config *c, int vocab) {
     set_item(o, "tie_word_embeddings", cJSON_CreateBool(c->tie_word_embeddings));
     set_item(o, "use_sliding_window", cJSON_CreateFalse());
     set_item(o, "use_cache", cJSON_CreateTrue());
-    set_item(o, "torch_dtype", cJSON_CreateString("float32"));
-    set_item(o, "dtype", cJSON_CreateString("float32"));
+    set_item(o, "torch_dtype", cJSON_CreateString(dtype));
+    set_item(o, "dtype", cJSON_CreateString(dtype));
     if (c->bos_token_id >= 0 && !cJSON_GetObjectItemCaseSensitive(o, "bos_token_id"))
         set_item(o, "bos_token_id", cJSON_CreateNumber(c->bos_token_id));
     if (c->eos_token_id >= 0 && !cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"))
@@ -231,20 +231,20 @@ static void set_qwen2_fields(cJSON *o, const os_qwen2_config *c, int vocab) {
 
 int os_qwen2_config_write(const char *path, const os_qwen2_config *c, int vocab_size_override) {
     cJSON *o = cJSON_CreateObject();
-    set_qwen2_fields(o, c, vocab_size_override > 0 ? vocab_size_override : c->vocab_size);
+    set_qwen2_fields(o, c, vocab_size_override > 0 ? vocab_size_override : c->vocab_size, "float32");
     int rc = write_json(path, o);
     cJSON_Delete(o);
     return rc;
 }
 
-int os_qwen2_config_rewrite(const char *src_path, const char *dst_path, int new_vocab_size) {
+int os_qwen2_config_rewrite(const char *src_path, const char *dst_path, int new_vocab_size, const char *dtype) {
     os_qwen2_config c;
     cJSON *o = load_json(src_path);
     if (!o) return -1;
     int rc = qwen2_from_json(src_path, o, &c);
     if (rc == 0) {
         // layer_types has one entry per layer (kept as is: num_hidden_layers does not change here)
-        set_qwen2_fields(o, &c, new_vocab_size > 0 ? new_vocab_size : c.vocab_size);
+        set_qwen2_fields(o, &c, new_vocab_size > 0 ? new_vocab_size : c.vocab_size, dtype ? dtype : "float32");
         rc = write_json(dst_path, o);
     }
     cJSON_Delete(o);

@@ -15,9 +15,10 @@ typedef struct {
 int os_qwen2_config_load(const char *path, os_qwen2_config *c);
 // Writes a fresh config.json (Qwen2ForCausalLM, float32) from c; vocab_size_override > 0 replaces vocab_size.
 int os_qwen2_config_write(const char *path, const os_qwen2_config *c, int vocab_size_override);
-// Copies src_path's JSON (keeping every extra field), sets vocab_size (when > 0) and torch_dtype "float32",
-// and writes dst_path atomically. src is validated by os_qwen2_config_load first.
-int os_qwen2_config_rewrite(const char *src_path, const char *dst_path, int new_vocab_size);
+// Copies src_path's JSON (keeping every extra field), sets vocab_size (when > 0) and torch_dtype / dtype (the
+// tensors' dtype: "float32", "bfloat16", "float16"; NULL: "float32"), and writes dst_path atomically. src is
+// validated by os_qwen2_config_load first.
+int os_qwen2_config_rewrite(const char *src_path, const char *dst_path, int new_vocab_size, const char *dtype);
 
 typedef struct {
     int d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, num_mel_bins, max_source_positions;

@@ -51,7 +51,7 @@ const os_st_tensor *os_st_dir_at(const os_st_dir *d, int i);   // files in open 
 void os_st_dir_release_pages(os_st_dir *d);   // os_st_release_pages on every file; NULL is fine
 void os_st_dir_close(os_st_dir *d);   // NULL is fine
 
-// ---- streaming F32 writer: writes path.tmp.<pid>, renamed to path by finish ----
+// ---- streaming writer (F32; BF16/F16 with os_st_writer_begin_as): writes path.tmp.<pid>, renamed to path by finish ----
 typedef struct os_st_writer os_st_writer;
 // Declares ntensors F32 tensors (written in this order, consecutive). shapes[i][0..ndims[i]) are used.
 // meta_kv: NULL or "key","value",...,NULL for __metadata__. Returns NULL + message on error.
@@ -60,6 +60,11 @@ os_st_writer *os_st_writer_begin(const char *path, int ntensors, const char *con
 // Append the next n floats of the data section (may span tensor boundaries). -1 + message on error or
 // when more than the declared total is put (the writer then stays failed; call abort).
 int os_st_writer_put(os_st_writer *w, const float *data, int64_t n);
+// The same for tensors of dtype OS_DT_F32, OS_DT_BF16 or OS_DT_F16 (any other: NULL + message): the floats put are
+// stored rounded to nearest even, as torch's .to(torch.bfloat16 / torch.float16) (NaN stays NaN, infinities stay);
+// a finite value that float16 cannot hold (|x| >= 65520) fails the put with a message naming its tensor.
+os_st_writer *os_st_writer_begin_as(const char *path, int dtype, int ntensors, const char *const *names,
+                                    const int *ndims, const int64_t (*shapes)[8], const char *const *meta_kv);
 // Check the total, fsync, rename to path, fsync the directory, free w. On error the temp file is removed,
 // w is freed, and -1 is returned.
 int os_st_writer_finish(os_st_writer *w);

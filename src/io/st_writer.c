@@ -1,11 +1,12 @@
-// Streaming safetensors writer (F32 only): header first (offsets known from the declared shapes), then the
-// data as it is put; written to path.tmp.<pid> and renamed into place by finish, so path is never half-written.
+// Streaming safetensors writer (F32, or BF16 / F16 rounded from the floats put): header first (offsets known from
+// the declared shapes), then the data as it is put; written to path.tmp.<pid> and renamed into place by finish, so path is never half-written.
 #include "io/safetensors.h"
 #include "io/atomic.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,13 @@
 
 struct os_st_writer {
     char *path, *tmp;
-    int fd, failed;
-    int64_t total, written;   // floats
+    int fd, failed, dtype, esz;   // OS_DT_F32 / BF16 / F16, its bytes per element
+    int64_t total, written;       // elements
     char *buf;
     size_t buflen;
+    int nt;                       // the declared tensors (names in a float16 overflow's message)
+    char **names;
+    int64_t *ends;                // element offset where each ends
 };
 
 // growing text buffer for the header
@@ -77,7 +81,8 @@ static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const cha
 
 // build the header JSON into b; total floats into *total
 static int build_header(sbuf *b, const char *path, int nt, const char *const *names, const int *ndims,
-                        const int64_t (*shapes)[8], const char *const *meta_kv, int64_t *total) {
+                        const int64_t (*shapes)[8], const char *const *meta_kv, int dtype, int64_t *total) {
+    const int64_t esz = os_st_dtype_size(dtype);
     sb_str(b, "{");
     if (meta_kv && meta_kv[0]) {
         sb_str(b, "\"__metadata__\":{");
@@ -104,7 +109,9 @@ static int build_header(sbuf *b, const char *path, int nt, const char *const *na
         char num[48];
         if (i || (meta_kv && meta_kv[0])) sb_str(b, ",");
         sb_json(b, nm);
-        sb_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_str(b, ":{\"dtype\":\"");
+        sb_str(b, os_st_dtype_name(dtype));
+        sb_str(b, "\",\"shape\":[");
         for (int k = 0; k < ndims[i]; k++) {
             if (shapes[i][k] < 0)
                 return os_errf("%s: tensor '%s': shape[%d]: expected a non-negative size, got %lld", path, nm, k,
@@ -114,7 +121,7 @@ static int build_header(sbuf *b, const char *path, int nt, const char *const *na
             snprintf(num, sizeof num, "%s%lld", k ? "," : "", (long long)shapes[i][k]);
             sb_str(b, num);
         }
-        if (__builtin_mul_overflow(numel, (int64_t)4, &bytes) || __builtin_add_overflow(off, bytes, &bytes))
+        if (__builtin_mul_overflow(numel, esz, &bytes) || __builtin_add_overflow(off, bytes, &bytes))
             return os_errf("%s: tensor '%s': the data section size overflows 64 bits", path, nm);
         snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)bytes);
         sb_str(b, num);
@@ -122,7 +129,7 @@ static int build_header(sbuf *b, const char *path, int nt, const char *const *na
     }
     sb_str(b, "}");
     while (b->n % 8) sb_str(b, " ");
-    *total = off / 4;
+    *total = off / esz;
     // duplicate names would make an invalid file
     const char **sorted = os_alloc(sizeof(char *) * (size_t)(nt + 1), "names");
     memcpy(sorted, names, sizeof(char *) * (size_t)nt);
@@ -151,6 +158,9 @@ static int write_all(os_st_writer *w, const void *data, size_t n) {
 
 static void free_writer(os_st_writer *w) {
     if (w->fd >= 0) close(w->fd);
+    for (int i = 0; i < w->nt; i++) os_free(w->names[i]);
+    os_free(w->names);
+    os_free(w->ends);
     os_free(w->buf);
     os_free(w->tmp);
     os_free(w->path);
@@ -165,19 +175,38 @@ void os_st_writer_abort(os_st_writer *w) {
 
 os_st_writer *os_st_writer_begin(const char *path, int ntensors, const char *const *names, const int *ndims,
                                  const int64_t (*shapes)[8], const char *const *meta_kv) {
+    return os_st_writer_begin_as(path, OS_DT_F32, ntensors, names, ndims, shapes, meta_kv);
+}
+
+os_st_writer *os_st_writer_begin_as(const char *path, int dtype, int ntensors, const char *const *names,
+                                    const int *ndims, const int64_t (*shapes)[8], const char *const *meta_kv) {
+    if (dtype != OS_DT_F32 && dtype != OS_DT_BF16 && dtype != OS_DT_F16) {
+        os_errf("%s: writer: dtype %s: only F32, BF16 and F16 are written", path, os_st_dtype_name(dtype));
+        return NULL;
+    }
     if (ntensors < 0 || (ntensors > 0 && (!names || !ndims || !shapes))) {
         os_errf("%s: writer: %d tensors declared without names, ndims or shapes", path, ntensors);
         return NULL;
     }
     sbuf h = {0};
     int64_t total = 0;
-    if (build_header(&h, path, ntensors, names, ndims, shapes, meta_kv, &total) != 0) {
+    if (build_header(&h, path, ntensors, names, ndims, shapes, meta_kv, dtype, &total) != 0) {
         os_free(h.s);
         return NULL;
     }
     os_st_writer *w = os_alloc(sizeof *w, "safetensors writer");
     w->fd = -1;
     w->total = total;
+    w->dtype = dtype, w->esz = os_st_dtype_size(dtype), w->nt = ntensors;
+    w->names = os_alloc(sizeof(char *) * (size_t)(ntensors + 1), "writer names");
+    w->ends = os_alloc(sizeof(int64_t) * (size_t)(ntensors + 1), "writer ends");
+    for (int i = 0; i < ntensors; i++) {
+        int64_t numel = 1;   // build_header has refused negative sizes and overflow
+        for (int k = 0; k < ndims[i]; k++) numel *= shapes[i][k];
+        w->ends[i] = (i ? w->ends[i - 1] : 0) + numel;
+        w->names[i] = os_alloc(strlen(names[i]) + 1, "writer names");
+        strcpy(w->names[i], names[i]);
+    }
     w->path = os_alloc(strlen(path) + 1, "path");
     strcpy(w->path, path);
     w->tmp = os_alloc(strlen(path) + 32, "path");
@@ -208,6 +237,49 @@ static int flush(os_st_writer *w) {
     return rc;
 }
 
+// bf16 and fp16 bits of x rounded to nearest even, as torch's .to(torch.bfloat16 / torch.float16)
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);   // NaN stays NaN (quiet)
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+static uint16_t to_f16(float x) {
+    uint32_t u, a;
+    memcpy(&u, &x, 4);
+    uint16_t sign = (uint16_t)(u >> 16 & 0x8000);
+    a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00;   // NaN
+    if (a >= 0x477ff000u) return sign | 0x7c00;  // at or past 65520 (65504 + half its spacing): inf
+    if (a < 0x38800000u) {                       // below 2^-14: a subnormal, |x| * 2^24 rounded (exact scaling)
+        float f;
+        memcpy(&f, &a, 4);
+        return sign | (uint16_t)lrintf(f * 16777216.0f);
+    }
+    uint32_t r = a - 0x38000000u;   // exponent rebiased from 127 to 15
+    return sign | (uint16_t)((r + 0xfffu + (r >> 13 & 1)) >> 13);
+}
+
+// n floats converted into dst (the writer's dtype); -1 + message naming the tensor when a finite value becomes
+// float16's infinity
+static int convert(os_st_writer *w, const float *src, int64_t n, char *dst) {
+    if (w->dtype == OS_DT_F32) return memcpy(dst, src, (size_t)n * 4), 0;
+    uint16_t *d = (uint16_t *)(void *)dst;
+    for (int64_t i = 0; i < n; i++) {
+        d[i] = w->dtype == OS_DT_BF16 ? to_bf16(src[i]) : to_f16(src[i]);
+        if (w->dtype == OS_DT_F16 && (d[i] & 0x7fff) == 0x7c00 && isfinite(src[i])) {
+            int64_t at = w->written + i;
+            int t = 0;
+            while (t + 1 < w->nt && w->ends[t] <= at) t++;
+            w->failed = 1;
+            return os_errf("%s: tensor '%s': the value %g is beyond float16's range (65504); save in bfloat16 or "
+                           "float32", w->path, w->nt ? w->names[t] : "?", (double)src[i]);
+        }
+    }
+    return 0;
+}
+
 int os_st_writer_put(os_st_writer *w, const float *data, int64_t n) {
     if (w->failed) return os_errf("%s: writer: put after an earlier error", w->path);
     if (n < 0 || (n > 0 && !data)) return os_errf("%s: writer: put of %lld floats without data", w->path, (long long)n);
@@ -216,17 +288,17 @@ int os_st_writer_put(os_st_writer *w, const float *data, int64_t n) {
         return os_errf("%s: writer: put of %lld floats exceeds the declared total of %lld (%lld already written)",
                        w->path, (long long)n, (long long)w->total, (long long)w->written);
     }
-    const char *p = (const char *)data;
-    size_t left = (size_t)n * 4;
-    while (left > 0) {
-        size_t k = WBUF - w->buflen < left ? WBUF - w->buflen : left;
-        memcpy(w->buf + w->buflen, p, k);
-        w->buflen += k;
+    const float *p = data;
+    int64_t left = n;
+    while (left > 0) {   // WBUF is a multiple of every element size
+        int64_t k = (int64_t)(WBUF - w->buflen) / w->esz < left ? (int64_t)(WBUF - w->buflen) / w->esz : left;
+        if (convert(w, p, k, w->buf + w->buflen) < 0) return -1;
+        w->buflen += (size_t)(k * w->esz);
         p += k;
         left -= k;
+        w->written += k;
         if (w->buflen == WBUF && flush(w) != 0) return -1;
     }
-    w->written += n;
     return 0;
 }
 

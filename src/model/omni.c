@@ -108,7 +108,12 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
         oc->audio_vocab = A;
         oc->speech_dim = sd, oc->proj_hidden = ph, oc->proj_k = pk, oc->proj_kind = kind;
         os_omni_config_codes(oc, shift, (int)lat);
-        if (se) snprintf(oc->speech_encoder, sizeof oc->speech_encoder, "%s", se->valuestring);
+        char dir[4096];   // a relative path: from the directory of this file (omnishard itself writes absolute ones)
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        if (se && os_path_absolute(se->valuestring, slash ? dir : ".", oc->speech_encoder, sizeof oc->speech_encoder) < 0)
+            rc = os_err_ctx("%s: field 'speech_encoder'", path);
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_weights");
         if (w) {
             if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != (int)G + 1)
@@ -149,8 +154,10 @@ int os_omni_config_write(const char *path, const os_omni_config *oc) {
             if (oc->lora.targets >> t & 1) n += snprintf(buf + n, CAP - (size_t)n, k++ ? ",%s" : "%s", os_lora_module[t]);
         n += snprintf(buf + n, CAP - (size_t)n, "\"");
     }
+    char se[sizeof oc->speech_encoder];   // absolute: the file may be read from anywhere
+    if (oc->speech_encoder[0] && os_path_absolute(oc->speech_encoder, NULL, se, sizeof se) < 0) return os_free(buf), -1;
     if (oc->speech_encoder[0]) {   // as a JSON string (quotes, backslashes and control bytes escaped)
-        cJSON *s = cJSON_CreateString(oc->speech_encoder);
+        cJSON *s = cJSON_CreateString(se);
         char *text = s ? cJSON_PrintUnformatted(s) : NULL;
         if (!text) os_die("out of memory: slam_omni.json speech_encoder");
         n += snprintf(buf + n, CAP - (size_t)n, ",\n  \"speech_encoder\": %s", text);

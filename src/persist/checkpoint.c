@@ -146,14 +146,23 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
     int64_t *all = os_alloc(sizeof(int64_t) * 2 * (size_t)rt->nranks, "checkpoint sums");
     comm_allgather_bytes(mine, all, sizeof mine);
     if (root && !failed) {
-        int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
-        uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
-        for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
         rc = os_copy_model_files(a->model_dir, tmp, 1);
         snprintf(path, sizeof path, "%s/slam_omni.json", tmp);   // the sizes in use (speech projector included)
         if (rc == 0 && (m->oc.G > 0 || m->oc.lora.rank > 0)) rc = os_omni_config_write(path, &m->oc);   // + LoRA
+    }
+    failed = comm_any_failed(rc < 0 || failed);
+    if (!failed && a->consolidated) {   // collective: one bucket gathered at a time
+        os_export_opts eo = a->exp;
+        eo.into = 1, eo.merge_lora = 0, eo.final_dir = dir;
+        failed = os_export(m, rt, a->model_dir, tmp, &eo) < 0;
+        if (failed && root) rc = -1;
+    }
+    if (root && !failed) {
+        int64_t *bytes = os_alloc(sizeof(int64_t) * (size_t)rt->nranks, "sizes");
+        uint64_t *sums = os_alloc(sizeof(uint64_t) * (size_t)rt->nranks, "sums");
+        for (int r = 0; r < rt->nranks; r++) bytes[r] = all[2 * r], sums[r] = (uint64_t)all[2 * r + 1];
         cJSON *o = manifest(m, rt, a, step, with_optim, bytes, sums, run);   // last: it covers every file
-        if (rc == 0) rc = os_ckpt_files_record(o, tmp);
+        rc = os_ckpt_files_record(o, tmp);
         snprintf(path, sizeof path, "%s/manifest.json", tmp);
         if (rc == 0) rc = write_manifest(path, o);
         cJSON_Delete(o);

@@ -7,12 +7,17 @@
 //                           member "manifest_fnv1a64" is the os_fnv1a of the file's bytes before the ',' ahead of it
 //   config.json, slam_omni.json, tokenizer files   copied from the model directory (export needs nothing else);
 //                           the manifest, written last, lists them too ("model_files": bytes, FNV-1a 64)
+//   model.safetensors (or model-0000K-of-0000N.safetensors + model.safetensors.index.json), slam_omni.safetensors,
+//   lora_adapter/ (LoRA)    with consolidated: the model as os_export writes it (persist/export.h; never merged),
+//                           so transformers and PEFT load the checkpoint directory; config.json is then export's
+//                           (the resized vocabulary, the saved dtype); listed in "model_files" too
 // The directory is written as checkpoint-STEP.tmp and renamed when every rank's file and the manifest are on
 // disk, so a crash never leaves a checkpoint that looks complete. The slice layout is the same for every stage,
 // so a checkpoint resumes at any stage and (since ranges are re-cut on load) any number of ranks.
 #pragma once
 #include "dataset/sampler.h"
 #include "model/omni.h"
+#include "persist/export.h"
 #include "zero/runtime.h"
 
 #define OS_RUN_KEYS 12
@@ -33,11 +38,13 @@ typedef struct {
 } os_ckpt_run;
 
 // Where and how a run saves (from its options): OUTPUT_DIR, the model directory whose config and tokenizer files
-// travel with every checkpoint, the seed the manifest records, and whether the AdamW moments are left out.
+// travel with every checkpoint, the seed the manifest records, whether the AdamW moments are left out, and whether
+// (and how: dtype, shard size) the consolidated model is written beside the rank files.
 typedef struct {
     const char *output_dir, *model_dir;
     int64_t seed;
-    int save_only_model;
+    int save_only_model, consolidated;
+    os_export_opts exp;
 } os_ckpt_dest;
 // collective; 0 or -1 on every rank
 int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *d, int64_t step, const os_ckpt_run *run);

@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include "io/atomic.h"   // os_file_checksum
 
-// adds "model_files" to the manifest object: every regular file of dir except manifest.json and rank-NNNNN.safetensors
+// adds "model_files" to the manifest object: every regular file of dir except manifest.json and rank-NNNNN.safetensors,
+// and those of its directories one level down (lora_adapter/), named DIR/FILE
 int os_ckpt_files_record(cJSON *manifest, const char *dir);
 // every "model_files" entry of the manifest of dir matches its file (none recorded: an older checkpoint, nothing to
 // check); 0 or -1 + message naming the file and both sizes/checksums

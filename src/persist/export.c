@@ -9,7 +9,11 @@
 #include "zero/stage.h"
 #include <stdio.h>
 #include <string.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <strings.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 
 int os_is_lora_param(const char *name) { return strstr(name, ".lora_A.") || strstr(name, ".lora_B."); }
 
@@ -39,12 +43,45 @@ int os_copy_model_files(const char *src_dir, const char *dst_dir, int with_confi
 // the frozen speech encoder is not part of the exported model (it stays in its own --speech_encoder directory)
 static int exported(const os_model *m, int b) { return b < os_model_own_buckets(m); }
 
-// which file a parameter goes to: 0 model.safetensors, 1 slam_omni.safetensors, 2 the PEFT adapter file
-static int file_of(const char *name) { return os_is_lora_param(name) ? 2 : os_is_slam_param(name); }
+// The files of an export: model shards 0..nshard-1, then slam_omni.safetensors, then the PEFT adapter file;
+// dest[i]: the file parameter i goes to (-1: none)
+typedef struct {
+    int nshard, *dest;
+    os_st_writer **w;
+    int64_t total_bytes;   // model.safetensors' tensors (the index's metadata.total_size)
+} out_files;
 
-// open a writer for the parameters of file `which` (file_of); NULL writer when there are none. The adapter file
-// names its tensors as PEFT saves them: "base_model.model." + name.
-static int open_writer(const os_model *m, const char *path, int which, os_st_writer **w) {
+static int slam_file(const out_files *f) { return f->nshard; }
+static int adapter_file(const out_files *f) { return f->nshard + 1; }
+
+// which file each parameter goes to: a LoRA one to the adapter, a SLAM-Omni one to slam_omni.safetensors, the LLM's
+// to a model shard (a new shard when the next tensor would take the current one past max bytes, as transformers)
+static void plan_files(const os_model *m, int esz, int64_t max, out_files *f) {
+    const os_registry *r = &m->reg;
+    int64_t cur = 0;
+    f->dest = os_alloc(sizeof(int) * (size_t)r->np, "export files");
+    f->nshard = 0;
+    for (int i = 0; i < r->np; i++) {
+        f->dest[i] = -1;
+        if (!exported(m, r->p[i].bucket) || os_is_lora_param(r->p[i].name) || os_is_slam_param(r->p[i].name)) continue;
+        int64_t bytes = r->p[i].numel * esz;
+        if (f->nshard == 0 || (cur > 0 && cur + bytes > max)) f->nshard++, cur = 0;
+        cur += bytes, f->total_bytes += bytes;
+        f->dest[i] = f->nshard - 1;
+    }
+    for (int i = 0; i < r->np; i++)
+        if (exported(m, r->p[i].bucket) && f->dest[i] < 0) f->dest[i] = f->nshard + !os_is_slam_param(r->p[i].name);
+    f->w = os_alloc(sizeof(os_st_writer *) * (size_t)(f->nshard + 2), "export writers");
+}
+
+static void shard_name(const out_files *f, int k, char *buf, size_t n) {
+    if (f->nshard == 1) snprintf(buf, n, "model.safetensors");
+    else snprintf(buf, n, "model-%05d-of-%05d.safetensors", k + 1, f->nshard);
+}
+
+// open a writer for the parameters of file k; NULL writer when there are none. The adapter file names its tensors
+// as PEFT saves them: "base_model.model." + name.
+static int open_writer(const os_model *m, const out_files *f, const char *path, int k, int dtype) {
     const os_registry *r = &m->reg;
     int n = 0;
     const char **names = os_alloc(sizeof(char *) * (size_t)r->np, "export names");
@@ -52,16 +89,64 @@ static int open_writer(const os_model *m, const char *path, int which, os_st_wri
     int *nd = os_alloc(sizeof(int) * (size_t)r->np, "export ndims");
     int64_t(*sh)[8] = os_alloc(sizeof(int64_t[8]) * (size_t)r->np, "export shapes");
     for (int i = 0; i < r->np; i++) {
-        if (file_of(r->p[i].name) != which || !exported(m, r->p[i].bucket)) continue;
+        if (f->dest[i] != k) continue;
         snprintf(peft[n], sizeof peft[n], "base_model.model.%s", r->p[i].name);
-        names[n] = which == 2 ? peft[n] : r->p[i].name, nd[n] = r->p[i].ndim;
+        names[n] = k == adapter_file(f) ? peft[n] : r->p[i].name, nd[n] = r->p[i].ndim;
         memcpy(sh[n], r->p[i].shape, sizeof(int64_t) * 4);
         n++;
     }
     const char *meta[] = {"format", "pt", NULL};
-    *w = n ? os_st_writer_begin(path, n, names, nd, (const int64_t(*)[8])sh, meta) : NULL;
+    f->w[k] = n ? os_st_writer_begin_as(path, dtype, n, names, nd, (const int64_t(*)[8])sh, meta) : NULL;
     os_free(names), os_free(peft), os_free(nd), os_free(sh);
-    return n && !*w ? -1 : 0;
+    return n && !f->w[k] ? -1 : 0;
+}
+
+// model.safetensors.index.json of a sharded model, as transformers writes it
+static int write_index(const os_model *m, const out_files *f, const char *dir) {
+    cJSON *o = cJSON_CreateObject(), *map = cJSON_CreateObject();
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "metadata"), "total_size", (double)f->total_bytes);
+    for (int i = 0; i < m->reg.np; i++) {
+        char nm[64];
+        if (f->dest[i] < 0 || f->dest[i] >= f->nshard) continue;
+        shard_name(f, f->dest[i], nm, sizeof nm);
+        cJSON_AddStringToObject(map, m->reg.p[i].name, nm);
+    }
+    cJSON_AddItemToObject(o, "weight_map", map);
+    char *text = cJSON_Print(o), path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    int rc = text ? os_write_file_atomic(path, text, strlen(text)) : os_errf("%s: out of memory", path);
+    cJSON_free(text);
+    cJSON_Delete(o);
+    return rc;
+}
+
+// every writer of the export opened in dir (rank 0)
+static int open_files(const os_model *m, out_files *f, const char *dir, int dtype, int adapter) {
+    char path[4200], nm[64];
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < f->nshard; k++) {
+        shard_name(f, k, nm, sizeof nm);
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        rc = open_writer(m, f, path, k, dtype);
+    }
+    snprintf(path, sizeof path, "%s/slam_omni.safetensors", dir);
+    if (rc == 0 && m->oc.G > 0) rc = open_writer(m, f, path, slam_file(f), dtype);
+    snprintf(path, sizeof path, "%s/lora_adapter", dir);
+    if (rc == 0 && adapter) rc = os_mkdir_p(path);
+    snprintf(path, sizeof path, "%s/lora_adapter/adapter_model.safetensors", dir);
+    if (rc == 0 && adapter) rc = open_writer(m, f, path, adapter_file(f), dtype);
+    return rc;
+}
+
+// finish (rc 0) or abort every writer
+static int close_files(out_files *f, int rc) {
+    for (int k = 0; f->w && k < f->nshard + 2; k++) {
+        if (rc == 0 && f->w[k]) rc = os_st_writer_finish(f->w[k]), f->w[k] = NULL;
+        os_st_writer_abort(f->w[k]);
+    }
+    os_free(f->w);
+    f->w = NULL;
+    return rc;
 }
 
 // PEFT's adapter_config.json for the model's LoRA (base: the directory the adapter belongs to)
@@ -96,7 +181,7 @@ static int64_t layer_of(const os_model *m, int b) {
 
 // rank 0's writes of bucket b (gathered as `full`, on the backend): every parameter into its file (from the
 // backend a piece at a time), LoRA targets merged
-static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *full, os_st_writer **w, int merge) {
+static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *full, const out_files *f, int merge) {
     const os_registry *r = &m->reg;
     int64_t l = merge && m->b_lora ? layer_of(m, b) : -1;
     zr_stage st = {0};
@@ -112,7 +197,7 @@ static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *ful
                 src = tmp;
             }
         }
-        os_st_writer *wr = w[file_of(r->p[i].name)];
+        os_st_writer *wr = f->dest[i] >= 0 ? f->w[f->dest[i]] : NULL;
         rc = wr ? zr_stage_put(&st, wr, src, r->p[i].numel) : 0;
         os_k->free(tmp);
     }
@@ -120,53 +205,46 @@ static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *ful
     return rc < 0 ? -1 : 0;
 }
 
-int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, int merge_lora) {
-    int root = comm_rank() == 0, rc = 0, lora = m->b_lora != NULL, merge = lora && merge_lora;
-    char tmp[4096], path[4200], src[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_dir, (int)getpid());
-    os_st_writer *w[3] = {NULL, NULL, NULL};   // model, slam_omni, PEFT adapter (file_of)
+int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, const os_export_opts *o) {
+    int root = comm_rank() == 0, rc = 0, lora = m->b_lora != NULL, merge = lora && o->merge_lora;
+    char tmp[4096], path[4200], src[4200], base[PATH_MAX];
+    snprintf(tmp, sizeof tmp, o->into ? "%s" : "%s.tmp.%d", out_dir, (int)getpid());
+    out_files f = {0};
     if (root) {
-        os_rm_rf(tmp);
-        rc = os_mkdir_p(tmp);
-        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        if (rc == 0) rc = open_writer(m, path, 0, &w[0]);
-        snprintf(path, sizeof path, "%s/slam_omni.safetensors", tmp);
-        if (rc == 0 && m->oc.G > 0) rc = open_writer(m, path, 1, &w[1]);
-        snprintf(path, sizeof path, "%s/lora_adapter", tmp);
-        if (rc == 0 && lora && !merge) rc = os_mkdir_p(path);
-        snprintf(path, sizeof path, "%s/lora_adapter/adapter_model.safetensors", tmp);
-        if (rc == 0 && lora && !merge) rc = open_writer(m, path, 2, &w[2]);
+        if (!o->into) os_rm_rf(tmp), rc = os_mkdir_p(tmp);
+        plan_files(m, os_st_dtype_size(o->dtype), o->max_shard_bytes > 0 ? o->max_shard_bytes : OS_SHARD_DEFAULT, &f);
+        if (rc == 0) rc = open_files(m, &f, tmp, o->dtype, lora && !merge);
     }
     const os_registry *r = &m->reg;
     for (int b = 0; b < r->nb; b++) {   // every rank takes part in the gathers, whatever rank 0's state
-        if (!exported(m, b) || (merge && layer_of(m, b) < 0 && w[2] == NULL && os_is_lora_param(r->p[r->b[b].first].name)))
+        if (!exported(m, b) || (merge && layer_of(m, b) < 0 && os_is_lora_param(r->p[r->b[b].first].name)))
             continue;   // merged: LoRA buckets are read with their layer
         int64_t l = merge ? layer_of(m, b) : -1;
         float *full = zr_gather(rt, b);
         if (l >= 0) zr_gather(rt, m->b_lora[l]);
-        if (root && rc == 0) rc = put_bucket(m, rt, b, full, w, merge);
+        if (root && rc == 0) rc = put_bucket(m, rt, b, full, &f, merge);
         if (l >= 0) zr_release(rt, m->b_lora[l]);
         zr_release(rt, b);
     }
     if (root) {
-        for (int k = 0; k < 3; k++) {
-            if (rc == 0 && w[k]) rc = os_st_writer_finish(w[k]), w[k] = NULL;
-            os_st_writer_abort(w[k]);
-        }
+        rc = close_files(&f, rc);
+        if (rc == 0 && f.nshard > 1) rc = write_index(m, &f, tmp);
+        os_free(f.dest);
         snprintf(src, sizeof src, "%s/config.json", src_dir);
         snprintf(path, sizeof path, "%s/config.json", tmp);
-        if (rc == 0) rc = os_qwen2_config_rewrite(src, path, (int)m->V);
+        if (rc == 0) rc = os_qwen2_config_rewrite(src, path, (int)m->V, os_export_dtype_name(o->dtype));
         snprintf(path, sizeof path, "%s/slam_omni.json", tmp);
         os_omni_config oc = m->oc;
         oc.lora.rank = 0;   // merged or base + adapter: the exported model itself has no LoRA
-        if (rc == 0 && m->oc.G > 0) rc = os_omni_config_write(path, &oc);
+        if (rc == 0 && m->oc.G > 0 && !o->into) rc = os_omni_config_write(path, &oc);
         snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", tmp);
-        if (rc == 0 && lora && !merge) rc = write_adapter_config(m, path, out_dir);
-        if (rc == 0) rc = os_copy_model_files(src_dir, tmp, 0);
-        if (rc == 0) rc = os_rename_dir_atomic(tmp, out_dir);
+        if (rc == 0 && lora && !merge) rc = os_path_absolute(o->final_dir ? o->final_dir : out_dir, NULL, base, sizeof base);
+        if (rc == 0 && lora && !merge) rc = write_adapter_config(m, path, base);
+        if (rc == 0 && !o->into) rc = os_copy_model_files(src_dir, tmp, 0);
+        if (rc == 0 && !o->into) rc = os_rename_dir_atomic(tmp, out_dir);
         if (rc < 0) {
             os_err_ctx("export to %s", out_dir);
-            os_rm_rf(tmp);
+            if (!o->into) os_rm_rf(tmp);
         }
     }
     if (comm_any_failed(rc < 0)) {
@@ -174,4 +252,45 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
         return -1;
     }
     return 0;
+}
+
+static const struct {
+    const char *name;
+    int dtype;
+} DTYPES[] = {{"float32", OS_DT_F32}, {"fp32", OS_DT_F32}, {"bfloat16", OS_DT_BF16}, {"bf16", OS_DT_BF16},
+              {"float16", OS_DT_F16}, {"fp16", OS_DT_F16}};
+
+const char *os_export_dtype_name(int dtype) {
+    return dtype == OS_DT_BF16 ? "bfloat16" : dtype == OS_DT_F16 ? "float16" : "float32";
+}
+
+int os_export_dtype(const char *name, const char *model_dir, int *dtype) {
+    os_qwen2_config c;
+    char path[4200];
+    int from_model = !name || !strcmp(name, "auto");
+    if (from_model) {
+        snprintf(path, sizeof path, "%s/config.json", model_dir);
+        if (os_qwen2_config_load(path, &c) < 0) return -1;
+        name = c.torch_dtype;
+    }
+    for (size_t k = 0; k < sizeof DTYPES / sizeof DTYPES[0]; k++)
+        if (!strcmp(name, DTYPES[k].name)) return *dtype = DTYPES[k].dtype, 0;
+    if (from_model) return *dtype = OS_DT_F32, 0;   // float64, ...: the trained precision
+    return os_errf("--save_dtype: expected auto (the model's torch_dtype), float32, bfloat16 or float16 (fp32, bf16, "
+                   "fp16), got '%s'", name);
+}
+
+int os_export_shard_size(const char *text, int64_t *bytes) {
+    static const struct {
+        const char *unit;
+        double scale;
+    } U[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"KiB", 1024.0},
+             {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    char *end;
+    double v = text ? strtod(text, &end) : 0;
+    for (size_t k = 0; text && end != text && k < sizeof U / sizeof U[0]; k++)
+        if (!strcasecmp(end, U[k].unit) && v * U[k].scale >= 1 && v * U[k].scale < 9.2e18)
+            return *bytes = (int64_t)(v * U[k].scale), 0;
+    return os_errf("--max_shard_size: expected a size such as 5GB, 500MB, 2GiB or a byte count >= 1, got '%s'",
+                   text ? text : "(none)");
 }

@@ -80,7 +80,8 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (os_session_model_config(a, &cfg, &oc) < 0) return -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", a->model);
-    if (access(path, F_OK) == 0)   // a base + PEFT adapter export (--merge_lora false): not applied here, so refused
+    if (!a->checkpoint && access(path, F_OK) == 0)   // a base + PEFT adapter export (--merge_lora false): not applied
+                                                     // here, so refused (a checkpoint's LoRA is in its rank files)
         return os_errf("%s: this model directory carries a PEFT LoRA adapter (lora_adapter/) that omnishard does not "
                        "apply; use a merged export (omnishard export --checkpoint DIR --merge_lora true) or remove it",
                        a->model);

@@ -8,6 +8,7 @@
 #include "core/knobs.h"
 #include "core/opts.h"
 #include "model/omni.h"
+#include "persist/export.h"
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -43,6 +44,8 @@ static int parse_deepspeed(void *obj, const char *v);
 static void show_deepspeed(const void *obj, char *buf, size_t n);
 static void show_report_to(const void *obj, char *buf, size_t n);
 static void show_target_modules(const void *obj, char *buf, size_t n);
+static int parse_max_shard_size(void *obj, const char *v);
+static void show_max_shard_size(const void *obj, char *buf, size_t n);
 static const os_opt opts[] = {
     D(model, "DIR", "Hugging Face Qwen2 / SLAM-Omni model directory (required)"),
     L(dataset, "training data (required): one or more files (.jsonl/.json: pretokenized or SLAM-Omni records) or "
@@ -117,6 +120,13 @@ static const os_opt opts[] = {
     N(lora_dropout, F64, "[0,1)", "dropout on the LoRA input (default 0.05; counter-RNG masks, not PyTorch's)"),
     X(target_modules, "LoRA targets: all-linear (default) or a list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
     B(merge_lora, "final_model with LoRA merged (default true) or base + PEFT adapter directory final_model/lora_adapter"),
+    C(save_dtype, "auto|float32|fp32|bfloat16|bf16|float16|fp16",
+      "dtype of the saved models (final_model, each checkpoint's model.safetensors): auto (default) the --model "
+      "config's torch_dtype, as ms-swift; the fp32 weights rounded to nearest even (docs/training.md \"Saved models\")"),
+    X(max_shard_size, "a saved model.safetensors above this size is split into model-0000K-of-0000N.safetensors with "
+                      "its index, as transformers (default 5GB; 500MB, 2GiB, or bytes)"),
+    B(save_consolidated, "each checkpoint-N also holds the whole model as transformers and PEFT load it (default true; "
+                         "false keeps only the rank files, for large runs; docs/training.md \"Saved models\")"),
     B(freeze_llm, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
     B(freeze_encoder, "the speech encoder is always frozen (default true; false is refused)"),
     B(freeze_encoder_projector, "freeze the speech projector (default false)"),
@@ -200,8 +210,15 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->freeze_encoder = 1;
     a->target_modules = "all-linear", a->report_to = "none", a->device = "cpu";
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
+    a->max_shard_size = OS_SHARD_DEFAULT, a->save_consolidated = 1;
     a->head_balance = os_knobs()->head_balance;
     a->dataset_shuffle = 1, a->data_seed = -1;
+}
+
+static int parse_max_shard_size(void *obj, const char *v) { return os_export_shard_size(v, &((os_sft_args *)obj)->max_shard_size); }
+
+static void show_max_shard_size(const void *obj, char *buf, size_t n) {
+    snprintf(buf, n, "%lld", (long long)((const os_sft_args *)obj)->max_shard_size);
 }
 
 // a word of --dataset / --val_dataset added to *list (NULL: a new occurrence, the list emptied); #N checked here

@@ -29,6 +29,9 @@ typedef struct {
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
     int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
     int lora_rank, merge_lora;
+    const char *save_dtype;    // --save_dtype: auto (the model config's torch_dtype) or a dtype (persist/export.h)
+    int64_t max_shard_size;    // --max_shard_size in bytes
+    int save_consolidated;     // --save_consolidated: each checkpoint holds the model transformers loads
     int resume_only_model;
     int packing;   // --packing: training samples packed into rows of up to max_length (dataset/pack.h)
     int tf32;   // --tf32: fp32 products in TF32 on --device cuda (core/device.h)

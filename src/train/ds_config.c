@@ -89,13 +89,13 @@ static const char *device(const cJSON *o) {
 
 static int zero(ds_ctx *c, const cJSON *z) {
     static const char *const known[] = {"stage", "offload_optimizer", "offload_param", "zero_quantized_weights",
-                                        "zero_quantized_gradients", NULL};
+                                        "zero_quantized_gradients", "stage3_gather_16bit_weights_on_model_save",
+                                        "gather_16bit_weights_on_model_save", NULL};
     static const char *const noeffect[] = {"overlap_comm", "contiguous_gradients", "reduce_bucket_size",
                                            "allgather_bucket_size", "allgather_partitions", "reduce_scatter",
                                            "sub_group_size", "stage3_prefetch_bucket_size",
                                            "stage3_param_persistence_threshold", "stage3_max_live_parameters",
-                                           "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-                                           "gather_16bit_weights_on_model_save", "round_robin_gradients", NULL};
+                                           "stage3_max_reuse_distance", "round_robin_gradients", NULL};
     if (!z) return 0;
     if (!cJSON_IsObject(z)) return os_errf("%s: \"zero_optimization\": expected an object, got %s", c->path, os_json_kind(z));
     double st = c->a->zero_stage;
@@ -117,6 +117,18 @@ static int zero(ds_ctx *c, const cJSON *z) {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(z, quant[i])))
             return os_errf("%s: \"zero_optimization.%s\" true: ZeRO++ quantized communication is not implemented "
                            "(omnishard sends fp32, or bf16 parameters under bf16; docs/zero.md)", c->path, quant[i]);
+    static const char *const gather16[] = {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"};
+    for (int i = 0; i < 2; i++) {   // false: checkpoints without the consolidated model (true, "auto": the flag's)
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(z, gather16[i]);
+        if (g && !cJSON_IsBool(g) && !is_auto(g))
+            return os_errf("%s: \"zero_optimization.%s\": expected true, false or \"auto\", got %s", c->path, gather16[i],
+                           os_json_kind(g));
+        if (!cJSON_IsFalse(g)) continue;
+        if (given(c, "save_consolidated") && c->a->save_consolidated)
+            return os_errf("%s: \"zero_optimization.%s\" false asks for --save_consolidated false but "
+                           "--save_consolidated is true: DeepSpeed's value and the flag must agree", c->path, gather16[i]);
+        c->a->save_consolidated = 0;
+    }
     rest(c, z, "zero_optimization.", known, noeffect);
     return 0;
 }

@@ -204,7 +204,7 @@ static int save_final(os_sft_state *r) {
     if (strcmp(a->save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
     char out[4200];
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
-    os_stop_if_failed(os_export(r->m, &r->s.rt, a->model, out, a->merge_lora));
+    os_stop_if_failed(os_export(r->m, &r->s.rt, a->model, out, &r->dest.exp));
     os_stop_if_failed(os_steplog_close(&r->log));   // the log's last lines are on disk
     if (r->rank == 0) os_info("omnishard sft: done; model written to %s", out);
     os_sft_report_skips(r->ds, r->ev, a);

@@ -265,7 +265,9 @@ static void data_position(os_sft_state *r) {
     run_args(a, &r->run);
     run_model(r->m, r->digest, &r->run);
     r->run.samples = r->nsamp, r->run.global_batch = r->GB;
-    r->dest = (os_ckpt_dest){a->output_dir, a->model, a->seed, a->save_only_model};
+    r->dest = (os_ckpt_dest){a->output_dir, a->model, a->seed, a->save_only_model, a->save_consolidated,
+                             {.merge_lora = a->merge_lora, .max_shard_bytes = a->max_shard_size}};
+    os_stop_if_failed(os_export_dtype(a->save_dtype, a->model, &r->dest.exp.dtype));   // the same on every rank
 }
 
 // the last step (--max_steps, or where --num_train_epochs ends the stream) and the warm-up

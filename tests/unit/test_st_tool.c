@@ -157,7 +157,7 @@ static int config(const char *mode, int argc, char **argv) {
     int vocab = atoi(argv[2]);
     if (!strcmp(mode, "config-write")) {
         if (os_qwen2_config_load(argv[0], &c) != 0 || os_qwen2_config_write(argv[1], &c, vocab) != 0) os_die_err();
-    } else if (os_qwen2_config_rewrite(argv[0], argv[1], vocab) != 0)
+    } else if (os_qwen2_config_rewrite(argv[0], argv[1], vocab, NULL) != 0)
         os_die_err();
     return 0;
 }
