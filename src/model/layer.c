@@ -2,6 +2,7 @@
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "model/lora.h"
+#include "model/linear.h"
 
 // LoRA module t of layer l on input x [N, I]: its op (NULL when t is not targeted)
 static const os_lora_op *lora_op(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, os_lora_op *op) {
@@ -71,9 +72,9 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
     os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, eps);
-    os_k->linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
-    os_k->linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
-    os_k->linear_fwd(a->v, a->ln1, w->v_w, w->v_b, N, C, KH * D);
+    os_linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
+    os_linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
+    os_linear_fwd(a->v, a->ln1, w->v_w, w->v_b, N, C, KH * D);
     lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
     lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
     lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
@@ -85,16 +86,16 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
         if (c->kv) cached_attention(c, l, a);
         else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
     }
-    os_k->linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
+    os_linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
     os_k->add(a->h, a->h, x, N * C);
     os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, eps);
-    os_k->linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
-    os_k->linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
+    os_linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
+    os_linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
     lora_fwd(c, l, w, OS_LORA_GATE, a->ln2, a, a->gate);
     lora_fwd(c, l, w, OS_LORA_UP, a->ln2, a, a->up);
     os_k->swiglu_fwd(a->act, a->gate, a->up, N * F);
-    if (y) os_k->linear_fwd(y, a->act, w->down, NULL, N, F, C);
+    if (y) os_linear_fwd(y, a->act, w->down, NULL, N, F, C);
     lora_fwd(c, l, w, OS_LORA_DOWN, a->act, a, y);   // y NULL (recomputation): keeps its u only
     if (!y) return;
     os_k->add(y, y, a->h, N * C);
@@ -106,19 +107,19 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     // MLP: y = h + down(act)
     os_k->zero(c->dact, N * F);
-    os_k->linear_bwd(c->dact, g->down, NULL, dx, a->act, w->down, N, F, C);
+    os_linear_bwd(c->dact, g->down, NULL, dx, a->act, w->down, N, F, C);
     lora_bwd(c, l, w, g, OS_LORA_DOWN, a->act, a, dx, c->dact);
     os_k->zero(c->dgate, N * F), os_k->zero(c->dup, N * F);
     os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F);
     os_k->zero(c->dln, N * C);
-    os_k->linear_bwd(c->dln, g->gate, NULL, c->dgate, a->ln2, w->gate, N, C, F);
-    os_k->linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
+    os_linear_bwd(c->dln, g->gate, NULL, c->dgate, a->ln2, w->gate, N, C, F);
+    os_linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
     lora_bwd(c, l, w, g, OS_LORA_GATE, a->ln2, a, c->dgate, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_UP, a->ln2, a, c->dup, c->dln);
     os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2, a->rstd2, N, C);   // dx = dL/dh
     // attention: h = x + o_proj(attn)
     os_k->zero(c->dao, N * H * D);
-    os_k->linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
+    os_linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
     lora_bwd(c, l, w, g, OS_LORA_O, a->ao, a, dx, c->dao);
     os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
@@ -126,9 +127,9 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     rope(c, c->dq, H, 1);
     rope(c, c->dk, KH, 1);
     os_k->zero(c->dln, N * C);
-    os_k->linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
-    os_k->linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);
-    os_k->linear_bwd(c->dln, g->v_w, g->v_b, c->dv, a->ln1, w->v_w, N, C, KH * D);
+    os_linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
+    os_linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);
+    os_linear_bwd(c->dln, g->v_w, g->v_b, c->dv, a->ln1, w->v_w, N, C, KH * D);
     lora_bwd(c, l, w, g, OS_LORA_Q, a->ln1, a, c->dq, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_K, a->ln1, a, c->dk, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_V, a->ln1, a, c->dv, c->dln);

@@ -1,5 +1,6 @@
 #include "model/projector.h"
 #include "kernels/ops.h"
+#include "model/linear.h"
 #include <string.h>
 
 int os_proj_kind_parse(const char *name) {
@@ -25,13 +26,13 @@ void os_projector_fwd(const os_proj_dims *p, const os_proj_w *w, const float *x,
         float *c = act + T_s * H, *xt = c + T_s * p->d;
         // xt[t, i*k + j] = x[t*k + j, i]: output t's receptive field, channel-major (windows [k, d] -> [d, k])
         os_k->transpose(xt, x, T_s, p->k, p->d);
-        os_k->linear_fwd(c, xt, w->cw, w->cb, T_s, I, p->d);
+        os_linear_fwd(c, xt, w->cw, w->cb, T_s, I, p->d);
         os_k->relu_fwd(c, c, T_s * p->d);
         in1 = c, I = p->d;
     }
-    os_k->linear_fwd(a, in1, w->w1, w->b1, T_s, I, H);
+    os_linear_fwd(a, in1, w->w1, w->b1, T_s, I, H);
     os_k->relu_fwd(a, a, T_s * H);
-    os_k->linear_fwd(out, a, w->w2, w->b2, T_s, H, p->C);
+    os_linear_fwd(out, a, w->w2, w->b2, T_s, H, p->C);
 }
 
 void os_projector_bwd(const os_proj_dims *p, const os_proj_w *w, const float *x, const float *act, const float *dout,
@@ -40,16 +41,16 @@ void os_projector_bwd(const os_proj_dims *p, const os_proj_w *w, const float *x,
     const float *a = act;
     float *da = scratch;
     os_k->zero(da, T_s * H);
-    os_k->linear_bwd(da, g->w2, g->b2, dout, a, w->w2, T_s, H, p->C);
+    os_linear_bwd(da, g->w2, g->b2, dout, a, w->w2, T_s, H, p->C);
     os_k->relu_grad(da, a, T_s * H);
     if (p->kind != OS_PROJ_COV1D) {
-        os_k->linear_bwd(NULL, g->w1, g->b1, da, x, NULL, T_s, p->k * p->d, H);
+        os_linear_bwd(NULL, g->w1, g->b1, da, x, NULL, T_s, p->k * p->d, H);
         return;
     }
     const float *c = act + T_s * H, *xt = c + T_s * p->d;
     float *dc = scratch + T_s * H;
     os_k->zero(dc, T_s * p->d);
-    os_k->linear_bwd(dc, g->w1, g->b1, da, c, w->w1, T_s, p->d, H);
+    os_linear_bwd(dc, g->w1, g->b1, da, c, w->w1, T_s, p->d, H);
     os_k->relu_grad(dc, c, T_s * p->d);
-    os_k->linear_bwd(NULL, g->cw, g->cb, dc, xt, NULL, T_s, p->k * p->d, p->d);
+    os_linear_bwd(NULL, g->cw, g->cb, dc, xt, NULL, T_s, p->k * p->d, p->d);
 }

@@ -168,8 +168,9 @@ static void merge_into(const os_model *m, zr_runtime *rt, int64_t l, int t, cons
     int64_t O, I, r = m->oc.lora.rank;
     os_lora_base(m, l, t, &O, &I);
     os_k->copy(dst, W, O * I);
-    os_k->gemm(0, 0, O, I, r, m->oc.lora.alpha / (float)r, zr_param(rt, m->layer[l].lora_b[t]), r,
-               zr_param(rt, m->layer[l].lora_a[t]), I, 1.0f, dst, I);
+    os_k->matmul(os_matf(dst, O, I, I), os_matf(zr_param(rt, m->layer[l].lora_b[t]), O, r, r),
+                 os_matf(zr_param(rt, m->layer[l].lora_a[t]), r, I, I), m->oc.lora.alpha / (float)r, 1.0f,
+                 os_tensor_none(), os_tensor_none());
 }
 
 // the layer whose bucket b is, or -1
