@@ -180,7 +180,7 @@ def test_zero3_bf16_exact_gather_of_a_bf16_bucket(setup):
 @pytest.fixture(scope="module")
 def long_rows(tmp_path_factory):
     """samples of 300 positions, batch 2: 600 rows per micro-batch; no prompt region, so that 596 rows of each
-    micro-batch have a text and an audio target (one class of rows, src/model/head.c), 2 an audio target only"""
+    micro-batch have a text and an audio target (one class of rows, src/model/loss.c), 2 an audio target only"""
     d = tmp_path_factory.mktemp("bf16_rows")
     ref.make_model(str(d / "model"), **MODEL)
     ref.make_data(str(d / "data.jsonl"), 2 * STEPS, G=3, T=192, A=80, min_len=300, max_len=300, ignore_prompt=False)
@@ -204,7 +204,7 @@ def rows_run(d, path, rows, cache={}):
 def test_head_chunks_and_stash(long_rows, path):
     """OMNISHARD_LOGITS_ROWS=128 cuts the 596 rows with text and audio targets into 5 equal logits chunks (120 +
     4 x 119), the 2 audio-only rows are a chunk of their own (their audio columns only). In bf16 the head keeps the
-    chunks' rounded gradients in its stash (src/model/head_stash.h: 512 rows, 4 chunks of 128) and computes the weight
+    chunks' rounded gradients in its stash (src/model/loss.h: 512 rows, 4 chunks of 128) and computes the weight
     gradients once per stash and at the end of a class of rows: here after the 4th chunk, the 5th and the 6th.
     - Against one chunk per class (596 rows and 2; one stash each): the step-1 loss is the same and the gradients
       below the head are the same products of the same rounded rows; the head's own (lm_head = the tied embedding,
@@ -252,7 +252,7 @@ def test_gemm_times_table(setup):
     assert kinds("NN", (None, 64, 272)) == {"bf16 a rounded"}, p.stderr   # dhn from the stash
     assert kinds("TN", (272, 64, None)) == {"bf16 a rounded"}, p.stderr   # lm_head's dW from the stash
     assert kinds("TN", (240, 80, None)) == {"bf16 a, b rounded"}, p.stderr   # the adapter's dWa
-    # the rows with an audio target only (2 of the 22 with a target here; src/model/head.c, row classes): their
+    # the rows with an audio target only (2 of the 22 with a target here; src/model/loss.c, row classes): their
     # logits are the 80 audio columns, and so are their dhn and lm_head dW products
     assert kinds("NT", (2, 80, 64)) == {"bf16"} and kinds("NN", (2, 64, 80)) == {"bf16 a rounded"}, p.stderr
     assert kinds("TN", (80, 64, 2)) == {"bf16 a rounded"} and kinds("NT", (20, 272, 64)) == {"bf16"}, p.stderr

@@ -42,7 +42,7 @@ def original(mdir):
 @pytest.mark.parametrize("case", list(CASES))
 def test_freeze_matches_pytorch(tmp_path, case, bf16, monkeypatch):
     """bf16 (the sgemm path), with the logits in chunks of 8 rows: the head's stash of rounded gradients
-    (src/model/head.h) with a frozen or partly trained head and a frozen adapter. Against the oracle within the bf16
+    (src/model/loss.h) with a frozen or partly trained head and a frozen adapter. Against the oracle within the bf16
     class bound (docs/training.md; here the sgemm path is 2e-4 off in step 3's gradient norm on the build before the
     stash too), and against the same run in one chunk per class of rows (one stash each) tightly: the stash's row offsets."""
     c = CASES[case]

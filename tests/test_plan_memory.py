@@ -19,7 +19,7 @@ def model(tmp_path_factory):
     ref.make_model(str(d / "model"), hidden=512, layers=2, heads=8, kv_heads=2, inter=1024, T=32768, A=2048, G=3,
                    tied=False, seed=3)
     # no prompt region: every row has text and audio targets, so the head's logits chunk is written whole, as plan
-    # counts it (rows with audio targets only write 1/17 of it: src/model/head.c, row classes)
+    # counts it (rows with audio targets only write 1/17 of it: src/model/loss.c, row classes)
     ref.make_data(str(d / "data.jsonl"), 4, G=3, T=32768, A=2048, min_len=L, max_len=L, seed=5, ignore_prompt=False)
     return d
 
@@ -38,7 +38,7 @@ def plan_total_gb(model_dir, n, ckpt, dtype, stage=3):
 
 
 # bf16 (--torch_dtype bfloat16) adds the rounded copies of the largest GEMM inputs and the head's stash of rounded
-# gradients (src/model/head_stash.h; here of the 34816-row head) and gathers the head in bf16 at stage 3; at stage 2 it
+# gradients (src/model/loss.h; here of the 34816-row head) and gathers the head in bf16 at stage 3; at stage 2 it
 # keeps a rounded copy of the head bucket
 @pytest.mark.parametrize("n,ckpt,dtype,stage", [(1, "false", "float32", 3), (2, "true", "float32", 3),
                                                 (1, "false", "bfloat16", 3), (1, "false", "bfloat16", 2)])

@@ -79,7 +79,7 @@ def test_train_step_matches_pytorch(tmp_path, monkeypatch, rows):
     """Layer shift (T + G*A rows, no adapter, layer g's own logit columns) and 2 latency tokens (given on the
     command line over slam_omni.json's 0): losses, step-1 gradients, weights after 3 steps. rows = 5
     (OMNISHARD_LOGITS_ROWS): the head's rows in chunks of at most 5 in each class (text and audio targets, audio
-    only: the G*A audio columns; src/model/head.c), several per class, in fp32 without the stash."""
+    only: the G*A audio columns; src/model/loss.c), several per class, in fp32 without the stash."""
     if rows:
         monkeypatch.setenv("OMNISHARD_LOGITS_ROWS", str(rows))
     G, latency = 3, 2

@@ -2,6 +2,7 @@
 #include "infer/gen_forward.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "model/loss.h"
 #include <string.h>
 
 void os_gen_fwd_init(os_gen_fwd *f, os_session *s, int64_t R, int64_t P, const uint8_t *speech, int64_t cap, int cached) {
@@ -31,9 +32,9 @@ const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L) {
         for (int64_t bi = 0; bi < sp->B; bi++) sp->state[bi] = sp->state[bi] ? 2 : 0;   // later: reuse the encoder output
     }
     os_model_input in = {.B = 1, .R = f->R, .L = n, .ids = f->ids, .speech = speech ? f->mask : NULL, .proj = proj};
-    os_model_opts o = {.recompute = 1, .kv = f->cached ? &f->kv : NULL, .logits = f->z, .logits_last = 1};
-    os_loss_sums ls;
-    os_model_forward(&s->acts, &in, &w, &o, &ls);
+    os_model_opts o = {.recompute = 1, .kv = f->cached ? &f->kv : NULL};
+    os_model_forward(&s->acts, &in, &w, &o);
+    os_loss_logits(&s->acts.loss, &w, s->acts.hn, 1, n, 1, f->z);
     f->positions += n;
     return f->z;
 }
@@ -48,9 +49,9 @@ void os_gen_fwd_step(os_gen_fwd *const *f, int64_t n, const int32_t *tok, float 
     os_session *s = f[0]->s;
     os_weights w = os_runtime_weights(&s->rt);
     os_model_input in = {.B = n, .R = f[0]->R, .L = 1, .ids = tok};
-    os_model_opts o = {.recompute = 1, .kvs = kvs, .logits = z, .logits_last = 1};
-    os_loss_sums ls;
-    os_model_forward(&s->acts, &in, &w, &o, &ls);
+    os_model_opts o = {.recompute = 1, .kvs = kvs};
+    os_model_forward(&s->acts, &in, &w, &o);
+    os_loss_logits(&s->acts.loss, &w, s->acts.hn, n, 1, 1, z);
 }
 
 void os_gen_fwd_free(os_gen_fwd *f) {

@@ -1,4 +1,5 @@
-// The model forward of generation (omnishard infer, infer/infer.h) through os_model_forward (model/forward.h):
+// The model forward of generation (omnishard infer, infer/infer.h) through os_model_forward (model/forward.h) and
+// the loss's logits (os_loss_logits, model/loss.h):
 //   KV cache on: the prompt once (prefill, the speech encoder and projector with it), then one position per step
 //   that attends to the cached keys and values;
 //   off: the whole sequence again at every step (the check of the cache: the same tokens, tests/test_infer.py).

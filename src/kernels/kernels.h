@@ -41,7 +41,7 @@ void k_gemm_bf16_widen(void *buf, int64_t n);         // bf16 bits buf[n] -> tha
 void k_bf16_round(uint16_t *dst, const float *src, int64_t n);   // bf16 bits of src, round to nearest even
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
 // Operands rounded by the caller, for products that read the same rounded rows more than once or gather them
-// first (the head's dlogits, model/head.c). k_gemm_rounds: the bytes of one rounded element (k_gemm_bf16_esz) while
+// first (the head's dlogits, model/loss.c). k_gemm_rounds: the bytes of one rounded element (k_gemm_bf16_esz) while
 // products round (bf16 on), else 0. k_gemm_round: dst[rows, cols] (packed) = src[rows, cols] (row stride ld) in that
 // format. k_gemm_rounded: k_gemm (bf16 on, K > 0) whose a (pre bit 0) and/or b (pre bit 1) are such rounded copies
 // (their row strides lda/ldb in elements); an operand not flagged is a float matrix rounded as k_gemm rounds it.

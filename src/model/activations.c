@@ -3,7 +3,6 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
-#include "model/head_stash.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -72,12 +71,12 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     float *x_dummy;
     for (int64_t l = 0; l <= nl; l++) put(lo, OS_ACT_RESID, lo->a ? &a->xs[l] : &x_dummy, N * C);
     // HEAD
-    os_head_buf *h = &a->head;
-    put(lo, OS_ACT_HEAD, &h->hn, N * C), put(lo, OS_ACT_HEAD, &h->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V > N * C ? rows * V : N * C);
+    os_loss *h = &a->loss;
+    put(lo, OS_ACT_HEAD, &a->hn, N * C), put(lo, OS_ACT_HEAD, &a->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V > N * C ? rows * V : N * C);
     int ad = m->b_adapter >= 0;
     put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0), put(lo, OS_ACT_HEAD, &h->dA, ad && tr ? rows * A : 0);
-    put(lo, OS_ACT_HEAD, &h->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
-    int64_t sr = tr && s->rounds ? os_head_stash_rows(m, N) : 0, e = s->rounds;   // rounded rows, bytes each element
+    put(lo, OS_ACT_HEAD, &a->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
+    int64_t sr = tr && s->rounds ? os_loss_stash_rows(m, N) : 0, e = s->rounds;   // rounded rows, bytes each element
     put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units
     put(lo, OS_ACT_HEAD, &h->als, ad ? (sr * G * A * e + 3) / 4 : 0), put(lo, OS_ACT_HEAD, &h->ain, ad ? (sr * A * e + 3) / 4 : 0);
     // GRAD
@@ -97,7 +96,8 @@ void os_acts_init(os_model_acts *a, const os_model *m) {
     a->live = -1;
     a->xs = os_alloc(sizeof(float *) * (size_t)(m->nlayers + 1), "layer inputs");
     a->acts = os_alloc(sizeof(os_layer_act) * (size_t)(m->nlayers > 0 ? m->nlayers : 1), "layer activations");
-    a->head.sums = os_k->alloc((int64_t)sizeof(os_loss_sums), "head loss sums");
+    a->loss.m = m;
+    a->loss.sums = os_k->alloc((int64_t)sizeof(os_loss_sums), "loss sums");
 }
 
 void os_acts_upload(os_model_acts *a, int64_t R, const int32_t *ids, const uint8_t *keymask, const int32_t *seg) {
@@ -111,8 +111,8 @@ void os_acts_upload(os_model_acts *a, int64_t R, const int32_t *ids, const uint8
 
 void os_acts_free(os_model_acts *a) {
     if (a->arena) ASAN_UNPOISON_MEMORY_REGION(a->arena, (size_t)a->cap);
-    os_k->free(a->arena), os_free(a->xs), os_free(a->acts), os_free(a->head.yh);
-    os_k->free(a->head.sums);
+    os_k->free(a->arena), os_free(a->xs), os_free(a->acts), os_free(a->loss.yh);
+    os_k->free(a->loss.sums);
     memset(a, 0, sizeof *a);
 }
 
@@ -127,8 +127,8 @@ void os_acts_prepare(os_model_acts *a, const os_act_shape *s) {
         a->arena = os_k->alloc(sz.total, "activations");
         a->cap = sz.total;
     }
-    int64_t ny = (m->oc.G + 1) * s->B * s->L;   // the head's targets on the host
-    if (ny > a->ny) os_free(a->head.yh), a->head.yh = os_alloc(sizeof(int32_t) * (size_t)ny, "head targets (host)"), a->ny = ny;
+    int64_t ny = (m->oc.G + 1) * s->B * s->L;   // the loss's targets on the host
+    if (ny > a->ny) os_free(a->loss.yh), a->loss.yh = os_alloc(sizeof(int32_t) * (size_t)ny, "loss targets (host)"), a->ny = ny;
     ASAN_POISON_MEMORY_REGION(a->arena, (size_t)a->cap);   // the layout below unpoisons its buffers
     memset(&sz, 0, sizeof sz);
     layout lo = {.a = a, .sz = &sz};

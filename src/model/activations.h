@@ -4,8 +4,8 @@
 // and its size from the model and the micro-batch shape; the allocator lays the arena out from it and the memory
 // plan (train/plan.c) sums it, so the two cannot disagree.
 #pragma once
-#include "model/head.h"
 #include "model/layer.h"
+#include "model/loss.h"
 
 typedef struct {
     int64_t B, L;     // micro-batch: samples, positions (N = B*L rows)
@@ -13,10 +13,10 @@ typedef struct {
     int64_t rowpos;   // 1: RoPE tables per row, [B, L, D/2], from the input's positions (packed rows: os_acts_positions);
                       // 0: one table [npos, D/2] for positions 0..npos-1, filled by os_acts_prepare (int64_t: the
                       // struct has no padding, os_acts_prepare compares shapes with memcmp)
-    int train;        // backward buffers (layer scratch, dx, the head's dhn and dA)
+    int train;        // backward buffers (layer scratch, dx, dhn, the loss's dA)
     int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
-    int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the head's
-                      // stash, head.h), else 0
+    int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the loss's
+                      // stash, model/loss.h), else 0
 } os_act_shape;
 
 // floats (4-byte elements) per group of the table
@@ -25,7 +25,8 @@ typedef enum { OS_ACT_LAYERS, OS_ACT_SCRATCH, OS_ACT_RESID, OS_ACT_HEAD, OS_ACT_
 //   SCRATCH: the layer backward scratch (os_layer_ctx), the RoPE tables and positions, and the micro-batch's inputs
 //            uploaded for the kernels (ids, key mask, segments)
 //   RESID: the residual stream, layer inputs xs[0..nlayers] [N, C] each
-//   HEAD: os_head_buf (targets included)
+//   HEAD: the final norm's output hn [N, C] and rstd [N], its gradient dhn [N, C] (training), the loss's buffers
+//         (os_loss, targets included)
 //   GRAD: dx [N, C], the residual gradient of the backward
 typedef struct {
     int64_t floats[OS_ACT_NGROUPS];
@@ -51,8 +52,10 @@ typedef struct {
     uint8_t *keymask_buf;
     const uint8_t *keymask;
     const int32_t *seg;
-    int64_t ny;               // ints of head.yh
-    os_head_buf head;
+    float *hn, *rstd;         // the final norm's output [N, C] (the forward's end, the loss's input) and its rstd [N]
+    float *dhn;               // [N, C] dL/dhn (training: the loss writes it, the backward starts from it)
+    int64_t ny;               // ints of loss.yh
+    os_loss loss;
     float *dx;                // [N, C]
 } os_model_acts;
 
@@ -60,7 +63,7 @@ void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out);
 void os_acts_init(os_model_acts *a, const os_model *m);
 void os_acts_free(os_model_acts *a);
 // lay the buffers out for shape s (growing the arena when needed; RoPE tables filled unless s->rowpos). Every buffer
-// is on the backend's memory (os_k->alloc) but the head's host copy of its targets (head.yh)
+// is on the backend's memory (os_k->alloc) but the loss's host copy of its targets (loss.yh)
 void os_acts_prepare(os_model_acts *a, const os_act_shape *s);
 // shape.rowpos: the RoPE tables of each row's positions pos [B, L] (host; uploaded)
 void os_acts_positions(os_model_acts *a, const int32_t *pos);

@@ -32,10 +32,10 @@ static void layer_release(const os_weights *w, const os_model *m, int64_t l) {
     if (m->b_lora) w->release(w->ctx, m->b_lora[l]);
 }
 
-// the head's buckets, announced while the last layer computes. lm_head only when it trains (train: a backward
-// follows) and is at least as large as a layer's bucket: then the head's own gradient buffer, as large as lm_head,
-// makes the head the memory peak, and gathering lm_head next to the last layer adds nothing to it; otherwise (and
-// in forward-only passes) only the final norm
+// the final norm's bucket and the loss's (model/loss.h), announced while the last layer computes. lm_head only when
+// it trains (train: a backward follows) and is at least as large as a layer's bucket: then its own gradient buffer,
+// as large as lm_head, makes the loss the memory peak, and gathering lm_head next to the last layer adds nothing to
+// it; otherwise (and in forward-only passes) only the final norm
 static void head_prefetch(const os_weights *w, const os_model *m, int train) {
     const os_bucket *k = m->reg.b;
     w->prefetch(w->ctx, m->b_norm);
@@ -69,50 +69,6 @@ static os_embed_task embed_task(const os_model *m, const os_model_input *in, con
 
 static os_layer_act *act_of(os_model_acts *a, int64_t l) { return &a->acts[a->nacts == 1 ? 0 : l]; }
 
-// final norm, lm_head + losses (and their backward), norm backward; the bucket scopes around each part
-static void head(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
-                 os_loss_sums *s) {
-    const os_model *m = a->m;
-    const os_grads *g = o->grads;
-    int64_t N = in->B * in->L, C = m->C;
-    const float *x = a->xs[m->nlayers];
-    w->gather(w->ctx, m->b_norm);
-    os_head_norm_fwd(m, os_weight(w, m->final_norm), x, N, &a->head);
-    w->gather(w->ctx, m->b_head);
-    if (g) g->open(g->ctx, m->b_head);
-    int ad = m->b_adapter >= 0;
-    if (ad) {
-        w->gather(w->ctx, m->b_adapter);
-        if (g) g->open(g->ctx, m->b_adapter);
-    }
-    os_head_weights hw = {.lm_head = os_weight(w, m->lm_head)};
-    if (ad) hw.adapter_w = os_weight(w, m->adapter_w), hw.adapter_b = os_weight(w, m->adapter_b);
-    os_head_grads hg = {0};
-    if (g) {
-        hg.lm_head = os_grad(g, m->lm_head);
-        if (ad) hg.adapter_w = os_grad(g, m->adapter_w), hg.adapter_b = os_grad(g, m->adapter_b);
-        // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing"); it is its
-        // bucket's only parameter (model/omni.c), so the bucket's trained range counts its elements
-        hg.lm_head_row0 = m->reg.b[m->b_head].train_lo / C;
-    }
-    os_head_task t = {.B = in->B, .R = in->R, .L = in->L, .labels = in->labels, .dscale = o->dscale,
-                      .dh = g && o->below, .logits = o->logits, .last = o->logits_last,
-                      .runner = o->head_runner};
-    os_head_loss(m, &hw, g ? &hg : NULL, &t, &a->head, s);
-    // the gathered buckets go before the gradient scopes close: a closing scope allocates its bucket's gradient
-    // slice, which then takes the head's freed pages instead of adding to the step's peak (docs/zero.md)
-    if (ad) w->release(w->ctx, m->b_adapter);
-    w->release(w->ctx, m->b_head);
-    if (ad && g) g->close(g->ctx, m->b_adapter);
-    if (g && m->b_head != m->b_embed) g->close(g->ctx, m->b_head);   // tied: the embedding backward closes it
-    if (g && o->below) {
-        g->open(g->ctx, m->b_norm);
-        os_head_norm_bwd(m, os_weight(w, m->final_norm), os_grad(g, m->final_norm), x, N, &a->head, a->dx);
-        g->close(g->ctx, m->b_norm);
-    }
-    w->release(w->ctx, m->b_norm);
-}
-
 // the embedding forward: only the rows the batch reads when the owner can fetch rows (w->rows: the ids renumbered
 // into the fetched table, both on the backend), else the whole bucket gathered. ids: in's ids on the backend
 static void embed_fwd(const os_model *m, const os_model_input *in, const int32_t *ids, const os_weights *w, float *x0) {
@@ -137,8 +93,7 @@ static void embed_fwd(const os_model *m, const os_model_input *in, const int32_t
     os_free(u), os_free(local), os_k->free(table), os_k->free(dlocal);
 }
 
-void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o,
-                      os_loss_sums *s) {
+void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weights *w, const os_model_opts *o) {
     const os_model *m = a->m;
     int64_t nl = m->nlayers, p0 = o->kv ? o->kv->len : 0, npos = o->kv ? o->kv->cap : in->L;
     OS_ASSERT(!o->kv || (!in->keymask && !in->seg && !in->pos && p0 + in->L <= o->kv->cap && in->B == o->kv->B && !o->grads));
@@ -169,7 +124,9 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
         layer_release(w, m, l);
     }
     a->live = a->nacts == 1 && nl > 0 ? nl - 1 : -1;   // the shared set holds the last layer's activations
-    head(a, in, w, o, s);
+    w->gather(w->ctx, m->b_norm);
+    os_k->rmsnorm_fwd(a->hn, a->rstd, a->xs[nl], os_weight(w, m->final_norm), c->N, m->C, (float)m->cfg.rms_norm_eps);
+    w->release(w->ctx, m->b_norm);
     if (o->kv) o->kv->len += in->L;
     for (int64_t b = 0; o->kvs && b < in->B; b++) o->kvs[b]->len++;
 }
@@ -179,6 +136,12 @@ void os_model_backward(os_model_acts *a, const os_model_input *in, const os_weig
     const os_grads *g = o->grads;
     int64_t nl = m->nlayers;
     const os_layer_ctx *c = &a->ctx;
+    w->gather(w->ctx, m->b_norm);   // the final norm, from the loss's dL/dhn into dx
+    g->open(g->ctx, m->b_norm);
+    os_k->zero(a->dx, c->N * m->C);
+    os_k->rmsnorm_bwd(a->dx, os_grad(g, m->final_norm), a->dhn, a->xs[nl], os_weight(w, m->final_norm), a->rstd, c->N, m->C);
+    g->close(g->ctx, m->b_norm);
+    w->release(w->ctx, m->b_norm);
     if (nl > 0) layer_prefetch(w, m, nl - 1);
     for (int64_t l = nl - 1; l >= 0; l--) {
         if (l > 0) layer_prefetch(w, m, l - 1);

@@ -138,8 +138,9 @@ static const os_opt opts[] = {
     Q(cache_speech_features, "DIR", "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
     {.name = "param_loss", .type = OS_OPT_CUSTOM, .parse = parse_param_loss, .show = show_param_loss,
      .metavar = "TERM", .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
-    B(head_balance, "the head's rows move between ranks to even out its work (default true; OMNISHARD_HEAD_BALANCE=0 "
-                    "makes the default false; docs/training.md \"Balancing the head across ranks\")"),
+    B(head_balance, "the head's rows move between ranks to even out its work (default true on the CPU, false on a "
+                    "device such as --device cuda; OMNISHARD_HEAD_BALANCE=0 makes it false; docs/training.md "
+                    "\"Balancing the head across ranks\")"),
     N(ddp_timeout, F64, "[0,31536000]", "seconds a rank waits in one collective before the job ends with a report naming the "
                                       "ranks that did not arrive; 0 = wait forever, at most a year (default 1800, docs/operations.md)"),
     D(dump_grads, "FILE", "write the first step's reduced gradients to this safetensors file"),
@@ -211,7 +212,7 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->target_modules = "all-linear", a->report_to = "none", a->device = "cpu";
     a->lora_rank = 8, a->lora_alpha = 32, a->lora_dropout = 0.05, a->merge_lora = 1;
     a->max_shard_size = OS_SHARD_DEFAULT, a->save_consolidated = 1;
-    a->head_balance = os_knobs()->head_balance;
+    a->head_balance = os_knobs()->head_balance ? -1 : 0;   // -1: not given, decided by the backend (trainer_open)
     a->dataset_shuffle = 1, a->data_seed = -1;
 }
 

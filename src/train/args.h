@@ -27,7 +27,7 @@ typedef struct {
     int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
     int mask_equal_length_audio;
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
-    int head_balance;   // 1: the head's rows move between ranks, 0: stay (default: OMNISHARD_HEAD_BALANCE's, else 1)
+    int head_balance;   // 1: the head's rows move between ranks, 0: stay, -1: not given (the backend decides: train/sft_open.c)
     int lora_rank, merge_lora;
     const char *save_dtype;    // --save_dtype: auto (the model config's torch_dtype) or a dtype (persist/export.h)
     int64_t max_shard_size;    // --max_shard_size in bytes

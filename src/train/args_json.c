@@ -41,6 +41,7 @@ int os_args_json_write(const os_sft_state *r) {
     set(o, "code_layer", cJSON_CreateNumber(oc->G));
     set(o, "num_latency_tokens", cJSON_CreateNumber(oc->latency));
     set(o, "do_layershift", cJSON_CreateBool(oc->layershift));
+    set(o, "head_balance", cJSON_CreateBool(r->trainer.head_balance));   // not given: the backend's default
     cJSON_AddNumberToObject(res, "world_size", r->N);
     cJSON_AddNumberToObject(res, "global_batch_size", (double)r->GB);
     cJSON_AddNumberToObject(res, "total_steps", (double)r->total);

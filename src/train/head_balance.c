@@ -2,25 +2,24 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "kernels/ops.h"
-#include "model/head_compute.h"
 #include "train/head_plan.h"
 #include "zero/comm.h"
 #include <string.h>
 
-enum { NCLS = OS_HEAD_NCLS, NT = OS_MAX_G + 1 };
+enum { NCLS = OS_LOSS_NCLS, NT = OS_MAX_G + 1 };
 
 // The plan from every rank's rows per class, whether its rows can move (fixed: not; then no rank's move) and its
 // micro-batch's rows: a rank computes at most that many rows in all, its logits chunk and stash are sized for them
 // (activations.c), so rows beyond would be computed in chunks smaller than its own (an empty micro-batch, 2 rows,
 // would take them 2 at a time). Returns the number of moves.
 enum { M_FIXED = NCLS, M_NALL, M_N };
-static int plan(const os_head *hd, const os_head_rows *r, int S, os_head_move *mv) {
+static int plan(const os_loss *L, const os_loss_rows *r, int S, os_head_move *mv) {
     int any_fixed = 0;
     int64_t mine[M_N], *all = os_alloc(sizeof mine * (size_t)S, "head balance counts");
     int64_t *counts = os_alloc(sizeof(int64_t) * (size_t)(S * NCLS), "head balance counts");
     int64_t *room = os_alloc(sizeof(int64_t) * (size_t)S, "head balance room");
     for (int c = 0; c < NCLS; c++) mine[c] = r->fixed ? 0 : r->cnt[c];
-    mine[M_FIXED] = r->fixed, mine[M_NALL] = hd->N;
+    mine[M_FIXED] = r->fixed, mine[M_NALL] = L->N;
     comm_allgather_bytes(mine, all, (int64_t)sizeof mine);
     for (int p = 0; p < S; p++) {
         room[p] = all[p * M_N + M_NALL];
@@ -28,7 +27,7 @@ static int plan(const os_head *hd, const os_head_rows *r, int S, os_head_move *m
         any_fixed |= all[p * M_N + M_FIXED] != 0;
     }
     double cost[NCLS];
-    os_head_row_costs(hd, cost);
+    os_loss_row_costs(L, cost);
     int nm = !any_fixed ? os_head_plan(counts, room, cost, S, mv) : 0;
     os_free(all), os_free(counts), os_free(room);
     return nm;
@@ -36,7 +35,7 @@ static int plan(const os_head *hd, const os_head_rows *r, int S, os_head_move *m
 
 // the exchange's bookkeeping from the plan
 typedef struct {
-    const os_head_rows *r;               // this rank's rows
+    const os_loss_rows *r;               // this rank's rows
     const os_head_move *mv;
     int nm, me, S, K1, dh;
     int64_t C;
@@ -84,8 +83,8 @@ static msgs msgs_new(const exch *x, const int64_t *K, int64_t (*size)(const exch
 }
 static void msgs_free(msgs *g) { os_free(g->bytes), os_free(g->buf); }
 
-static exch exch_new(const os_head *hd, const os_head_rows *r, int me, int S, const os_head_move *mv, int nm) {
-    exch x = {.r = r, .mv = mv, .nm = nm, .me = me, .S = S, .K1 = r->nterms, .dh = hd->dh, .C = hd->m->C};
+static exch exch_new(const os_loss *L, const os_loss_rows *r, int me, int S, const os_head_move *mv, int nm) {
+    exch x = {.r = r, .mv = mv, .nm = nm, .me = me, .S = S, .K1 = r->nterms, .dh = L->dh, .C = L->m->C};
     x.kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     x.kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     for (int c = 0; c < NCLS; c++) x.ostart[c] = c ? x.ostart[c - 1] + r->cnt[c - 1] : 0, x.kept[c] = r->cnt[c];
@@ -127,7 +126,7 @@ static void rows_up(float *dev, const float *host, const int64_t *list, int64_t 
 // the rows computed here: per class this rank's kept rows (owner me), then the rows moved here (owner: the sender),
 // moves in plan order; at[q]: where move q's rows start (moves to this rank)
 typedef struct {
-    os_head_rows r;
+    os_loss_rows r;
     float *hn, *dhn, *scale;   // hn, dhn [rows, C] and y [K1, rows] on the backend, yh y's host copy
     int32_t *y, *yh;
     int *owner;
@@ -136,7 +135,7 @@ typedef struct {
     int64_t start[NCLS], *at;
 } here_rows;
 
-static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const msgs *in) {
+static void here_fill(here_rows *H, const exch *x, const os_loss_rows *r, const msgs *in) {
     int64_t C = x->C, Nc = 0, row = 0;
     for (int c = 0; c < NCLS; c++) Nc += x->kept[c];
     for (int p = 0; p < x->S; p++) Nc += x->kin[p];
@@ -178,7 +177,7 @@ static void here_fill(here_rows *H, const exch *x, const os_head_rows *r, const 
         }
     }
     os_k->upload(H->y, H->yh, (int64_t)sizeof(int32_t) * x->K1 * Nc);
-    H->r = (os_head_rows){.nterms = r->nterms, .hn = H->hn, .y = H->y, .yh = H->yh, .ldy = Nc, .owner = H->owner,
+    H->r = (os_loss_rows){.nterms = r->nterms, .hn = H->hn, .y = H->y, .yh = H->yh, .ldy = Nc, .owner = H->owner,
                           .scale = H->scale, .sums = H->dsums, .dhn = H->dhn};
     for (int c = 0; c < NCLS; c++) H->r.cnt[c] = (c + 1 < NCLS ? H->start[c + 1] : row) - H->start[c];
     os_free(cur), os_free(first);
@@ -207,7 +206,7 @@ static void pack_back(const exch *x, const here_rows *H, msgs *out) {
 }
 
 // this rank's rows' results: the kept rows' from here, the moved rows' from their receivers' answers
-static void take_back(const exch *x, const here_rows *H, msgs *in, const os_head_rows *r) {
+static void take_back(const exch *x, const here_rows *H, msgs *in, const os_loss_rows *r) {
     int64_t C = x->C;
     os_loss_sums acc;   // r's sums (on the backend's memory) added to on the host
     os_k->download(&acc, r->sums, (int64_t)sizeof acc);
@@ -228,17 +227,17 @@ static void take_back(const exch *x, const here_rows *H, msgs *in, const os_head
     os_k->upload(r->sums, &acc, (int64_t)sizeof acc);
 }
 
-static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
+int64_t os_head_balance(os_loss *L, const os_loss_rows *r) {
     OS_ASSERT(!r->owner);   // the micro-batch's own rows, one owner
     int S = comm_size();
     os_head_move *mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
-    int nm = plan(hd, r, S, mv);
-    if (!nm) {   // nothing moves: this rank's rows, as without the runner
+    int nm = plan(L, r, S, mv);
+    if (!nm) {   // nothing moves: this rank's rows, as without balancing
         os_free(mv);
-        os_head_compute(hd, r);
-        return;
+        os_loss_compute(L, r);
+        return 0;
     }
-    exch x = exch_new(hd, r, comm_rank(), S, mv, nm);
+    exch x = exch_new(L, r, comm_rank(), S, mv, nm);
     // the rows out
     msgs out = msgs_new(&x, x.kout, rows_bytes, "head rows out"), in = msgs_new(&x, x.kin, rows_bytes, "head rows in");
     for (int p = 0; p < S; p++) {
@@ -257,8 +256,8 @@ static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
     // this rank's kept rows and the rows moved here, as one set of rows
     here_rows H;
     here_fill(&H, &x, r, &in);
-    os_head_compute(hd, &H.r);
-    // the answers travel as host messages: the balanced head's one wait for its kernels
+    os_loss_compute(L, &H.r);
+    // the answers travel as host messages: the balanced loss's one wait for its kernels
     os_k->download(H.sums, H.dsums, (int64_t)sizeof(os_loss_sums) * S);
     // the answers back
     msgs_free(&out), msgs_free(&in);
@@ -266,9 +265,9 @@ static void run(void *ctx, const os_head *hd, const os_head_rows *r) {
     pack_back(&x, &H, &out);
     comm_alltoallv_bytes(out.buf, out.bytes, out.off, in.buf, in.bytes, in.off);
     take_back(&x, &H, &in, r);
-    for (int p = 0; p < S; p++) ((os_head_balance *)ctx)->moved += x.kout[p];
+    int64_t moved = 0;
+    for (int p = 0; p < S; p++) moved += x.kout[p];
     msgs_free(&out), msgs_free(&in), here_free(&H);
     os_free(x.kout), os_free(x.kin), os_free(mv);
+    return moved;
 }
-
-os_head_runner os_head_balance_runner(os_head_balance *b) { return (os_head_runner){.ctx = b, .run = run}; }

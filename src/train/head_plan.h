@@ -2,7 +2,9 @@
 // class move from which rank to which, from every rank's rows per class and a class's cost per row. Arithmetic
 // only: every rank computes the same plan from the same counts.
 #pragma once
-#include "model/head_types.h"
+#include "model/loss.h"
+
+#define OS_HEAD_NCLS OS_LOSS_NCLS   // the loss's row classes (model/loss.h)
 
 // `rows` rows of class cls move from rank `from` (the last rows of that class in its order) to rank `to`
 typedef struct {

@@ -129,7 +129,7 @@ int64_t os_plan_startup(const os_model *m, int N, int stage, const os_plan_src *
 int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
     int64_t n = B * L, C = m->C, F = m->F, HD = m->H * m->D, A = m->oc.audio_vocab, rows = k_xent_chunk_rows(m->V, n, m->logits_rows);
     // the weights are rounded ahead (bound by the runtime) and the head's gradients into its stash (in the
-    // activations' arena, model/head_stash.h): what the products round into scratch is the rest of the activations: as
+    // activations' arena, model/loss.h): what the products round into scratch is the rest of the activations: as
     // a, a layer's inputs and output gradients, a logits chunk's rows of the norm output and (evaluation) of the
     // adapter's input; as b, a layer's inputs and the stashed rows of the norm output
     int64_t a = 0, b = 0;

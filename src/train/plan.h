@@ -48,7 +48,7 @@ int64_t os_plan_mean_rows_bytes(int64_t C);
 // bf16: the bytes of the rounded product inputs held at the peak (the largest activation operands, kept by
 // src/kernels/gemm_bf16.c; the weights are rounded ahead by the runtime), esz bytes per element
 int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int esz);
-// bf16 training: the bytes of the head's stash of rounded gradients (model/head_stash.h) in the activations' arena
+// bf16 training: the bytes of the head's stash of rounded gradients (model/loss.h) in the activations' arena
 int64_t os_plan_bf16_stash(const os_model *m, int64_t batch, int64_t seq, int esz);
 // --speech_encoder of plan: a Whisper directory (its config.json) or a preset ("whisper-small", "whisper-medium",
 // "whisper-large-v3"); sets oc->speech_dim (os_model_build then declares the projector) as sft does. 0 or -1 + message.

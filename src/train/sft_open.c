@@ -162,13 +162,23 @@ void os_sft_resolve_model_defaults(os_sft_args *a) {
     a->trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
 }
 
+// --head_balance as the run takes it
+static int head_balance_of(const os_sft_args *a) {
+    if (a->head_balance >= 0) return a->head_balance;   // given (or OMNISHARD_HEAD_BALANCE=0)
+    // not given: on where the backend's memory is the host's; where it is not, moving rows costs a download and an
+    // upload of the rows and sums every micro-batch, so they stay. The guard backend (OMNISHARD_BACKEND=guard, a test
+    // hook: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
+    // CPU backend's numbers for the same options
+    return os_k->host_memory || os_knobs()->backend_guard;
+}
+
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
 // must name some parameter); -1 + message
 static int trainer_open(os_sft_state *r) {
     const os_sft_args *a = r->a;
     os_model *m = &r->s.model;
     os_trainer *t = &r->trainer;
-    t->m = m, t->rt = &r->s.rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = a->head_balance;
+    t->m = m, t->rt = &r->s.rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = head_balance_of(a);
     t->acts = &r->s.acts;
     t->speech = r->s.speech.on ? &r->s.speech : NULL;
     t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;

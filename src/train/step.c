@@ -4,8 +4,8 @@
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
-#include "model/head.h"
 #include "model/forward.h"
+#include "model/loss.h"
 #include "session/model_runtime.h"
 #include "session/speech.h"
 #include "train/head_balance.h"
@@ -46,11 +46,12 @@ static void apply_terms(grad_ctx *g, int b) {
     g->terms[g->nterms++] = b;
 }
 
-// the micro-batch's one wait for its kernels: the head's loss sums and the parameter terms' values to the host
+// the micro-batch's one wait for its kernels: the loss sums and the parameter terms' values to the host
 static void read_scalars(os_trainer *t, grad_ctx *g, os_step_stats *st) {
-    os_loss_sums ls = {0};
-    os_head_read_sums(&t->acts->head, &ls);
+    os_loss_sums ls;
+    os_loss_read(&t->acts->loss, &ls);
     memcpy(st->sum, ls.sum, sizeof ls.sum), memcpy(st->correct, ls.correct, sizeof ls.correct);
+    memcpy(st->count, ls.count, sizeof ls.count);
     if (!g->nterms) return;
     int64_t n = (int64_t)t->m->reg.np * t->nterms;
     double *vals = os_alloc(sizeof(double) * (size_t)n, "parameter term sums (host)");
@@ -77,25 +78,27 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     const float **proj = os_alloc(sizeof(float *) * (size_t)(b->B + 1), "projector outputs");
     float **dproj = os_alloc(sizeof(float *) * (size_t)(b->B + 1), "projector output gradients");
     for (int64_t bi = 0; bi < b->B; bi++) proj[bi] = os_speech_proj(t->speech, bi), dproj[bi] = os_speech_dproj(t->speech, bi);
-    os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .labels = b->labels, .keymask = b->keymask,
-                         .seg = b->seg, .pos = b->pos, .speech = b->speech, .proj = proj, .dproj = dproj};
+    os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .keymask = b->keymask, .seg = b->seg,
+                         .pos = b->pos, .speech = b->speech, .proj = proj, .dproj = dproj};
     os_weights w = os_runtime_weights(t->rt);
     grad_ctx gc = {.t = t};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
-    int fo = t->forward_only;
-    os_model_opts o = {.grads = fo ? NULL : &g, .dscale = dscale, .below = !fo && trains_below_head(t),
-                       .recompute = t->grad_ckpt && !fo, .lora_dropout = fo ? 0.0f : m->oc.lora.dropout,
-                       .lora_key = t->lora_key, .logits = t->dump_logits};
-    os_head_balance hb = {0};   // the head's rows move between ranks (OMNISHARD_HEAD_BALANCE, agreed at start-up)
-    os_head_runner runner = os_head_balance_runner(&hb);
-    if (comm_size() > 1 && t->head_balance) o.head_runner = &runner;
+    int fo = t->forward_only, below = !fo && trains_below_head(t);
+    os_model_opts o = {.grads = fo ? NULL : &g, .recompute = t->grad_ckpt && !fo,
+                       .lora_dropout = fo ? 0.0f : m->oc.lora.dropout, .lora_key = t->lora_key};
 
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
-    os_loss_sums ls;
-    os_model_forward(t->acts, &in, &w, &o, &ls);
-    memcpy(st->count, ls.count, sizeof ls.count);
-    st->head_moved = hb.moved;
-    if (o.below) {
+    os_model_forward(t->acts, &in, &w, &o);
+    // the loss over the final norm's output; its rows computed here or, balanced, beside other ranks' rows (the
+    // ranks' exchange around it: train/head_balance.h, --head_balance)
+    os_loss *L = &t->acts->loss;
+    os_loss_rows r;
+    os_loss_open(L, &w, o.grads, N, below, t->dump_logits);
+    os_loss_targets(L, b->labels, b->B, b->R, b->L, dscale, t->acts->hn, t->acts->dhn, &r);
+    if (comm_size() > 1 && t->head_balance) st->head_moved = os_head_balance(L, &r);
+    else os_loss_compute(L, &r);
+    os_loss_close(L, &w, o.grads, t->acts->dhn);
+    if (below) {
         os_model_backward(t->acts, &in, &w, &o);
         if (t->speech) os_speech_bwd(t->speech, &w, &g);   // projector gradients from dproj (+ its terms at the close)
     } else if (!fo) {

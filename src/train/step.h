@@ -1,8 +1,9 @@
-// One micro-batch of training (or evaluation) of the SLAM-Omni model: the model's forward and backward
-// (model/forward.h: embed -> decoder layers -> final norm -> chunked lm_head + text CE + adapter + audio CEs, fused
-// forward/backward -> norm backward -> layers backward, recomputed when checkpointing -> embedding) with the
+// One micro-batch of training (or evaluation) of the SLAM-Omni model: the model's forward (model/forward.h: embed ->
+// decoder layers -> final norm), the loss over its output (model/loss.h: chunked lm_head + text CE + adapter + audio
+// CEs, fused forward/backward; with several ranks and --head_balance its rows balanced over the ranks,
+// train/head_balance.h) and the backward (norm -> layers, recomputed when checkpointing -> embedding), with the
 // sharding runtime as its weight and gradient source, the speech path around it, and the parameter loss terms
-// added at each gradient close. forward_only: stops after the head's losses.
+// added at each gradient close. forward_only: stops after the losses.
 // Gradients accumulate in the runtime, scaled by dscale (1 / (ranks * accumulation steps)).
 #pragma once
 #include "dataset/batch.h"

@@ -20,7 +20,7 @@ typedef struct {
     zr_runtime *rt;
     struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
     int grad_ckpt;        // recompute each layer in the backward
-    int head_balance;     // with several ranks, the head's rows move between them (train/head_balance.h)
+    int head_balance;     // with several ranks, the loss's rows move between them (train/head_balance.h)
     os_param_term *terms;
     int nterms;
     double *term_vals;    // [parameters * nterms] on the backend's memory: sum p^2 of parameter i under term k at
@@ -28,7 +28,7 @@ typedef struct {
     float term_scale;     // gradient scale of the parameter terms: 1 / (ranks * accumulation steps)
     int forward_only;     // evaluation: losses only, no backward, no gradient scope, no parameter terms (every
                           // rank must be in the same mode: the gradient scopes' collectives are skipped)
-    float *dump_logits;   // debug: when set, the head copies the lm_head logits [B*L, V] here
+    float *dump_logits;   // debug: when set, the loss copies the lm_head logits [B*L, V] here
     uint64_t lora_key;    // LoRA dropout stream of this micro-batch (os_lora_dropout_key); unused without dropout
     os_model_acts *acts;  // the forward/backward's activations (the session's), reused by every micro-batch
 } os_trainer;

@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/rng.h"
 #include "model/forward.h"
+#include "model/loss.h"
 #include "session/model_runtime.h"
 #include "check.h"
 #include <math.h>
@@ -36,9 +37,9 @@ static void fwd(os_model_acts *a, const os_weights *w, const int32_t *ids, int64
     int32_t *part = os_alloc(sizeof(int32_t) * (size_t)(NB * R * L), "ids");
     for (int64_t b = 0; b < NB * R; b++) memcpy(part + b * L, ids + b * LEN + p0, sizeof(int32_t) * (size_t)L);
     os_model_input in = {.B = NB, .R = R, .L = L, .ids = part};
-    os_model_opts o = {.kv = kv, .logits = logits};
-    os_loss_sums s;
-    os_model_forward(a, &in, w, &o, &s);
+    os_model_opts o = {.kv = kv};
+    os_model_forward(a, &in, w, &o);
+    os_loss_logits(&a->loss, w, a->hn, NB, L, 0, logits);
     (void)m;
     os_free(part);
 }
@@ -95,9 +96,9 @@ int main(void) {
         int32_t one[NB * (G + 1)];
         for (int64_t b = 0; b < NB * R; b++) one[b] = ids[b * LEN + p];
         os_model_input in = {.B = NB, .R = R, .L = 1, .ids = one};
-        os_model_opts o = {.kv = &kv, .logits = part, .logits_last = 1};
-        os_loss_sums s;
-        os_model_forward(&a, &in, &w, &o, &s);
+        os_model_opts o = {.kv = &kv};
+        os_model_forward(&a, &in, &w, &o);
+        os_loss_logits(&a.loss, &w, a.hn, NB, 1, 1, part);
         for (int64_t b = 0; b < NB; b++) {
             double ep = max_rel(part + b * V, full + (b * LEN + p) * V, V);
             CHECK(ep < 1e-5, "position %lld sample %lld one at a time: max relative difference %.3g", (long long)p,

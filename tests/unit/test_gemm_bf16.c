@@ -103,7 +103,7 @@ int main(void) {
         os_free(a), os_free(w), os_free(w2);
         for (int i = 0; i < 4; i++) os_free(c[i]);
     }
-    // a block of the pinned operand (rows [r, r + n), columns [c, c + k) at the pinned row stride; src/model/head.c
+    // a block of the pinned operand (rows [r, r + n), columns [c, c + k) at the pinned row stride; src/model/loss.c
     // reads lm_head's text or audio rows so) reads the pinned copy at its offset. w is overwritten after the pin, so
     // a product served from the copy gives the product on w's old values, one rounded in the call that on the new
     // ones (w2): as for a block past the pinned rows (the pin covers N - 1 of w's N rows) or crossing a row's end
