@@ -142,3 +142,23 @@ def test_ranks_must_agree(setup):
     for r in (0, 1):
         assert f"omnishard: rank {r}: ranks disagree on OMNISHARD_HEAD_BALANCE: rank 0 has '1', rank 1 has '0'" in \
             p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("case,extra,env,want", [
+    ("default", [], {}, None),
+    ("guard", [], {"OMNISHARD_BACKEND": "guard"}, True),
+    ("off", ["--head_balance", "false"], {}, False),
+    ("given-over-env", ["--head_balance", "true"], {"OMNISHARD_HEAD_BALANCE": "0"}, True),
+    ("env-off", [], {"OMNISHARD_HEAD_BALANCE": "0"}, False)])
+def test_setting_as_the_run_takes_it(setup, tmp_path, case, extra, env, want):
+    """--head_balance not given: true where the backend's memory is the host's (the CPU), false on a device
+    (OMNISHARD_TEST_DEVICE=cuda runs this on the GPU); the guard backend keeps the CPU's (a run on it computes the
+    CPU's numbers); given, it is honoured, over OMNISHARD_HEAD_BALANCE too. args.json records what the run took."""
+    from omni_run import DEVICE
+    if want is None:
+        want = not (DEVICE or "cpu").startswith("cuda")
+    if case == "guard" and DEVICE and DEVICE != "cpu":
+        pytest.skip("the guard backend runs on the CPU")
+    run_bin(["sft", "--model", setup / "model", "--dataset", setup / "data.jsonl", "--output_dir", tmp_path / "o",
+             "--max_steps", 1, "--max_length", "160", "--save_steps", "0", *extra], env=env)
+    assert json.load(open(tmp_path / "o" / "args.json"))["head_balance"] is want
