@@ -22,7 +22,11 @@
 #include "cu_kern.cuh"
 #include "cu_index.h"
 #include "cu_ops.h"
+#include "cu_attention_tc.h"
 #include <math.h>
+extern "C" {
+#include "kernels/kernels.h"   // k_gemm_bf16_on: the precision mode
+}
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,11 +47,8 @@ typedef struct {
     float scale;
 } att_args;
 
-// butterfly reductions: every lane ends with the same bits (a + b == b + a exactly)
-__device__ static inline float lanes_sum(float x) {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
+// butterfly reductions: every lane ends with the same bits
+__device__ static inline float lanes_sum(float x) { return cu_warp_allsum(x); }
 __device__ static inline float lanes_max(float x) {
     for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
@@ -377,10 +378,23 @@ static att_args args(const float *q, const float *k, const float *v, int64_t B, 
     return a;
 }
 
+void cu_att_sum_heads(float *dk, float *dv, const float *pdk, const float *pdv, int64_t B, int64_t T, int64_t H,
+                      int64_t KH, int64_t D, float scale) {
+    att_args a = args(NULL, NULL, NULL, B, T, T, T, H, KH, D, 0, 0);
+    a.dk = dk, a.dv = dv, a.pdk = (float *)pdk, a.pdv = (float *)pdv, a.scale = scale;
+    attention_dkv_sum_kernel<<<cu_grid(B * T * KH * D), CU_THREADS, 0, cu_stream()>>>(a);
+    CU_LAUNCHED("attention_dkv_sum_kernel");
+}
+
+// the tensor cores take attention under bf16 mixed precision (--torch_dtype bfloat16: their inputs are rounded to
+// bf16, as the products' are) for the head dims they are built for; fp32 keeps the fp32 kernels above
+static int tensor_cores(int64_t D) { return k_gemm_bf16_on() && cu_att_tc_dim(D); }
+
 void cu_attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, const uint8_t *keymask,
                       const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
     check_shape("attention_fwd", H, KH, D);
+    if (tensor_cores(D)) return cu_att_tc_fwd(out, stats, q, k, v, keymask, seg, causal, B, T, T, T, 0, H, KH, D);
     att_args a = args(q, k, v, B, T, T, T, H, KH, D, 0, causal);
     a.km = keymask, a.seg = seg, a.o = out, a.lse = stats;
     launch(K_FWD, a);
@@ -391,6 +405,8 @@ void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                       const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0 || D <= 0) return;
     check_shape("attention_bwd", H, KH, D);
+    if (tensor_cores(D))
+        return cu_att_tc_bwd(dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D);
     att_args a = args(q, k, v, B, T, T, T, H, KH, D, 0, causal);
     a.km = keymask, a.seg = seg, a.out = out, a.dout = dout, a.stats = stats, a.dq = dq, a.dk = dk, a.dv = dv;
     if (dk || dv) {   // per-head partials, then their sum per kv head
@@ -400,8 +416,7 @@ void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
         a.pdk = dk ? part : NULL;
         a.pdv = dv ? part + (dk ? n : 0) : NULL;
         launch(K_DKV, a);
-        attention_dkv_sum_kernel<<<cu_grid(B * T * KH * D), CU_THREADS, 0, cu_stream()>>>(a);
-        CU_LAUNCHED("attention_dkv_sum_kernel");
+        cu_att_sum_heads(dk, dv, a.pdk, a.pdv, B, T, H, KH, D, a.scale);
         cu_scratch_free(part);
     }
     if (dq) launch(K_DQ, a);
@@ -411,6 +426,8 @@ void cu_attention_cached_fwd(float *out, const float *q, const float *kc, const 
                              int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
     check_shape("attention_cached_fwd", H, KH, D);
+    if (T <= CU_ATT_DECODE_T) return cu_att_decode_fwd(out, q, kc, vc, B, T, p0, S, H, KH, D);
+    if (tensor_cores(D)) return cu_att_tc_fwd(out, NULL, q, kc, vc, NULL, NULL, 1, B, T, p0 + T, S, p0, H, KH, D);
     att_args a = args(q, kc, vc, B, T, p0 + T, S, H, KH, D, p0, 1);
     a.o = out;
     launch(K_FWD, a);

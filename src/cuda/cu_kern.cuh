@@ -27,6 +27,12 @@ template <typename T> __device__ inline T cu_warp_sum(T x) {
     return x;
 }
 
+// the sum of x over the warp, in every lane with the same bits (a butterfly: a + b == b + a exactly)
+template <typename T> __device__ inline T cu_warp_allsum(T x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
 template <typename T> __device__ inline T cu_warp_max(T x) {
     for (int o = 16; o > 0; o >>= 1) {
         T y = __shfl_down_sync(0xffffffffu, x, o);

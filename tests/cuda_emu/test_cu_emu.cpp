@@ -345,13 +345,183 @@ static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t 
     CHECK(close(g1[2], g2[2], 1e-4, 1e-4, what), "%s: dv alone", what);
 }
 
-static void cached_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
+// ---- the tensor-core kernels (bf16 mode) against the CPU kernel in fp32, within docs/design.md's bf16 bounds ----
+// Per query row t: delta_t bounds the error of every score from rounding q and k (relative u = 2^-8 each) and the
+// fp32 sums, eps_t = e^(2 delta_t) - 1 the relative error of every probability it gives; then each output's bound
+// is the sum of |terms| of its product times the relative errors of their factors (P, v, dO, dS rounded to bf16:
+// u each), first order, times 1.25 for the higher orders. `exact`: inputs that are bf16 values already (no
+// rounding of q, k, v, dO: the bounds shrink to the rounding of P and dS, which the kernels do themselves).
+static const double U = 0x1p-8;   // bf16 unit roundoff: 8 significant bits, round to nearest
+static float bf16_round(float f) { return float_of(bf16_of(f)); }
+
+struct tc_ref {   // double-precision definitions for one (b, h): P[t][s], dP, Drow
+    std::vector<double> P, dP, Dr, lse, delta;
+};
+
+static void tc_attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int mask, bool segs,
+                              bool exact) {
+    int64_t nq = B * T * H * D, nk = B * T * KH * D, R = H / KH;
+    std::vector<uint8_t> km(B * T, 1);
+    std::vector<int32_t> seg(B * T);
+    for (int64_t i = 0; i < B * T; i++) {
+        km[i] = mask == 2 && i >= T ? 0 : !((i >= T && i >= B * T - T / 4) || i == 2);   // 2: batch row 1 all padding
+        seg[i] = (int32_t)(3 * ((i % T) + i / T) / (T + 1));
+    }
+    const uint8_t *m = mask ? km.data() : NULL;
+    const int32_t *sg = segs ? seg.data() : NULL;
+    vec q = rnd(nq, 50, -1.0f, 1.0f), k = rnd(nk, 51, -1.0f, 1.0f), v = rnd(nk, 52), dout = rnd(nq, 53);
+    if (exact)
+        for (vec *x : {&q, &k, &v, &dout})
+            for (float &f : *x) f = bf16_round(f);
+    char what[200];
+    snprintf(what, sizeof what, "tensor-core attention B%lld T%lld H%lld/%lld D%lld causal %d mask %d seg %d exact %d",
+             (long long)B, (long long)T, (long long)H, (long long)KH, (long long)D, causal, mask, segs, exact);
+    // the CPU kernel in fp32, the CUDA one in bf16 mode
+    vec o1(nq, 5.0f), o2(nq), st1(cu_attention_stats_floats(B, T, H)), st2(k_attention_stats_floats(B, T, H));
+    k_gemm_set_bf16(0);
+    k_attention_fwd(o2.data(), st2.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
+    vec g2[3] = {rnd(nq, 54), rnd(nk, 55), rnd(nk, 56)}, g1[3] = {g2[0], g2[1], g2[2]};
+    k_attention_bwd(g2[0].data(), g2[1].data(), g2[2].data(), dout.data(), q.data(), k.data(), v.data(), o2.data(),
+                    st2.data(), m, sg, causal, B, T, H, KH, D);
+    k_gemm_set_bf16(1);
+    cu_attention_fwd(o1.data(), st1.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
+    cu_attention_bwd(g1[0].data(), g1[1].data(), g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(),
+                     st1.data(), m, sg, causal, B, T, H, KH, D);
+    k_gemm_set_bf16(0);
+    const double uin = exact ? 0.0 : U, scale = 1.0 / sqrt((double)D), acc = 0x1p-24 * (double)(D > T ? D : T);
+    vec bo(nq), bg[3] = {vec(nq), vec(nk), vec(nk)};
+    double worst[4] = {0, 0, 0, 0};
+    int lse_bad = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t gk = h / R;
+            auto Q = [&](int64_t t, int64_t d) { return (double)q[((b * T + t) * H + h) * D + d]; };
+            auto K = [&](int64_t s, int64_t d) { return (double)k[((b * T + s) * KH + gk) * D + d]; };
+            auto V = [&](int64_t s, int64_t d) { return (double)v[((b * T + s) * KH + gk) * D + d]; };
+            auto dO = [&](int64_t t, int64_t d) { return (double)dout[((b * T + t) * H + h) * D + d]; };
+            auto ok = [&](int64_t t, int64_t s) {
+                return !(causal && s > t) && !(m && !m[b * T + s]) && !(sg && sg[b * T + s] != sg[b * T + t]);
+            };
+            std::vector<double> P(T * T, 0.0), dS(T * T, 0.0), eS(T * T, 0.0), eps(T), eD(T);
+            for (int64_t t = 0; t < T; t++) {   // the forward: P, lse, delta, out's bound
+                double mx = -INFINITY, sum = 0.0, dl = 0.0;
+                std::vector<double> x(T, -INFINITY);
+                for (int64_t s = 0; s < T; s++) {
+                    if (!ok(t, s)) continue;
+                    double dot = 0.0, ab = 0.0;
+                    for (int64_t d = 0; d < D; d++) dot += Q(t, d) * K(s, d), ab += fabs(Q(t, d) * K(s, d));
+                    x[s] = scale * dot, mx = fmax(mx, x[s]), dl = fmax(dl, scale * ab * (2 * uin + acc));
+                }
+                for (int64_t s = 0; s < T; s++) sum += x[s] == -INFINITY ? 0.0 : exp(x[s] - mx);
+                for (int64_t s = 0; s < T; s++) P[t * T + s] = x[s] == -INFINITY ? 0.0 : exp(x[s] - mx) / sum;
+                eps[t] = expm1(2 * dl);
+                float lse = st1[(b * H + h) * T + t];
+                double want = mx == -INFINITY ? -INFINITY : mx + log(sum);
+                if (mx == -INFINITY ? lse != -INFINITY : !(fabs(lse - want) <= 1.25 * dl + 1e-5 * (1 + fabs(want)))) {
+                    if (!lse_bad++) fprintf(stderr, "%s: lse of row %lld: %.9g, want %.9g\n", what, (long long)t, lse, want);
+                }
+                eD[t] = 0.0;
+                for (int64_t d = 0; d < D; d++) {
+                    double sp = 0.0;
+                    for (int64_t s = 0; s < T; s++) sp += P[t * T + s] * fabs(V(s, d));
+                    double bound = 1.25 * (eps[t] + U + uin + acc) * sp + 1e-6;
+                    bo[((b * T + t) * H + h) * D + d] = (float)bound;
+                    eD[t] += fabs(dO(t, d)) * bound;
+                }
+            }
+            for (int64_t t = 0; t < T; t++) {   // dS and its error bound
+                std::vector<double> dP(T, 0.0), edp(T, 0.0);
+                double Dr = 0.0;
+                for (int64_t s = 0; s < T; s++) {
+                    for (int64_t d = 0; d < D; d++) dP[s] += dO(t, d) * V(s, d), edp[s] += fabs(dO(t, d) * V(s, d));
+                    Dr += P[t * T + s] * dP[s];
+                }
+                for (int64_t s = 0; s < T; s++) {
+                    double p = P[t * T + s];
+                    dS[t * T + s] = p * (dP[s] - Dr);
+                    eS[t * T + s] = eps[t] * p * fabs(dP[s] - Dr) + p * (edp[s] * (2 * uin + acc) + eD[t]);
+                }
+            }
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t d = 0; d < D; d++) {   // dq
+                    double e = 0.0;
+                    for (int64_t s = 0; s < T; s++) e += (eS[t * T + s] + (U + uin + acc) * fabs(dS[t * T + s])) * fabs(K(s, d));
+                    bg[0][((b * T + t) * H + h) * D + d] = (float)(1.25 * scale * e + 1e-6);
+                }
+            for (int64_t s = 0; s < T; s++)
+                for (int64_t d = 0; d < D; d++) {   // dk, dv: this head's share of its kv head's rows
+                    double ek = 0.0, ev = 0.0;
+                    for (int64_t t = 0; t < T; t++) {
+                        ek += (eS[t * T + s] + (U + uin + acc) * fabs(dS[t * T + s])) * fabs(Q(t, d));
+                        ev += P[t * T + s] * fabs(dO(t, d)) * (eps[t] + U + uin + acc);
+                    }
+                    int64_t i = ((b * T + s) * KH + gk) * D + d;
+                    bg[1][i] += (float)(1.25 * scale * ek + 1e-6 / R), bg[2][i] += (float)(1.25 * ev + 1e-6 / R);
+                }
+        }
+    CHECK(!lse_bad, "%s: %d rows' log-sum-exp out of bounds", what, lse_bad);
+    const vec *got[4] = {&o1, &g1[0], &g1[1], &g1[2]}, *want[4] = {&o2, &g2[0], &g2[1], &g2[2]}, *bnd[4] = {&bo, &bg[0], &bg[1], &bg[2]};
+    const char *name[4] = {"out", "dq", "dk", "dv"};
+    for (int x = 0; x < 4; x++) {
+        size_t at = 0;
+        for (size_t i = 0; i < got[x]->size(); i++) {
+            double r = fabs((double)(*got[x])[i] - (*want[x])[i]) / (*bnd[x])[i];
+            if (!(r <= worst[x])) worst[x] = r, at = i;
+        }
+        CHECK(worst[x] <= 1.0, "%s: %s element %zu: %.9g against the CPU's %.9g (bound %.3g)", what, name[x], at,
+              (*got[x])[at], (*want[x])[at], (*bnd[x])[at]);
+    }
+    if (getenv("CU_EMU_VERBOSE"))
+        printf("%s: error / bound: out %.3f dq %.3f dk %.3f dv %.3f\n", what, worst[0], worst[1], worst[2], worst[3]);
+}
+
+// bf16: the CUDA call in bf16 mode (decode rows take the same fp32 kernel in both modes)
+static void cached_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D, int bf16 = 0) {
     int64_t nq = B * T * H * D, nk = B * S * KH * D;
     vec q = rnd(nq, 35, -2.0f, 2.0f), k = rnd(nk, 36, -2.0f, 2.0f), v = rnd(nk, 37), o1(nq), o2(nq);
+    k_gemm_set_bf16(bf16);
     cu_attention_cached_fwd(o1.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
+    k_gemm_set_bf16(0);
     k_attention_cached_fwd(o2.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
     CHECK(close(o1, o2, 1e-5, 1e-4, "cached attention"), "cached attention B%lld T%lld p0 %lld S%lld H%lld/%lld D%lld",
           (long long)B, (long long)T, (long long)p0, (long long)S, (long long)H, (long long)KH, (long long)D);
+}
+
+// the KV-cached forward past the decode rows (a prefill at p0) on tensor cores: bf16 inputs (exact), bound as
+// tc_attention_case's out: 1.25 (u + fp32 sums) sum_s P |v|
+static void cached_tc_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
+    int64_t nq = B * T * H * D, nk = B * S * KH * D, K = p0 + T;
+    vec q = rnd(nq, 57, -1.0f, 1.0f), k = rnd(nk, 58, -1.0f, 1.0f), v = rnd(nk, 59), o1(nq), o2(nq);
+    for (vec *x : {&q, &k, &v})
+        for (float &f : *x) f = bf16_round(f);
+    k_attention_cached_fwd(o2.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
+    k_gemm_set_bf16(1);
+    cu_attention_cached_fwd(o1.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
+    k_gemm_set_bf16(0);
+    double worst = 0.0, scale = 1.0 / sqrt((double)D);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *qr = &q[((b * T + t) * H + h) * D];
+                std::vector<double> x(K);
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t s = 0; s <= p0 + t; s++) {
+                    const float *kr = &k[((b * S + s) * KH + h / (H / KH)) * D];
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < D; d++) dot += (double)qr[d] * kr[d];
+                    x[s] = scale * dot, mx = fmax(mx, x[s]);
+                }
+                for (int64_t s = 0; s <= p0 + t; s++) sum += exp(x[s] - mx);
+                for (int64_t d = 0; d < D; d++) {
+                    double sp = 0.0;
+                    for (int64_t s = 0; s <= p0 + t; s++)
+                        sp += exp(x[s] - mx) / sum * fabs(v[((b * S + s) * KH + h / (H / KH)) * D + d]);
+                    size_t i = (size_t)(((b * T + t) * H + h) * D + d);
+                    worst = fmax(worst, fabs(o1[i] - o2[i]) / (1.25 * (U + 0x1p-24 * K) * sp + 1e-6));
+                }
+            }
+    CHECK(worst <= 1.0, "cached attention on tensor cores B%lld T%lld p0 %lld: error %.3f of the bound", (long long)B,
+          (long long)T, (long long)p0, worst);
 }
 
 int main(void) {
@@ -375,6 +545,15 @@ int main(void) {
     }
     attention_case(1, 40, 2, 1, 64, 1, true, true);
     attention_case(1, 33, 2, 2, 100, 0, false, true);
+    tc_attention_case(1, 70, 2, 1, 64, 1, 0, false, true);
+    tc_attention_case(2, 70, 7, 7, 64, 1, 1, true, false);
+    tc_attention_case(1, 33, 7, 1, 128, 0, 1, false, false);
+    tc_attention_case(2, 130, 2, 2, 64, 1, 2, true, true);
+    tc_attention_case(1, 20, 2, 1, 128, 1, 0, false, true);
+    cached_tc_case(2, 9, 30, 64, 4, 2, 64);
+    cached_tc_case(1, 70, 5, 80, 2, 2, 128);
+    cached_case(1, 3, 200, 210, 2, 1, 64);   // decode: 4 key splits
+    cached_case(2, 1, 130, 140, 4, 2, 128, 1);
     cached_case(2, 1, 0, 8, 4, 2, 8);
     cached_case(1, 1, 40, 50, 14, 2, 64);
     cached_case(1, 7, 30, 64, 4, 2, 8);
