@@ -418,7 +418,11 @@ static void t_bf16(void) {
 }
 
 // ---- attention: q/out [B,T,H,D], k/v [B,T,KH,D], keymask [B,T], seg [B,T] ----
-static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked, int segs) {
+// bf16: the backend runs in bf16 mixed precision (a CUDA backend's tensor-core kernels, docs/design.md "CUDA kernels":
+// its error bounds), the reference in fp32; tolerance 2e-2 (out) and 3e-2 (gradients) of the 2-norm: the bounds'
+// worst case for these inputs (q, k in [-1, 1], D 64) is about 4e-2 elementwise, independent roundings give less
+static void attention_case_in(int bf16, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked,
+                              int segs) {
     int64_t nq = B * T * H * D, nk = B * T * KH * D;
     float *q = rnd(nq, -1, 1), *k = rnd(nk, -1, 1), *v = rnd(nk, -1, 1);
     uint8_t *mask = NULL;
@@ -439,24 +443,32 @@ static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t 
     float *dq_ = UPF(q, nq), *dk_ = UPF(k, nk), *dv_ = UPF(v, nk), *dout = upnan(nq), *dst = upnan(xs);
     uint8_t *dmask = mask ? up(mask, B * T) : NULL;
     int32_t *dseg = seg ? UPI(seg, B * T) : NULL;
+    set_bf16(bf16);
     X->attention_fwd(dout, dst, dq_, dk_, dv_, dmask, dseg, causal, B, T, H, KH, D);
+    set_bf16(0);
     char s[80];
     snprintf(s, sizeof s, "B%lld T%lld H%lld/%lld D%lld%s%s%s", (long long)B, (long long)T, (long long)H,
              (long long)KH, (long long)D, causal ? " causal" : "", masked ? " keymask" : "", segs ? " seg" : "");
     float *xout = down(dout, nq);   // the backend's own forward output feeds its backward
-    check("attention_fwd", "fp32", s, hdup(xout, 4 * nq), out, nq, 1e-5);
+    const char *dtype = bf16 ? "bf16" : "fp32";
+    check("attention_fwd", dtype, s, hdup(xout, 4 * nq), out, nq, bf16 ? 2e-2 : 1e-5);
     // backward from each backend's own forward (out, stats), accumulating into non-zero gradients
     float *go = rnd(nq, -1, 1), *gq = rnd(nq, -1, 1), *gk = rnd(nk, -1, 1), *gv = rnd(nk, -1, 1);
     float *wq = hdup(gq, 4 * nq), *wk = hdup(gk, 4 * nk), *wv = hdup(gv, 4 * nk);
     R->attention_bwd(wq, wk, wv, go, q, k, v, out, st, mask, seg, causal, B, T, H, KH, D);
     float *dgo = UPF(go, nq), *dgq = UPF(gq, nq), *dgk = UPF(gk, nk), *dgv = UPF(gv, nk);
+    set_bf16(bf16);
     X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dout, dst, dmask, dseg, causal, B, T, H, KH, D);
-    checkd("attention_bwd", "fp32", s, dgq, wq, nq, 1e-5);
-    checkd("attention_bwd", "fp32", s, dgk, wk, nk, 1e-5);
-    checkd("attention_bwd", "fp32", s, dgv, wv, nk, 1e-5);
+    set_bf16(0);
+    checkd("attention_bwd", dtype, s, dgq, wq, nq, bf16 ? 3e-2 : 1e-5);
+    checkd("attention_bwd", dtype, s, dgk, wk, nk, bf16 ? 3e-2 : 1e-5);
+    checkd("attention_bwd", dtype, s, dgv, wv, nk, bf16 ? 3e-2 : 1e-5);
     X->free(dq_), X->free(dk_), X->free(dv_), X->free(dout), X->free(dst), X->free(dgo), X->free(dmask), X->free(dseg);
     free(q), free(k), free(v), free(mask), free(seg), free(out), free(st), free(xout), free(go), free(gq), free(gk);
     free(gv), free(wq), free(wk), free(wv);
+}
+static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, int masked, int segs) {
+    attention_case_in(0, B, T, H, KH, D, causal, masked, segs);
 }
 static void t_attention(void) {
     int64_t T[] = {1, 7, 1000};
@@ -470,20 +482,39 @@ static void t_attention(void) {
     attention_case(2, 33, 4, 4, 16, 0, 0, 0);    // Whisper's: no mask, not causal, no grouping
 }
 
-static void t_attention_cached(void) {   // q [B,T,H,D] at p0.. over the cache kc/vc [B,S,KH,D]
-    int64_t B = 2, H = 14, KH = 2, D = 64, T[] = {1, 7}, p0 = 5;
-    for (int i = 0; i < 2; i++) {
+// bf16 mode (tolerance 2e-2 as attention_case_in's out): on a CUDA backend the prefill rows (T 7, 300) run on its
+// tensor cores, the decode rows (T 1) on its fp32 split-key kernel, as in fp32 mode (checked there at 1e-5)
+static void cached_in(int bf16, int64_t p0, const int64_t *T, int nT) {   // q [B,T,H,D] at p0.. over kc/vc [B,S,KH,D]
+    int64_t B = 2, H = 14, KH = 2, D = 64;
+    for (int i = 0; i < nT; i++) {
         int64_t S = p0 + T[i] + 3, nq = B * T[i] * H * D, nc = B * S * KH * D;
         float *q = rnd(nq, -1, 1), *kc = rnd(nc, -1, 1), *vc = rnd(nc, -1, 1), *want = malloc(sizeof(float) * (size_t)nq);
         R->attention_cached_fwd(want, q, kc, vc, B, T[i], p0, S, H, KH, D);
         float *dq = UPF(q, nq), *dk = UPF(kc, nc), *dv = UPF(vc, nc), *dout = upnan(nq);
+        set_bf16(bf16);
         X->attention_cached_fwd(dout, dq, dk, dv, B, T[i], p0, S, H, KH, D);
+        set_bf16(0);
         char s[64];
-        snprintf(s, sizeof s, "B2 T%lld p0 5 S%lld H14/2 D64", (long long)T[i], (long long)S);
-        checkd("attention_cached_fwd", "fp32", s, dout, want, nq, 1e-5);
+        snprintf(s, sizeof s, "B2 T%lld p0 %lld S%lld H14/2 D64", (long long)T[i], (long long)p0, (long long)S);
+        checkd("attention_cached_fwd", bf16 ? "bf16" : "fp32", s, dout, want, nq, bf16 ? 2e-2 : 1e-5);
         X->free(dq), X->free(dk), X->free(dv);
         free(q), free(kc), free(vc), free(want);
     }
+}
+static void t_attention_cached(void) {
+    int64_t T[] = {1, 7};
+    cached_in(0, 5, T, 2);
+}
+
+static void t_attention_bf16(void) {
+    int64_t T[] = {1, 7, 1000};
+    for (int i = 0; i < 3; i++) attention_case_in(1, 1, T[i], 14, 2, 64, 1, 0, 0);
+    attention_case_in(1, 3, 7, 14, 2, 64, 1, 1, 0);      // padding, one row all padding
+    attention_case_in(1, 2, 130, 14, 2, 64, 1, 1, 1);    // packed samples (seg) with padding, three key tiles
+    attention_case_in(1, 1, 300, 28, 4, 128, 1, 0, 0);   // Qwen2.5-7B's heads
+    attention_case_in(1, 2, 33, 4, 4, 64, 0, 0, 0);      // no mask, not causal, no grouping
+    int64_t Tc[] = {1, 7, 300};
+    cached_in(1, 700, Tc, 3);
 }
 
 // ---- norms ----
@@ -768,6 +799,7 @@ static const check_fn TESTS[] = {
              "gemm_rounds gemm_round gemm_rounded", t_bf16},
     {"attention", "attention_stats_floats attention_fwd attention_bwd", t_attention},
     {"attention_cached", "attention_cached_fwd", t_attention_cached},
+    {"attention_bf16", "attention_fwd attention_bwd attention_cached_fwd", t_attention_bf16},
     {"rmsnorm", "rmsnorm_fwd rmsnorm_bwd", t_rmsnorm},
     {"layernorm", "layernorm_fwd", t_layernorm},
     {"rope", "rope_table rope_fwd rope_bwd", t_rope},
