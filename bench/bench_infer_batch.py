@@ -32,7 +32,7 @@ from bench_infer import cpu_model, make_bench_model, model_args   # noqa: E402
 
 def omnishard(binary, model, data, out, B, new, threads, text_only):
     cmd = [str(binary), "infer", "--model", str(model), "--dataset", str(data), "--output_file", str(out),
-           "--max_new_tokens", str(new), "--infer_batch_size", str(B), "--repetition_penalty", "1"]
+           "--max_new_tokens", str(new), "--infer_batch_size", str(B), "--repetition_penalty", "1", "--overwrite", "true"]
     cmd += ["--text_only"] if text_only else []
     env = {"OMP_NUM_THREADS": str(threads), "PATH": "/usr/bin:/bin:/usr/local/bin"}
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)

@@ -4,6 +4,7 @@ own KV cache and stopping on its own (docs/inference.md "Batched decoding"). Eve
 tests/test_infer_dataset.py and against the PyTorch reference in tests/test_infer.py): the same tokens, stop
 reasons and counts, in dataset order; resumed and over ranks too."""
 import json
+import shutil
 
 import pytest
 import torch
@@ -143,7 +144,7 @@ def test_sampling_seed_is_per_record(models, tmp_path):
     assert [r["text_ids"] for r in want] != [r["text_ids"] for r in lines(greedy)]   # the draws did something
     single = infer(d, "--dataset", data, "--index", 3, *opts)
     assert {k: v for k, v in want[3].items() if k in single} == single
-    decode(d, data, many, 4, *opts[:-1], 8)
+    decode(d, data, many, 4, *opts[:-1], 8, "--overwrite", "true")
     assert lines(many) != want   # another seed, other draws
 
 
@@ -153,8 +154,9 @@ def test_resume_with_batches(models, tmp_path):
     decode(d, data, full, 1, "--max_new_tokens", 12)
     want = open(full).read().splitlines(keepends=True)
     out = tmp_path / "out.jsonl"
-    with open(out, "w") as f:   # a killed run: two whole lines and half of the third
+    with open(out, "w") as f:   # a killed run: two whole lines and half of the third (and its settings file)
         f.write(want[0] + want[1] + want[2][: len(want[2]) // 2])
+    shutil.copy(f"{full}.run.json", f"{out}.run.json")
     p = decode(d, data, out, 3, "--max_new_tokens", 12, "--resume", "true")
     assert "2 of 6 records already" in p.stderr and "done: 4 records" in p.stderr
     assert lines(out) == lines(full)

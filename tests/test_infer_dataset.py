@@ -2,6 +2,7 @@
 "A whole test set"). Every line must equal what single-record omnishard infer (--index I, itself checked against the
 reference in tests/test_infer.py) prints for that record; a resumed run writes nothing twice or half."""
 import json
+import shutil
 
 import pytest
 
@@ -70,14 +71,15 @@ def test_resume_writes_nothing_twice(setup, tmp_path):
     batch(d, data, full)
     want = open(full).read().splitlines(keepends=True)
     out = tmp_path / "out.jsonl"
-    with open(out, "w") as f:   # a killed run: two whole lines and half of the third
+    with open(out, "w") as f:   # a killed run: two whole lines and half of the third (and its settings file)
         f.write(want[0] + want[1] + want[2][: len(want[2]) // 2])
+    shutil.copy(f"{full}.run.json", f"{out}.run.json")
     p = batch(d, data, out, "--resume", "true")
     assert "2 of 5 records already" in p.stderr and "done: 3 records" in p.stderr
     assert without_time(lines(out)) == without_time(lines(full))
     p = batch(d, data, out, "--resume", "true")   # complete: nothing more
     assert "done: 0 records" in p.stderr and without_time(lines(out)) == without_time(lines(full))
-    batch(d, data, out)   # without --resume: written anew
+    batch(d, data, out, "--overwrite", "true")   # written anew
     assert without_time(lines(out)) == without_time(lines(full))
 
 
@@ -167,7 +169,7 @@ def test_spoken_questions(tmp_path):
     enc = ["--speech_encoder", tmp_path / "enc", "--max_new_tokens", 5]
     singles = [infer(d, "--dataset", data, "--index", i, *enc) for i in range(4)]
     for np_, extra in ((None, []), (2, ["--zero_stage", "0"]), (None, ["--infer_batch_size", "3"])):
-        out = tmp_path / f"out{np_}.jsonl"
+        out = tmp_path / f"out{np_}-{len(extra)}.jsonl"
         run(["infer", "--model", d, "--dataset", data, "--output_file", out, *enc, *extra], np_=np_, timeout=180)
         got = lines(out)
         assert [{k: v for k, v in r.items() if k not in EXTRA} for r in got] == singles, np_

@@ -6,6 +6,7 @@
 #include "core/err.h"
 #include "core/opts.h"
 #include "train/agree.h"
+#include "train/args.h"
 #include "zero/comm.h"
 #include <stddef.h>
 #include <stdio.h>
@@ -41,7 +42,11 @@ static const os_opt OPTS[] = {
              "under mpirun the records are split over the ranks"},
     {.name = "resume", F(resume), .type = OS_OPT_BOOL,
      .help = "with --output_file: keep the records already written there (a partial last line is cut off) and decode "
-             "the rest (default false: the file is written anew)"},
+             "the rest; refused when the file was begun with another model, dataset or decoding options (its "
+             "settings file OUT.run.json says which; default false)"},
+    {.name = "overwrite", F(overwrite), .type = OS_OPT_BOOL,
+     .help = "with --output_file: decode anew into an existing omnishard infer output (a file that is not one is "
+             "never replaced; default false: an existing non-empty file is refused, naming what it holds)"},
     NUM("infer_batch_size", batch, OS_OPT_I64, "[1,256]",   /* 256: OS_GEN_MAX_BATCH, infer/gen_forward.h */
         "with --output_file: decode B records at once, each with its own KV cache, stopping on its own (its slot "
         "then takes the next record); the same tokens as 1 at a time (default 1)"),
@@ -83,6 +88,9 @@ static const os_opt OPTS[] = {
      .help = "predict no audio (audio rows pad_a), as the reference's decode_text_only"},
     NUM("zero_stage", zero_stage, OS_OPT_INT, "[0,3]", "ZeRO stage (default 3 under mpirun, else 0)"),
     {.name = "deepspeed", F(zero_stage), .type = OS_OPT_STAGE, .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage)"},
+    NUM("ddp_timeout", ddp_timeout, OS_OPT_F64, "[0,31536000]",
+        "seconds a rank waits in one collective before every rank ends with a report naming the ranks that did not "
+        "arrive (default 1800; 0: no deadline), as sft's"),
     {.name = "device", F(device), .type = OS_OPT_STR, .metavar = "cpu|cuda|cuda:N",
      .help = "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs a "
              "binary built with make CUDA=1 (docs/operations.md \"GPUs\")"},
@@ -97,7 +105,7 @@ static const os_opt OPTS[] = {
 
 int cmd_infer(int argc, char **argv) {
     infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .batch = 1, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
-                    .zero_stage = -1, .device = "cpu"};
+                    .zero_stage = -1, .device = "cpu", .ddp_timeout = OS_DDP_TIMEOUT_DEFAULT};
     const os_opt_group grp = {"options", OPTS, NOPTS, &a};
     const os_opt_cmd c = {.command = "infer", .usage = USAGE, .groups = &grp, .ngroups = 1};
     int rc = os_opts_parse(&c, argc, argv);
@@ -106,6 +114,7 @@ int cmd_infer(int argc, char **argv) {
     if (rc == 0 && os_tf32_check(a.tf32, a.device, 0) == 0) rc = os_cli_device_open(a.device, a.tf32);
     else if (rc == 0) rc = -1;
     if (rc < 0) return fprintf(stderr, "omnishard infer: %s\n", os_errmsg()), 2;
+    comm_set_timeout(a.ddp_timeout);   // bounds MPI_Init and every collective after it
     comm_init(&argc, &argv);
     os_gen_opts g;
     os_session_opts so;

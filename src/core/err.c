@@ -1,9 +1,22 @@
 #include "core/err.h"
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 
 int os_rank = -1;
 volatile sig_atomic_t os_stop_signal;
+
+void os_on_stop_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 static _Thread_local char g_msg[4096];
 static _Thread_local int g_echo;
 static void (*g_hook)(int) = NULL;

@@ -19,8 +19,11 @@ int os_err_is_echo(void);   // 1 when the stored message was set by os_err_echo
 
 // The rank shown in messages ("rank 3: ..."); -1 when not running under MPI.
 extern int os_rank;
-// The signal (SIGINT, SIGTERM) that asked this process to stop, 0 = none; set by the handler in train/stop.c.
+// The signal (SIGINT, SIGTERM) that asked this process to stop, 0 = none; set by the handlers of train/stop.c and
+// infer/infer_stop.c.
 extern volatile sig_atomic_t os_stop_signal;
+// handler for SIGINT and SIGTERM (each blocked while it runs; interrupted system calls restarted)
+void os_on_stop_signals(void (*handler)(int));
 // Called by os_die before exit, e.g. to stop every MPI rank. Receives the exit code.
 void os_set_abort_hook(void (*hook)(int code));
 // Print "omnishard: [rank R: ]message" on stderr and stop this process (and, via the hook, every rank).

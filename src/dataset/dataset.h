@@ -47,6 +47,8 @@ typedef struct {
     int keep_bad;               // 1 (omnishard infer --output_file): a SLAM-Omni record that fails the checks at open
                                 //   (malformed JSON, wrong field types, an unreadable WAV) is kept as a record whose
                                 //   get fails with its message naming FILE:LINE; 0: the open fails
+    int prompt_only;            // 1 (omnishard infer): a record needs no answer (target_text, except tts's, and
+                                //   target_token may be missing) and one with an empty answer is kept, not skipped
 } os_data_sizes;
 
 // Open a training/evaluation file, the format told by its first record: pretokenized JSONL ("input_ids") or

@@ -84,7 +84,7 @@ os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char
                         .tokenizer_json = tok, .speech_positions = z->speech_positions > 0 ? z->speech_positions : OS_SPEECH_POSITIONS,
                         .latency = z->latency, .layershift = z->layershift, .mask_equal = z->mask_equal,
                         .no_speech = z->no_speech, .system = z->system,
-                        .keep_bad = z->keep_bad};
+                        .keep_bad = z->keep_bad, .prompt_only = z->prompt_only};
     return os_slam_open(path, &c);
 }
 

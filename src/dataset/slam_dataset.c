@@ -68,7 +68,7 @@ static int encode(slam_ds *d, const slam_item *it, const char *field, const char
 static int parse(slam_ds *d, const slam_item *it, cJSON **o, os_slam_record *r) {
     *o = cJSON_ParseWithLength(d->map + it->off, (size_t)it->len);
     if (!*o) return os_errf("%s:%lld: malformed JSON (the file changed since it was opened?)", d->base.path, (long long)it->line);
-    if (os_slam_record_read(*o, d->base.path, it->line, d->c.A, r) < 0) {
+    if (os_slam_record_read(*o, d->base.path, it->line, d->c.A, d->c.prompt_only, r) < 0) {
         cJSON_Delete(*o);
         return -1;
     }
@@ -266,7 +266,8 @@ static int check_record(slam_ds *d, size_t off, size_t len, int64_t line, char *
         return os_errf("%s:%lld: malformed JSON (near byte %lld of the record)", path, (long long)line, at);
     }
     os_slam_record r;
-    int rc = os_slam_record_read(o, path, line, d->c.A, &r);
+    int rc = os_slam_record_read(o, path, line, d->c.A, d->c.prompt_only, &r);
+    if (rc == 0 && d->c.prompt_only) r.empty = NULL;   // infer: a record without an answer still gets its line
     if (rc == 0 && !r.empty && r.wav && d->c.no_speech)   // found now, not when the sample is first drawn
         rc = os_errf("%s:%lld: field 'source_wav': the record has a spoken question ('%s') but the model has no "
                      "speech encoder (--speech_encoder DIR, docs/speech.md)", path, (long long)line, r.wav);

@@ -19,6 +19,7 @@ typedef struct {
     int no_speech;              // the model has no speech encoder: a record with a spoken question is an error at open
     const char *system;         // the system prompt of a record without system_prompt (NULL: the task's default)
     int keep_bad;               // a record failing the checks at open is kept, its get failing (os_data_sizes)
+    int prompt_only;            // records need no answer and none is skipped for an empty one (os_data_sizes)
 } os_slam_config;
 
 // special ids (text ids absolute, audio ids raw: add T for input_ids)

@@ -52,7 +52,7 @@ static int chat_format(const cJSON *o) {
     return 1;
 }
 
-int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, os_slam_record *r) {
+int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, int prompt_only, os_slam_record *r) {
     memset(r, 0, sizeof *r);
     if (!cJSON_IsObject(o)) return os_errf("%s:%lld: expected a JSON object (one record), got %s", path, (long long)line, os_json_kind(o));
     const char *task = NULL, *target_text, *used;
@@ -106,13 +106,15 @@ int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t 
     if (r->task == OS_TASK_S2S && !r->wav && !r->source_text)
         return os_errf("%s:%lld: field 'source_wav' or 'source_text': a question is required (a WAV path or text)", path, (long long)line);
     if (r->task != OS_TASK_ASR) {
-        if (!target_text) return os_errf("%s:%lld: field 'target_text': required (the answer text)", path, (long long)line);
-        r->answer = target_text, r->answer_len = (int64_t)strlen(target_text);
+        if (!target_text && (!prompt_only || r->task == OS_TASK_TTS))
+            return os_errf("%s:%lld: field 'target_text': required (%s)", path, (long long)line,
+                           r->task == OS_TASK_TTS ? "the text to speak, task_type tts" : "the answer text");
+        r->answer = target_text ? target_text : "", r->answer_len = (int64_t)strlen(r->answer);
     }
     if (blank(r->answer, r->answer_len)) r->empty = r->task == OS_TASK_ASR ? "empty 'source_text' (the transcript)" : "empty 'target_text'";
 
     const cJSON *t = field(o, "target_token", "answer_cosyvoice_speech_token", &used);
-    if (!t && r->task == OS_TASK_ASR) return 0;   // asr: answer audio optional (laid out, never a target)
+    if (!t && (r->task == OS_TASK_ASR || prompt_only)) return 0;   // asr: answer audio optional (laid out, never a target)
     if (!t) return os_errf("%s:%lld: field 'target_token': required by task_type %s (the answer's codec tokens)", path, (long long)line, TASKS[r->task]);
     if (!cJSON_IsArray(t))
         return os_errf("%s:%lld: field '%s': expected an array of integers, got %s", path, (long long)line, used, os_json_kind(t));

@@ -22,9 +22,10 @@ typedef struct {
     const char *empty;            // non-NULL: why the answer is empty (the record is skipped)
 } os_slam_record;
 
-// Check o (record at path:line) against the schema, audio tokens against [0, A-64). 0, or -1 with a message
-// "path:line: field 'x': ...".
-int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, os_slam_record *r);
+// Check o (record at path:line) against the schema, audio tokens against [0, A-64). prompt_only (omnishard infer: a
+// test set may have no answers): target_text (except tts's, the text it speaks) and target_token may be missing, the
+// answer then empty. 0, or -1 with a message "path:line: field 'x': ...".
+int os_slam_record_read(const cJSON *o, const char *path, int64_t line, int64_t A, int prompt_only, os_slam_record *r);
 // The prompt text "<SYSTEM>: {system_prompt}\n " + the history part: os_alloc'd, NUL-terminated.
 char *os_slam_prompt_text(const os_slam_record *r, size_t *len);
 // Only the "<SYSTEM>: ...\n " part / only the history part (both os_alloc'd), for history trimming. The history

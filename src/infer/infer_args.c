@@ -88,6 +88,7 @@ int os_infer_settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, in
     if (a->output_file && (!a->dataset || a->index >= 0))
         return os_errf("--output_file: only with --dataset and without --index (every record is decoded)");
     if (a->resume && !a->output_file) return os_errf("--resume: only with --output_file");
+    if (a->overwrite && !a->output_file) return os_errf("--overwrite: only with --output_file");
     if (a->batch > 1 && !a->output_file)
         return os_errf("--infer_batch_size %lld: only with --dataset and --output_file (a single answer is one "
                        "sequence)", (long long)a->batch);

@@ -10,7 +10,8 @@ typedef struct {
     const char *model, *question, *wav, *dataset, *speech_encoder, *system, *task, *output_file, *device, *on_error;
     int64_t index, max_new_tokens, top_k, seed, batch, speech_batch_size;
     double temperature, top_p, penalty, text_penalty, audio_penalty;
-    int do_sample, kv_cache, zero_stage, text_only, show_prompt, multi_round, resume, tf32;
+    int do_sample, kv_cache, zero_stage, text_only, show_prompt, multi_round, resume, overwrite, tf32;
+    double ddp_timeout;   // seconds a rank waits in one collective (--ddp_timeout)
 } infer_args;
 
 // every rank stops when any failed: 1 after printing the reason (the failing rank's message, else a note)

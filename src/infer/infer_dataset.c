@@ -2,14 +2,15 @@
 // each, in dataset order (docs/inference.md "A whole test set").
 #include "infer/infer_dataset.h"
 #include "infer/infer_lines.h"
+#include "infer/infer_output.h"
+#include "infer/infer_stop.h"
 #include "infer/infer_speech.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
 #include "zero/comm.h"
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,44 +20,6 @@
 typedef struct {
     int64_t records, errors, steps, text, audio, stops[3];   // stops: eot, eoa, max_new_tokens; errors: error lines
 } tally;
-
-// Resume (rank 0): the complete lines of out, each the record its position says ("index" 0, 1, ..), are kept; a
-// partial last line (a killed run) is cut off. *done: the lines kept. 0, or -1 + message naming out:LINE.
-static int resume_scan(const char *out, int64_t n, int64_t *done) {
-    *done = 0;
-    FILE *f = fopen(out, "rb");
-    if (!f) return errno == ENOENT ? 0 : os_errf("--output_file %s: cannot read it to resume: %m", out);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long kept = 0;
-    int rc = 0;
-    while (rc == 0 && (len = getline(&line, &cap, f)) > 0 && line[len - 1] == '\n') {
-        cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
-        const cJSON *ix = o ? cJSON_GetObjectItemCaseSensitive(o, "index") : NULL;
-        if (!cJSON_IsNumber(ix) || ix->valuedouble != (double)*done || *done >= n)
-            rc = os_errf("--output_file %s:%lld: not line %lld of this run (its \"index\" must be %lld, of %lld records): "
-                         "give another --output_file, or --resume false to start it again", out, (long long)*done + 1,
-                         (long long)*done + 1, (long long)*done, (long long)n);
-        cJSON_Delete(o);
-        if (rc == 0) (*done)++, kept += (long)len;
-    }
-    free(line);
-    fclose(f);
-    if (rc == 0 && truncate(out, kept) < 0) rc = os_errf("--output_file %s: cannot cut off its partial last line: %m", out);
-    return rc;
-}
-
-// the whole line at once; -1 + message
-static int write_line(int fd, const char *out, const char *buf, size_t n) {
-    while (n > 0) {
-        ssize_t k = write(fd, buf, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return os_errf("--output_file %s: write failed: %m", out);
-        buf += k, n -= (size_t)k;
-    }
-    return 0;
-}
 
 static void progress(const tally *t, int64_t done, int64_t n, double t0, int last) {
     static double shown;
@@ -99,6 +62,7 @@ typedef struct {
     const os_tokenizer *tok;
     const infer_args *a;
     const os_gen_opts *g;
+    os_infer_out *out;   // rank 0: the output file
     int S, mine;
     int64_t W, K;        // slots per round (records per stream), records per encoder batch
     slot *sl;            // [W]
@@ -209,7 +173,7 @@ static int decode_round(run *c, int64_t nw) {
 // The round's lines (rank 0 gathers those of the other streams) written in dataset order: record base + j*S + k is
 // stream k's slot j. A failed record: its error line (--on_error skip), or (stop) the lines before it written and
 // every rank stops. 0, or 1 after the message.
-static int write_round(const run *c, int64_t base, int64_t nw, int fd, tally *t, double t0) {
+static int write_round(const run *c, int64_t base, int64_t nw, tally *t, double t0) {
     int S = c->S, me = comm_rank(), code;
     const infer_args *a = c->a;
     os_dataset *ds = c->ds;
@@ -241,7 +205,7 @@ static int write_round(const run *c, int64_t base, int64_t nw, int fd, tally *t,
             int64_t at = 0;
             for (int64_t q = 0; q < j; q++) at += all[k * W + q].len;
             count(t, r);
-            if (me == 0) rc = write_line(fd, a->output_file, bytes + k * most + at, (size_t)r->len);
+            if (me == 0) rc = os_infer_output_write(c->out, bytes + k * most + at, (size_t)r->len, base + j * S + k);
         }
     os_free(my), os_free(bytes), os_free(all), os_free(totals);
     code = os_infer_failed(rc);
@@ -261,7 +225,7 @@ static int write_round(const run *c, int64_t base, int64_t nw, int fd, tally *t,
 // ZeRO-3, every rank running each forward), else (1 rank) S = 1. Each round: this rank's prompts, their spoken
 // questions K at a time through the encoder and the projector, the records decoded (one at a time, or B at once),
 // the lines written. 0, or 1 after the message.
-static int rounds(run *c, int64_t done, int fd, tally *t, double t0) {
+static int rounds(run *c, int64_t done, tally *t, double t0) {
     int code = 0;
     int64_t n = c->ds->n, S = c->S;
     if (comm_rank() == 0 && S > 1)
@@ -271,41 +235,55 @@ static int rounds(run *c, int64_t done, int fd, tally *t, double t0) {
     c->good = os_alloc(sizeof(int64_t) * (size_t)c->W, "round records decoded");
     for (int64_t base = done; !code && base < n; base += S * c->W) {
         int64_t left = (n - base + S - 1) / S, nw = left < c->W ? left : c->W;
+        char phase[200], note[4400];   // what a collective's timeout report names
+        snprintf(phase, sizeof phase, "while decoding records %lld-%lld of %lld (omnishard infer)", (long long)base,
+                 (long long)(base + S * nw < n ? base + S * nw : n) - 1, (long long)n);
+        snprintf(note, sizeof note, "The first %lld records are in %s: run again with --resume true to decode the "
+                 "rest.", (long long)base, c->a->output_file);
+        comm_set_phase(phase), comm_set_stop_note(note);
         for (int64_t j = 0; j < nw; j++) c->sl[j] = (slot){.i = base + j * S + c->mine};
         prepare(c, nw);
         code = os_infer_failed(decode_round(c, nw));
-        if (!code) code = write_round(c, base, nw, fd, t, t0);
+        if (!code) code = write_round(c, base, nw, t, t0);
+        if (!code && comm_any_failed(os_stop_signal != 0)) {   // a signal on any rank: every rank stops here
+            int64_t in = base + S * nw < n ? base + S * nw : n;
+            code = 128 + (os_stop_signal ? os_stop_signal : SIGTERM);
+            if (comm_rank() == 0)
+                fprintf(stderr, "omnishard infer: stopped by a signal: the first %lld of %lld records are in %s; run "
+                        "again with --resume true to decode the rest\n", (long long)in, (long long)n, c->a->output_file);
+        }
         for (int64_t j = 0; j < nw; j++) os_infer_prompt_free(&c->sl[j].p), os_free(c->sl[j].why), free(c->sl[j].line);
     }
     os_free(c->sl), os_free(c->good);
+    comm_set_phase("at the end of omnishard infer");
     return code;
 }
 
-int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a, const os_gen_opts *g) {
+int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a, const os_gen_opts *g,
+                     os_infer_out *out) {
     os_dataset *ds = os_infer_dataset_open(&s->model, a->model, a->dataset, os_speech_positions(&s->model), 1);
     if (os_infer_failed(ds ? 0 : -1)) return ds ? ds->free(ds), 1 : 1;
     int64_t done = 0, n = ds->n;
-    int fd = -1, rc = 0;
+    int rc = 0;
     if (comm_rank() == 0) {
         if (ds->bad)
             os_info("omnishard infer: note: %lld of %lld records of %s failed the checks at open (each is named when it "
                     "is reached; --on_error %s)", (long long)ds->bad, (long long)n, a->dataset, skipping(a) ? "skip" : "stop");
-        rc = a->resume ? resume_scan(a->output_file, n, &done) : 0;
-        if (rc == 0) fd = open(a->output_file, O_WRONLY | O_CREAT | O_APPEND | (a->resume ? 0 : O_TRUNC), 0644);
-        if (rc == 0 && fd < 0) rc = os_errf("--output_file %s: cannot write it: %m", a->output_file);
+        rc = os_infer_output_start(out, n);
+        done = out->done;
         if (rc == 0 && done) os_info("omnishard infer: --resume: %lld of %lld records already in %s", (long long)done,
                                      (long long)n, a->output_file);
     }
     int code = os_infer_failed(rc);
     comm_bcast(&done, sizeof done, 0);
+    os_infer_stop_install();
     tally t = {0};
     double t0 = os_now();
     int split = g->local || g->lockstep;
     int64_t K = a->speech_batch_size ? a->speech_batch_size : 8;   // the option's default
-    run c = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .S = split ? comm_size() : 1, .mine = split ? comm_rank() : 0,
+    run c = {.s = s, .ds = ds, .tok = tok, .a = a, .g = g, .out = out, .S = split ? comm_size() : 1, .mine = split ? comm_rank() : 0,
              .W = a->batch > 1 ? 4 * a->batch : K, .K = K};
-    if (!code) code = rounds(&c, done, fd, &t, t0);
-    if (fd >= 0 && close(fd) < 0 && !code) code = 1, fprintf(stderr, "omnishard infer: --output_file %s: %m\n", a->output_file);
+    if (!code) code = rounds(&c, done, &t, t0);
     if (!code && comm_rank() == 0) {
         int64_t ok = t.records - t.errors;
         double k = ok ? (double)ok : 1.0;

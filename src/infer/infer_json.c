@@ -2,7 +2,10 @@
 #include "infer/infer_json.h"
 #include "tokenizer/json_text.h"
 #include "core/alloc.h"
+#include "core/err.h"
 #include "infer/infer_text.h"
+#include "tokenizer/utf8.h"
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,10 +54,29 @@ void os_infer_write(FILE *f, const os_tokenizer *tok, const os_model *m, const o
     }
 }
 
+char *os_infer_valid_utf8(char *buf, size_t *n) {
+    if (!buf || os_utf8_invalid_at(buf, *n) < 0) return buf;
+    size_t len;
+    char *lossy = os_utf8_lossy(buf, *n, &len), *out = malloc(len + 1);
+    if (!out) os_die("out of memory for an output line");
+    memcpy(out, lossy, len + 1);
+    os_free(lossy), free(buf);
+    *n = len;
+    return out;
+}
+
 void os_infer_print(const os_tokenizer *tok, const os_model *m, const os_infer_prompt *p, const os_gen_result *r,
                     int text_only, const os_infer_print_opts *o) {
-    putchar('{');
-    os_infer_write(stdout, tok, m, p, r, text_only, o);
-    printf("}\n");
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) os_die("out of memory for the answer");
+    fputc('{', f);
+    os_infer_write(f, tok, m, p, r, text_only, o);
+    fputs("}\n", f);
+    fclose(f);
+    buf = os_infer_valid_utf8(buf, &n);
+    fwrite(buf, 1, n, stdout);
     fflush(stdout);
+    free(buf);
 }

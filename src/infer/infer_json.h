@@ -17,3 +17,7 @@ void os_infer_write(FILE *f, const os_tokenizer *tok, const os_model *m, const o
 // the whole object and a newline on stdout; tok NULL: "text" is empty (the caller has said why)
 void os_infer_print(const os_tokenizer *tok, const os_model *m, const os_infer_prompt *p, const os_gen_result *r,
                     int text_only, const os_infer_print_opts *o);
+// buf (malloc'd, *n bytes, from open_memstream) as valid UTF-8: returned as it is, or freed and replaced by a malloc'd
+// copy in which each invalid byte sequence is U+FFFD (a record's field with invalid UTF-8 copied into a line), *n
+// updated. Every line omnishard infer writes goes through it, so that each parses as UTF-8 JSON.
+char *os_infer_valid_utf8(char *buf, size_t *n);

@@ -64,7 +64,7 @@ char *os_infer_line(os_dataset *ds, int64_t i, const os_tokenizer *tok, const os
     os_infer_write(f, tok, m, p, r, text_only, &po);
     fputs("}\n", f);
     fclose(f);
-    return buf;
+    return os_infer_valid_utf8(buf, n);
 }
 
 char *os_infer_error_line(os_dataset *ds, int64_t i, const char *msg, size_t *n) {
@@ -77,7 +77,7 @@ char *os_infer_error_line(os_dataset *ds, int64_t i, const char *msg, size_t *n)
     fprintf(f, "\"error\": %s}\n", t ? t : "\"(no memory for the message)\"");
     cJSON_free(t), cJSON_Delete(e);
     fclose(f);
-    return buf;
+    return os_infer_valid_utf8(buf, n);
 }
 
 void os_infer_record_message(os_dataset *ds, int64_t i, const char *msg, char *out, size_t cap) {

@@ -80,7 +80,7 @@ int os_infer_prompt_question(os_infer_prompt *p, const os_model *m, const char *
     os_slam_record r;
     int32_t *pr = NULL, *q = NULL;
     int64_t np = 0, nq = 0;
-    int rc = os_slam_record_read(o, "--question", 1, m->oc.audio_vocab, &r);
+    int rc = os_slam_record_read(o, "--question", 1, m->oc.audio_vocab, 1, &r);
     if (rc == 0) {
         size_t len;
         char *text = os_slam_prompt_text(&r, &len);
@@ -119,7 +119,7 @@ os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, cons
         return NULL;
     }
     os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift, 0, 0, NULL,
-                       keep_bad};
+                       keep_bad, 1};
     return os_dataset_open(path, &z, model_dir, NO_LIMIT, "right");
 }
 
@@ -127,8 +127,8 @@ int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index) {
     memset(p, 0, sizeof *p);
     os_sample s;
     if (index < 0 || index >= ds->n)
-        return os_errf("--index %lld: %s has %lld usable record(s) (0..%lld; %lld skipped with an empty answer)",
-                       (long long)index, ds->path, (long long)ds->n, (long long)ds->n - 1, (long long)ds->skipped);
+        return os_errf("--index %lld: %s has %lld usable record(s) (0..%lld)", (long long)index, ds->path, (long long)ds->n,
+                       (long long)ds->n - 1);
     if (ds->get(ds, index, &s) < 0) return -1;
     if (s.lead <= 0)
         return os_errf("%s: pretokenized samples have no prompt/answer split; omnishard infer reads SLAM-Omni records "

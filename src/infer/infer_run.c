@@ -2,6 +2,7 @@
 #include "infer/infer_run.h"
 #include "infer/infer_dataset.h"
 #include "infer/infer_json.h"
+#include "infer/infer_output.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -128,8 +129,12 @@ static os_tokenizer *load_tokenizer(const char *model_dir) {
 
 int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opts *so, int64_t index) {
     run_ctx c = {.a = a, .g = g};
+    // the output file checked, locked and described before the model loads (infer_output.h)
+    os_infer_out out = {.path = a->output_file, .fd = -1};
+    if (a->output_file && os_infer_failed(comm_rank() == 0 ? os_infer_output_open(&out, a, g, so->speech_encoder) : 0))
+        return 1;
     int64_t live0 = os_alloc_live_bytes();
-    if (os_infer_failed(os_session_open(&c.s, so, comm_rank(), comm_size()))) return 1;
+    if (os_infer_failed(os_session_open(&c.s, so, comm_rank(), comm_size()))) return os_infer_output_close(&out), 1;
     int64_t session = os_alloc_live_bytes() - live0;
     const os_model *m = &c.s.model;
     const os_st_tensor *emb = os_st_dir_find(c.s.ckpt, "model.embed_tokens.weight");
@@ -143,7 +148,7 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
     } else {
         if ((comm_rank() == 0 || g->local || g->lockstep) && !(c.tok = load_tokenizer(a->model)) && comm_rank() == 0)
             fprintf(stderr, "omnishard infer: warning: no text decoding: %s\n", os_errmsg());
-        code = a->output_file ? os_infer_dataset(&c.s, c.tok, a, g) : answer(&c, a->question, NULL, index, 0, NULL);
+        code = a->output_file ? os_infer_dataset(&c.s, c.tok, a, g, &out) : answer(&c, a->question, NULL, index, 0, NULL);
     }
     if (code == 0 && comm_rank() == 0) {   // what inference holds (docs/inference.md "Memory")
         int64_t params = 0;
@@ -152,6 +157,7 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
                 "peak RSS %lld bytes", (long long)params, (long long)session, (long long)os_alloc_peak_bytes(),
                 (long long)os_peak_rss_bytes());
     }
+    if (os_infer_output_close(&out) < 0 && code == 0) code = 1, fprintf(stderr, "omnishard infer: %s\n", os_errmsg());
     os_tok_free(c.tok);
     os_session_close(&c.s);
     return code;

@@ -51,7 +51,7 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
 
 int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval) {
     os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
-                       a->mask_equal_length_audio, T_s < 1, a->system, 0};
+                       a->mask_equal_length_audio, T_s < 1, a->system, 0, 0};
     uint64_t seed = (uint64_t)a->data_seed;
     *train = os_dataset_open_list(a->datasets, a->ndatasets, &z, a->model, a->max_length, a->truncation_strategy,
                                   a->dataset_shuffle, seed, "train");

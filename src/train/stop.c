@@ -65,15 +65,7 @@ void os_stop_install(void) {
     else snprintf(g_prefix, sizeof g_prefix, "%somnishard: ", nl);
     if (g_ckpt_step < 0) snprintf(g_note[g_note_cur], sizeof g_note[0], "No checkpoint has been written yet.");
     comm_set_stop_note(g_note[g_note_cur]);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    os_on_stop_signals(on_signal);
 }
 
 void os_stop_step(int64_t step, int64_t total) {

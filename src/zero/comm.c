@@ -61,6 +61,7 @@ _Noreturn void comm_abort(int code) {
 void comm_set_timeout(double seconds) { wd_set_timeout(seconds); }
 void comm_set_stop_note(const char *note) { wd_set_note(note); }
 void comm_set_step(int64_t step) { wd_set_step(step); }
+void comm_set_phase(const char *phase) { wd_set_phase(phase); }
 
 void comm_barrier(void) {
     if (g_size == 1) return;

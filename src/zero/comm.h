@@ -20,6 +20,8 @@ void comm_set_timeout(double seconds);
 // signal came and the collective cannot complete
 void comm_set_stop_note(const char *note);
 void comm_set_step(int64_t step);
+// what the job is doing, named by a collective's timeout report instead of the step (NULL or "": the step)
+void comm_set_phase(const char *phase);
 
 void comm_barrier(void);
 void comm_bcast(void *buf, int64_t bytes, int root);

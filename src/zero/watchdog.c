@@ -93,6 +93,8 @@ static int dead_peers(char *out, size_t n) {
 void wd_set_timeout(double seconds) { g_timeout = seconds; }
 double wd_timeout(void) { return g_timeout; }
 void wd_set_step(int64_t step) { g_step = step; }
+static char g_phase[200];   // wd_set_phase: named instead of the step
+void wd_set_phase(const char *phase) { snprintf(g_phase, sizeof g_phase, "%s", phase ? phase : ""); }
 
 int64_t wd_begin(enum wd_kind kind, int64_t bytes) {
     int64_t s = ++g_issued;
@@ -140,7 +142,8 @@ static void describe(char *out, size_t n, int64_t seq, enum wd_kind kind, int64_
     int k = snprintf(out, n, "%s #%lld", kind_name[kind], (long long)seq);
     if (bytes >= 0 && kind != WD_AGREE_OPTIONS && kind != WD_AGREE_STATUS)
         k += snprintf(out + k, n - (size_t)k, " (%lld bytes per rank)", (long long)bytes);
-    snprintf(out + k, n - (size_t)k, step > 0 ? " at step %lld" : " during start-up", (long long)step);
+    if (g_phase[0]) snprintf(out + k, n - (size_t)k, " %s", g_phase);
+    else snprintf(out + k, n - (size_t)k, step > 0 ? " at step %lld" : " during start-up", (long long)step);
 }
 
 // The deadline passed (trigger < 0) or rank `trigger` reported that its own did: ask every rank where it is,

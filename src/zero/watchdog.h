@@ -21,6 +21,8 @@ void wd_set_note(const char *note);
 void wd_set_timeout(double seconds);   // <= 0: no deadline
 double wd_timeout(void);
 void wd_set_step(int64_t step);
+// what the job is doing, named by the report instead of the step ("while decoding records 8-15 of 960"); "": the step
+void wd_set_phase(const char *phase);
 // a new collective of this kind moving `bytes` per rank starts: returns its sequence number
 int64_t wd_begin(enum wd_kind kind, int64_t bytes);
 // complete n requests of collective seq, or report and end the job at the deadline

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         os_omni_config oc;
         os_omni_config_default(&oc, 3);
         if (os_omni_config_load(path, &oc) < 0) os_die_err();
-        z = (os_data_sizes){oc.G, oc.text_vocab, oc.audio_vocab, 0, oc.latency, oc.layershift, 0, 0, NULL, 0};
+        z = (os_data_sizes){oc.G, oc.text_vocab, oc.audio_vocab, 0, oc.latency, oc.layershift, 0, 0, NULL, 0, 0};
         snprintf(path, sizeof path, "%s/q.wav", model);
         size_t n;
         char *wav = os_read_file(path, &n);

@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     os_omni_config oc;
     os_omni_config_default(&oc, 3);
     if (os_omni_config_load(path, &oc) < 0) os_die_err();
-    os_data_sizes z = {oc.G, oc.text_vocab, oc.audio_vocab, Q, oc.latency, oc.layershift, (int)mask_equal, 0, NULL, 0};
+    os_data_sizes z = {oc.G, oc.text_vocab, oc.audio_vocab, Q, oc.latency, oc.layershift, (int)mask_equal, 0, NULL, 0, 0};
     os_dataset *d = os_dataset_open(argv[1], &z, argv[2], atoll(argv[3]), argv[4]);
     if (!d) os_die_err();
     os_sample s[64];
