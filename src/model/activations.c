@@ -74,7 +74,7 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     os_loss *h = &a->loss;
     put(lo, OS_ACT_HEAD, &a->hn, N * C), put(lo, OS_ACT_HEAD, &a->rstd, N), put(lo, OS_ACT_HEAD, &h->logits, rows * V > N * C ? rows * V : N * C);
     int ad = m->b_adapter >= 0;
-    put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0), put(lo, OS_ACT_HEAD, &h->dA, ad && tr ? rows * A : 0);
+    put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0);
     put(lo, OS_ACT_HEAD, &a->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
     int64_t sr = tr && s->rounds ? os_loss_stash_rows(m, N) : 0, e = s->rounds;   // rounded rows, bytes each element
     put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units

@@ -13,7 +13,7 @@ typedef struct {
     int64_t rowpos;   // 1: RoPE tables per row, [B, L, D/2], from the input's positions (packed rows: os_acts_positions);
                       // 0: one table [npos, D/2] for positions 0..npos-1, filled by os_acts_prepare (int64_t: the
                       // struct has no padding, os_acts_prepare compares shapes with memcmp)
-    int train;        // backward buffers (layer scratch, dx, dhn, the loss's dA)
+    int train;        // backward buffers (layer scratch, dx, dhn)
     int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
     int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the loss's
                       // stash, model/loss.h), else 0

@@ -198,22 +198,22 @@ static void audio_fwd(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, 
     for (int k = 0; k < G; k++) xent(r, 1 + k, al + k * A, GA, r0, n, A);
 }
 
-// backward through the adapter into la's first A columns: dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
+// backward through the adapter into la's first A columns (stride V, over the adapter's input once dWa has read it):
+// dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
 static void adapter_bwd(os_loss *L, int64_t n, float *la) {
     const os_model *m = L->m;
     const float *Wa = L->adapter_w;
     int64_t V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
-    float *al = L->al, *dA = L->dA, *dWa = L->dadapter_w, *dba = L->dadapter_b;
+    float *al = L->al, *dWa = L->dadapter_w, *dba = L->dadapter_b;
     for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * GA, GA);
-    if (L->st_e) {   // dal rounded once: dA now, dWa with the stash
+    if (L->st_e) {   // dal rounded once: dA now, dWa with the stash (which holds the input)
         void *dr = stash_row(L, L->als, GA);
         os_k->gemm_round(dr, al, n, GA, GA);
-        os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, dA, A);
+        os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, la, V);
     } else {
         if (dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, la, V, 1.0f, dWa, A);
-        os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, dA, A);
+        os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, la, V);
     }
-    for (int64_t i = 0; i < n; i++) os_k->copy(la + i * V, dA + i * A, A);
 }
 
 // One chunk: rows [r0, r0 + n), all of one class, lm_head columns [c0, c1) (c0 = 0: the text columns are among

@@ -71,13 +71,13 @@ typedef struct {
     int64_t *idx, n;           // os_loss_targets' row order: row i of the rows is hn's row idx[i] (NULL: in order)
     int64_t st_first, st_n, st_e, st_cap;   // the bf16 stash: rows [first, first + n) of the rows computed are in
                                             //   it, e bytes an element (0: no stash), cap rows at most
-    // buffers: logits [rows, V] (at least [N, C]: also the scratch of the row order), al [rows, G*A] and dA
-    // [rows, A] (adapter), y [(G+1), N] targets; the stash of OS_LOSS_STASH_K rows (os_loss_stash_rows) while
+    // buffers: logits [rows, V] (at least [N, C]: also the scratch of the row order), al [rows, G*A] (adapter),
+    // y [(G+1), N] targets; the stash of OS_LOSS_STASH_K rows (os_loss_stash_rows) while
     // training with rounding products: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
     // [srows, A] (adapter input), else NULL. sums: the loss sums on the backend's memory (the cross-entropy adds into
     // them), allocated with the activations (os_acts_init); yh: y's copy on the host (the targets are made, ordered
     // and classed there, then uploaded)
-    float *logits, *al, *dA;
+    float *logits, *al;
     int32_t *y, *yh;
     void *dls, *als, *ain;
     os_loss_sums *sums;
