@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 extern "C" {
 #include "cuda/cu_ops.h"
@@ -158,6 +160,34 @@ static void test_mma_ldmatrix(void) {
                   row, col, D[4 * l + i], want);
         }
     }
+}
+
+// a warp whose lanes reach different collective instructions (half at mma.sync, half at ldmatrix) stops the run
+static void diverged_kernel(void) {
+    static uint16_t sm[256];
+    uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    float d[4] = {0, 0, 0, 0};
+    if (threadIdx.x < 16) cu_mma_bf16(d, a, b);
+    else cu_ldmatrix_x4(a, sm);
+}
+static void test_diverged_warp(void) {
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        cu_emu::launch(diverged_kernel, dim3(1), dim3(32))();
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[512] = {0};
+    ssize_t n = read(fds[0], msg, sizeof msg - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, "another instruction (a diverged warp)"),
+          "a diverged warp: exit status %d, message '%s'", status, msg);
 }
 
 static void test_elementwise(void) {
@@ -387,7 +417,11 @@ static void tc_attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64
     cu_attention_fwd(o1.data(), st1.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
     cu_attention_bwd(g1[0].data(), g1[1].data(), g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(),
                      st1.data(), m, sg, causal, B, T, H, KH, D);
+    vec dv_alone = rnd(nk, 56);   // only dv wanted: the same bits as dv beside dq and dk
+    cu_attention_bwd(NULL, NULL, dv_alone.data(), dout.data(), q.data(), k.data(), v.data(), o1.data(), st1.data(), m,
+                     sg, causal, B, T, H, KH, D);
     k_gemm_set_bf16(0);
+    CHECK(same(dv_alone, g1[2]), "%s: dv alone differs from dv beside dq and dk", what);
     const double uin = exact ? 0.0 : U, scale = 1.0 / sqrt((double)D), acc = 0x1p-24 * (double)(D > T ? D : T);
     vec bo(nq), bg[3] = {vec(nq), vec(nk), vec(nk)};
     double worst[4] = {0, 0, 0, 0};
@@ -527,6 +561,7 @@ static void cached_tc_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t 
 int main(void) {
     test_fragment_table();
     test_mma_ldmatrix();
+    test_diverged_warp();
     test_elementwise();
     test_adamw();
     test_embedding();
