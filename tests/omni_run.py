@@ -19,13 +19,17 @@ def tiny_slam(tmp_path_factory, name, samples, val_samples=0):
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
-# OMNISHARD_TEST_DEVICE=cuda (cuda:N, cpu): every sft, infer and plan these helpers run gets --device with it, unless
-# it names its own (tools/device-check.sh runs the oracle tests so on the GPU)
+# OMNISHARD_TEST_DEVICE=cuda (cuda:N, cpu, guard): every sft, infer and plan these helpers run gets --device with it,
+# unless it names its own (tools/device-check.sh runs the oracle tests so on the GPU; with guard, conftest's BIN
+# adds it to every command the tests start)
 DEVICE = os.environ.get("OMNISHARD_TEST_DEVICE")
 
 
-def run(args, np_=None, check=True, timeout=300, env=None, input=None):
+def run(args, np_=None, check=True, timeout=300, env=None, input=None, device=None):
+    """omnishard args (under mpirun -np np_ when given); device: --device DEVICE after the command"""
     args = [*map(str, args)]
+    if device:
+        args[1:1] = ["--device", device]
     if DEVICE and args and args[0] in ("sft", "infer", "plan") and "--device" not in args:
         args[1:1] = ["--device", DEVICE]
     cmd = ([*MPIRUN, "-np", str(np_)] if np_ else []) + [str(BIN), *args]

@@ -1,15 +1,15 @@
 """A checkpoint is the same file whichever backend wrote it (issue 25 item 5): a run saved on the device resumes on
 the CPU backend, and one saved on the CPU resumes on the device, each continuing as the run that stayed on one
 backend. The device is OMNISHARD_TEST_DEVICE's (cuda on a lent GPU: tools/device-check.sh); without it the guard
-backend (OMNISHARD_BACKEND=guard: the CPU kernels on memory out of the host's reach) stands in for one, and every
+backend (--device guard: the CPU kernels on memory out of the host's reach) stands in for one, and every
 number must then be equal bit for bit. On a GPU the two backends sum in other orders: within 1e-5."""
 import os
 
 from omni_run import DEVICE, logs, rel, run, tiny_slam, weights
 
-GPU = DEVICE not in (None, "cpu")
-ON_DEVICE = (DEVICE, {}) if GPU else ("cpu", {"OMNISHARD_BACKEND": "guard"})
-ON_CPU = ("cpu", {"OMNISHARD_BACKEND": "cpu"})
+GPU = DEVICE not in (None, "cpu", "guard")
+ON_DEVICE = (DEVICE, {}) if GPU else ("guard", {})
+ON_CPU = ("cpu", {})
 ARGS = ["--learning_rate", "2e-3", "--max_length", "64", "--save_steps", 2, "--max_steps", 4, "--weight_decay", "0.01"]
 
 

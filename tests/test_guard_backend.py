@@ -1,4 +1,4 @@
-"""The device seam's guard backend (OMNISHARD_BACKEND=guard, src/kernels/ops_guard.c): the backend's memory is out
+"""The device seam's guard backend (--device guard, src/kernels/ops_guard.c): the backend's memory is out
 of the host's reach outside its own calls, so a run that reads a loss sum, a gradient norm, a bucket, an activation
 or the head's rows on the host without the seam's download stops with SIGSEGV (tests/unit/test_ops_guard.c: a host
 read does); strict (its default, every run here) a kernel given host memory stops the run naming the member and the
@@ -19,13 +19,8 @@ from test_speech_train import write_data, write_wav
 ARGS = ["--learning_rate", "2e-3", "--max_length", "64", "--save_steps", 2, "--gradient_accumulation_steps", 2,
         "--param_loss", "l2:0.01:group_decode_adapter", "--param_loss", "dummy:model.layers.0."]
 KEYS = ("loss", "param_loss", "grad_norm", "head_rows_moved")
-# Every run on the guard is strict (its default): a kernel given host memory (where a device needs its own) stops it
-STRICT = {"OMNISHARD_BACKEND": "guard"}
-
-
-def env_of(backend):
-    return STRICT if backend == "guard" else {"OMNISHARD_BACKEND": backend}
-
+# Every run on the guard is strict (--device guard; guard:lax is not): a kernel given host memory (where a device
+# needs its own) stops it
 
 def steps(out):
     return [{k: x.get(k) for k in ("step", *KEYS)} for x in logs(out) if "loss" in x]
@@ -38,7 +33,7 @@ def test_guard_backend_trains_and_resumes_as_the_cpu_backend(tmp_path_factory, r
     def sft(out, backend, extra=()):
         args = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / out,
                 "--max_steps", 3, *ARGS, *(["--deepspeed", "zero3"] if ranks > 1 else []), *extra]
-        return run(args, np_=ranks if ranks > 1 else None, env=env_of(backend), timeout=180)
+        return run(args, np_=ranks if ranks > 1 else None, device=backend, timeout=180)
 
     sft("cpu", "cpu")
     sft("guard", "guard")
@@ -50,17 +45,23 @@ def test_guard_backend_trains_and_resumes_as_the_cpu_backend(tmp_path_factory, r
 
 
 def test_guard_backend_value_is_checked(tmp_path):
-    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, env={"OMNISHARD_BACKEND": "gpu"})
-    assert p.returncode == 2 and "OMNISHARD_BACKEND: expected cpu (the default) or guard" in p.stderr, p.stderr
+    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, device="gpu")
+    assert p.returncode == 2 and "--device: 'gpu' is not supported" in p.stderr and "(guard, guard:lax)" in p.stderr, \
+        p.stderr
+    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, env={"OMNISHARD_BACKEND": "guard"})
+    assert p.returncode == 2 and "OMNISHARD_BACKEND: no longer read (got 'guard'): it is the option --device guard" \
+        in p.stderr, p.stderr
 
 
-def test_guard_strict_switch_is_checked():
-    """Strict is the guard's default; OMNISHARD_GUARD_STRICT takes 0 (off) or 1, anything else is refused."""
-    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, env={"OMNISHARD_BACKEND": "guard",
-                                                                    "OMNISHARD_GUARD_STRICT": "yes"})
-    assert p.returncode == 2 and "OMNISHARD_GUARD_STRICT" in p.stderr and "expected 1 (the default" in p.stderr \
-        and "or 0 (it runs it)" in p.stderr, p.stderr
-    run(["plan", "--model", "qwen2.5-0.5b"], env={"OMNISHARD_BACKEND": "guard", "OMNISHARD_GUARD_STRICT": "0"})
+def test_guard_strict_switch_is_checked(tmp_path):
+    """Strict is the guard's default; --device guard:lax turns it off, anything else is refused; the variable that
+    switched it before is refused naming the option."""
+    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, device="guard:yes")
+    assert p.returncode == 2 and "--device: 'guard:yes' is not supported" in p.stderr, p.stderr
+    p = run(["plan", "--model", "qwen2.5-0.5b"], check=False, env={"OMNISHARD_GUARD_STRICT": "0"})
+    assert p.returncode == 2 and "OMNISHARD_GUARD_STRICT: no longer read (got '0')" in p.stderr and \
+        "--device guard:lax" in p.stderr, p.stderr
+    run(["plan", "--model", "qwen2.5-0.5b"], device="guard:lax")
 
 
 # ---- the ZeRO runtime's buckets (parameters, gradients, moments, gathered buckets) on the guard's memory ----
@@ -68,7 +69,7 @@ def run_both(d, args, ranks, timeout=180):
     """sft with args on the CPU backend into d/cpu and on the strict guard into d/guard"""
     for backend in ("cpu", "guard"):
         a = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / backend, *args]
-        run(a, np_=ranks if ranks > 1 else None, env=env_of(backend), timeout=timeout)
+        run(a, np_=ranks if ranks > 1 else None, device=backend, timeout=timeout)
 
 
 def same_files(a, b, names):
@@ -95,7 +96,7 @@ def test_guard_runtime_trains_saves_and_exports_as_the_cpu_backend(tmp_path_fact
     same_files(d / "cpu" / "final_model", d / "guard" / "final_model", ["model.safetensors", "slam_omni.safetensors"])
     for backend in ("cpu", "guard"):
         run(["export", "--checkpoint", d / backend / "checkpoint-2", "--output_dir", d / f"x{backend}"],
-            np_=ranks if ranks > 1 else None, env=env_of(backend))
+            np_=ranks if ranks > 1 else None, device=backend)
     same_files(d / "xcpu", d / "xguard", ["model.safetensors", "slam_omni.safetensors"])
 
 
@@ -111,7 +112,7 @@ def test_guard_runtime_lora_as_the_cpu_backend(tmp_path_factory, merge):
     same_files(d / "cpu" / "final_model", d / "guard" / "final_model", files)
     args = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / "resumed", *RUNTIME,
             "--deepspeed", "zero3", *lora, "--resume_from_checkpoint", d / "guard" / "checkpoint-2"]
-    run(args, np_=2, env=STRICT, timeout=180)
+    run(args, np_=2, device="guard", timeout=180)
     assert steps(d / "resumed") == steps(d / "cpu")[2:]
     same_files(d / "cpu" / "final_model", d / "resumed" / "final_model", files)
 
@@ -126,7 +127,7 @@ def test_guard_runtime_stops_on_non_finite_as_the_cpu_backend(tmp_path_factory, 
         p = run(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / backend,
                  "--max_steps", 12, "--learning_rate", "1e10", "--max_grad_norm", "0", "--save_steps", 0,
                  *(["--deepspeed", "zero3"] if ranks > 1 else [])], np_=ranks if ranks > 1 else None, check=False,
-                env=env_of(backend), timeout=180)
+                device=backend, timeout=180)
         m = re.search(r"step (\d+): non-finite .*first parameter with a non-finite \w+: '([^']+)'", p.stderr)
         assert p.returncode > 0 and m, p.stderr
         said[backend] = m.groups()
@@ -149,7 +150,7 @@ def test_guard_strict_trains_as_the_cpu_backend(tmp_path_factory, case, ranks, e
         dump = ["--dump_logits", d / backend / "logits.safetensors"] if ranks == 1 else []
         a = ["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", d / backend, *RUNTIME,
              "--save_steps", 0, *extra, *dump]
-        run(a, np_=ranks if ranks > 1 else None, env=env_of(backend),
+        run(a, np_=ranks if ranks > 1 else None, device=backend,
             timeout=240)
     want = steps(d / "cpu")
     assert steps(d / "guard") == want and len(want) == 3
@@ -184,7 +185,7 @@ def test_guard_strict_speech_trains_as_the_cpu_backend(tmp_path_factory, kind, p
                  "--learning_rate", "1e-3", "--max_length", 64, "--deepspeed", "zero3", "--speech_encoder", d / "enc",
                  "--cache_speech_features", d / f"cache-{backend}",
                  *(["--packing", "true", "--per_device_train_batch_size", 2] if packed else [])]
-            run(a, np_=2, env=env_of(backend), timeout=240)
+            run(a, np_=2, device=backend, timeout=240)
         want = steps(d / f"cpu-{cache}")
         assert steps(d / f"guard-{cache}") == want and len(want) == 3, cache
         same_files(d / f"cpu-{cache}" / "final_model", d / f"guard-{cache}" / "final_model",
@@ -211,7 +212,7 @@ def test_guard_strict_infers_as_the_cpu_backend(tmp_path):
         for backend in ("cpu", "guard"):
             out = tmp_path / f"{name}-{backend}.jsonl"
             extra = ["--output_file", out] if name == "batched" else []
-            p = run(["infer", "--model", d, *args, *extra], env=env_of(backend),
+            p = run(["infer", "--model", d, *args, *extra], device=backend,
                     timeout=120)
             text = out.read_text() if extra else p.stdout
             got[backend] = [{k: v for k, v in json.loads(s).items() if k != "seconds"} for s in text.splitlines()]

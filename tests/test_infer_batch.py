@@ -181,12 +181,12 @@ def test_ranks(models, tmp_path, np_, stage, B):
 
 
 def test_guard_backend(models, tmp_path):
-    """on the guard backend (OMNISHARD_BACKEND=guard: the backend's memory out of the host's reach outside its
+    """on the guard backend (--device guard: the backend's memory out of the host's reach outside its
     calls, as a device's) the batched step (per-sequence caches, the head's rows downloaded) writes the same lines"""
     d, data = models["G3-adapter"]
     one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
     decode(d, data, one, 1, "--max_new_tokens", 12)
-    decode(d, data, many, 4, "--max_new_tokens", 12, env={"OMNISHARD_BACKEND": "guard"})
+    decode(d, data, many, 4, "--max_new_tokens", 12, "--device", "guard")
     assert lines(many) == lines(one)
 
 

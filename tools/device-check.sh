@@ -18,7 +18,7 @@
 #
 # usage: tools/device-check.sh [--dry-run] [--stages setup,build,ops,oracle,bench]
 #   --dry-run: the same stages here, without a GPU: nothing unpacked (the machine's own libraries), the plain build
-#   (make, BUILD=$OMNISHARD_BUILD or build), ops against the guard backend (OMNISHARD_BACKEND=guard), the bench on
+#   (make, BUILD=$OMNISHARD_BUILD or build), ops against the guard backend (--device guard), the bench on
 #   the CPU with a 2-layer model, two oracle tests on the guard backend. tests/test_device_check.py runs it.
 # Environment: OUT (default ./device-check-out), DEVCHECK_DEADLINE (seconds, default 470; dry run 300),
 #   DEVCHECK_BENCH_ARGS (more bench/bench_device.py options, e.g. "--batch 4").
@@ -129,7 +129,7 @@ stage_build() {
 
 stage_ops() {
     if [ "$DRY" = 1 ]; then   # a part of the list here (all of it against guard: tests/test_device_check.py)
-        OMNISHARD_BACKEND=guard "$BUILD/op_compare" guard --json "$WORK/ops.jsonl" --only memory,zero_copy,gemm,bf16,xent,elementwise
+        "$BUILD/op_compare" guard --json "$WORK/ops.jsonl" --only memory,zero_copy,gemm,bf16,xent,elementwise
     else   # then the CUDA backend's own tests on the GPU (tests/cuda/test_*.c: the products against their definition)
         local rc=0 t
         "$BUILD/op_compare" "$DEVICE" --json "$WORK/ops.jsonl" || rc=1
@@ -155,7 +155,7 @@ stage_oracle() {
     if [ "$DRY" = 1 ]; then
         sel=("tests/test_train_oracle.py::test_matches_pytorch[g1_untied_accum2]"
              "tests/test_zero_equivalence.py::test_n_ranks_equal_accumulation[tied-3-2]")
-        export OMNISHARD_BACKEND=guard OMNISHARD_TEST_DEVICE=cpu
+        export OMNISHARD_TEST_DEVICE=guard
     else
         # the oracle (3 AdamW steps at G = 0, 1, 3; speech input; LoRA against PEFT), then issue 25 item 5's promises:
         # N ranks == 1 rank (2 ranks sharing the GPU at ZeRO 0-3), resume at another rank count, a checkpoint moving

@@ -1,6 +1,8 @@
 // omnishard export --checkpoint DIR --output_dir OUT: a transformers-loadable directory from a sharded
 // checkpoint (any world size; run it on 1 rank, or under mpirun to keep each rank's memory to a slice).
 #include "cli/commands.h"
+#include "cli/device.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "core/opts.h"
 #include "persist/export.h"
@@ -30,7 +32,7 @@ static int export_checkpoint(const char *ckpt, const char *out, const char *save
 }
 
 typedef struct {
-    const char *checkpoint, *output_dir, *save_dtype;
+    const char *checkpoint, *output_dir, *save_dtype, *device;
     int merge_lora, overwrite_output_dir;
     int64_t max_shard_size;
 } export_args;
@@ -55,20 +57,23 @@ static const os_opt OPTS[] = {
              "transformers (default 5GB; 500MB, 2GiB, or bytes)"},
     {F(overwrite_output_dir), .type = OS_OPT_BOOL, .help = "replace a non-empty --output_dir (default false: an error); "
                                                            "never one that holds a checkpoint"},
+    {F(device), .type = OS_OPT_STR, .metavar = OS_DEVICE_VALUES,
+     .help = "the backend the checkpoint is opened on (default cpu; guard: the test backend, docs/design.md)"},
 };
 #undef F
 
 int cmd_export(int argc, char **argv) {
-    export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT};
+    export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT, .device = "cpu"};
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
                           .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT "
                                    "[--merge_lora true|false] [--save_dtype auto|float32|bfloat16|float16]\n"
-                                   "       [--max_shard_size 5GB] [--overwrite_output_dir true|false]\n"
+                                   "       [--max_shard_size 5GB] [--overwrite_output_dir true|false] [--device D]\n"
                                    "       mpirun -np N omnishard export ... (each rank holds a slice)\n"};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
+    if (rc == 0) rc = os_cli_device_open(a.device, 0);
     os_export_opts eo = {.merge_lora = a.merge_lora, .max_shard_bytes = a.max_shard_size};
     if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
     char out[4096];   // without trailing slashes: OUT.tmp.PID is a sibling of OUT, never inside it

@@ -91,9 +91,10 @@ static const os_opt OPTS[] = {
     NUM("ddp_timeout", ddp_timeout, OS_OPT_F64, "[0,31536000]",
         "seconds a rank waits in one collective before every rank ends with a report naming the ranks that did not "
         "arrive (default 1800; 0: no deadline), as sft's"),
-    {.name = "device", F(device), .type = OS_OPT_STR, .metavar = "cpu|cuda|cuda:N",
+    {.name = "device", F(device), .type = OS_OPT_STR, .metavar = OS_DEVICE_VALUES,
      .help = "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs a "
-             "binary built with make CUDA=1 (docs/operations.md \"GPUs\")"},
+             "binary built with make CUDA=1 (docs/operations.md \"GPUs\"); guard or guard:lax: the test backend "
+             "(docs/design.md \"The guard backend\")"},
     {.name = "tf32", F(tf32), .type = OS_OPT_BOOL,
      .help = "--device cuda: fp32 products in TF32 on the tensor cores (faster, not exact; default false)"},
     {.name = "show_prompt", F(show_prompt), .type = OS_OPT_FLAG, .per_rank = 1,

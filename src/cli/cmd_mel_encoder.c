@@ -2,6 +2,8 @@
 //   (--wav FILE: padded/trimmed to 2 * max_source_positions * 160 samples, then log-mel; or --mel-in FILE with a
 //   tensor "mel" [n_mels, T_mel]) -> OUT.safetensors with "mel" [n_mels, T_mel] and "encoder_output" [T, d].
 #include "cli/commands.h"
+#include "cli/device.h"
+#include "core/device.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/opts.h"
@@ -25,10 +27,11 @@ static const char *USAGE =
     "DIR: a Hugging Face Whisper directory (WhisperModel, WhisperForConditionalGeneration or WhisperEncoder).\n"
     "--wav: padded or trimmed to 2 * max_source_positions * 160 samples (30 s for Whisper), then the log-mel.\n"
     "--mel-in: a tensor \"mel\" [n_mels, T_mel] used as is. OUT gets \"mel\" and \"encoder_output\" [T, d].\n"
-    "--bench N: time N runs of log-mel + encoder and print the throughput in seconds of audio per second.\n";
+    "--bench N: time N runs of log-mel + encoder and print the throughput in seconds of audio per second.\n"
+    "--device: the backend the encoder runs on (cpu, the default; cuda; guard: the test backend).\n";
 
 typedef struct {
-    const char *dir, *wav, *mel_in, *out;
+    const char *dir, *wav, *mel_in, *out, *device;
     int bench;
 } encoder_args;
 
@@ -38,6 +41,8 @@ static const os_opt OPTS[] = {
     {.name = "wav", F(wav), .type = OS_OPT_STR, .help = "the audio file"},
     {.name = "mel-in", F(mel_in), .type = OS_OPT_STR, .help = "a safetensors file with \"mel\" [n_mels, T_mel]"},
     {.name = "out", F(out), .type = OS_OPT_STR, .help = "OUT.safetensors to write"},
+    {.name = "device", F(device), .type = OS_OPT_STR, .metavar = OS_DEVICE_VALUES,
+     .help = "the backend the encoder runs on (default cpu; guard: the test backend, docs/design.md)"},
     {.name = "bench", F(bench), .type = OS_OPT_INT, .range = "[0,inf)", .help = "time N runs (default 0)"},
 };
 #undef F
@@ -111,13 +116,14 @@ static int write_out(const char *path, const float *mel, int64_t n_mels, int64_t
 }
 
 int cmd_mel_encoder(int argc, char **argv) {
-    encoder_args a = {0};
+    encoder_args a = {.device = "cpu"};
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "mel --encoder", .usage = USAGE, .groups = &g, .ngroups = 1};
     int parsed = os_opts_parse(&c, argc, argv);
     if (parsed == 1) return os_opts_usage(&c, stdout), 0;
     if (parsed == 0 && (!a.dir || !a.out || !a.wav == !a.mel_in))
         parsed = os_errf("needs DIR, --out and one of --wav / --mel-in");
+    if (parsed == 0) parsed = os_cli_device_open(a.device, 0);
     if (parsed < 0) return fprintf(stderr, "omnishard mel --encoder: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
     const char *dir = a.dir, *wav = a.wav, *mel_in = a.mel_in, *out = a.out;
     int bench = a.bench;

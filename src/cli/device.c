@@ -2,16 +2,18 @@
 #include "cli/device.h"
 #include "core/device.h"
 #include "core/err.h"
-#include "core/knobs.h"
 #include "cuda/cuda.h"
 #include "kernels/ops.h"
 
 int os_cli_device_open(const char *device, int tf32) {
-    int index, cuda = os_device_parse(device, &index);
-    if (cuda <= 0) return cuda;   // cpu: os_k as main.c set it
-    if (os_knobs()->backend_guard)
-        return os_errf("--device %s with OMNISHARD_BACKEND=guard: the guard backend is the CPU kernels with guarded "
-                       "memory (a test hook); unset OMNISHARD_BACKEND or use --device cpu", device);
+    int index, kind = os_device_parse(device, &index);
+    if (kind < 0) return -1;
+    if (kind == OS_DEVICE_CPU) return 0;   // os_k: the CPU backend
+    if (kind == OS_DEVICE_GUARD) {
+        os_guard_set_strict(index);
+        os_k = os_ops_guard();
+        return 0;
+    }
     const os_ops *t = os_cuda_open(index, tf32);
     if (!t) return -1;
     os_k = t;

@@ -4,7 +4,6 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "kernels/gemm.h"
-#include "kernels/ops.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,8 +45,6 @@ int main(int argc, char **argv) {
     }
     const os_knobs_t *kn = os_knobs();   // the kernels' settings (the rest read os_knobs where they are used)
     if (kn->gemm_times) k_gemm_times_enable();
-    if (kn->backend_guard) os_k = os_ops_guard();
-    os_guard_set_strict(kn->guard_strict);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return check_stdout(argc < 2 ? 2 : 0);

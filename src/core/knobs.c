@@ -12,10 +12,14 @@
 // every variable, in the order of docs/operations.md's table (describe lists them in this order)
 static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
                                     "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
-                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_BACKEND",
-                                    "OMNISHARD_GUARD_STRICT", "OMNISHARD_FAULT", "OMNISHARD_COMM",
+                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_FAULT", "OMNISHARD_COMM",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
+// variables that became options: set, they stop the program naming the option
+static const char *const RETIRED[][2] = {
+    {"OMNISHARD_BACKEND", "the option --device guard (sft, infer, export, mel --encoder)"},
+    {"OMNISHARD_GUARD_STRICT", "the option --device guard (strict) or --device guard:lax"},
+};
 
 static os_knobs_t g;
 static char g_problems[2048], g_notes[512];
@@ -83,15 +87,12 @@ static void read_all(void) {
         else g.logits_rows = r;
     }
     g.tok_ranges = zero_one("OMNISHARD_TOK_RANGES", 0, "expected 1 (explicit Unicode ranges, a test hook) or 0, got '%s'");
-    if ((v = set("OMNISHARD_BACKEND"))) {
-        if (strcmp(v, "cpu") && strcmp(v, "guard"))
-            problem("expected cpu (the default) or guard (the CPU kernels with the backend's memory unreadable outside "
-                    "its calls, a test hook), got '%s'", "OMNISHARD_BACKEND", v);
-        else g.backend_guard = !strcmp(v, "guard");
-    }
-    g.guard_strict = zero_one("OMNISHARD_GUARD_STRICT", 1, "expected 1 (the default: the guard backend stops a call "
-                                                           "given host memory where a device needs its own) or 0 (it "
-                                                           "runs it), got '%s'");
+    for (size_t i = 0; i < sizeof RETIRED / sizeof RETIRED[0]; i++)
+        if (getenv(RETIRED[i][0])) {
+            char fmt[256];
+            snprintf(fmt, sizeof fmt, "no longer read (got '%%s'): it is %s now", RETIRED[i][1]);
+            problem(fmt, RETIRED[i][0], getenv(RETIRED[i][0]));
+        }
     read_fault();
     if ((v = set("OMNISHARD_COMM"))) {
         if (strcmp(v, "mpi") && strcmp(v, "nccl"))

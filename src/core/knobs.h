@@ -23,8 +23,6 @@ typedef struct {
     int comm;
     // Test hooks (for tests only; never needed by a run):
     int64_t logits_rows;     // OMNISHARD_LOGITS_ROWS: rows per logits chunk instead of 2^25 / V; 0: not set
-    int backend_guard;       // OMNISHARD_BACKEND=guard: the device seam's guard backend (kernels/ops_guard.c); cpu: not
-    int guard_strict;        // OMNISHARD_GUARD_STRICT (default 1; 0 turns it off): the guard refuses host memory where a device needs its own
     int tok_ranges;          // OMNISHARD_TOK_RANGES=1: the tokenizer's Unicode classes as explicit ranges
     struct {                 // OMNISHARD_FAULT=RANK:STEP[:KIND]: os_test_fault injects KIND at that rank and step
         int rank;            // -1: none

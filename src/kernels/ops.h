@@ -122,11 +122,11 @@ typedef struct {
 } os_ops;
 
 extern const os_ops os_ops_cpu;   // kernels/ops_cpu.c: OpenBLAS + OpenMP
-extern const os_ops *os_k;        // the backend in use (os_ops_cpu; main.c sets another from OMNISHARD_BACKEND)
+extern const os_ops *os_k;        // the backend in use (os_ops_cpu; cli/device.c sets another from --device)
 // kernels/ops_guard.c: the CPU kernels with the backend's memory out of the host's reach outside its calls, run
 // in order only at download and free as on a device's stream (ops_guard_queue.c; a test hook)
 const os_ops *os_ops_guard(void);
-// strict guard (the default; OMNISHARD_GUARD_STRICT=0 turns it off): a member given host memory where a device needs
+// strict guard (the default; --device guard:lax turns it off): a member given host memory where a device needs
 // its own memory (any pointer of a compute member, upload's destination, download's source) stops the program
 // naming both
 void os_guard_set_strict(int on);

@@ -1,4 +1,4 @@
-// The guard backend of the device seam (kernels/ops.h; OMNISHARD_BACKEND=guard, a test hook): the CPU backend's
+// The guard backend of the device seam (kernels/ops.h; --device guard, a test backend): the CPU backend's
 // kernels, but its memory (the table's alloc) is mapped PROT_NONE except while one of its own calls is given it.
 // Every member of the table is wrapped: each pointer argument that lies in a guard buffer opens that buffer (read
 // and write) for the call and closes it after; the buffers not passed stay closed. A host read or write of a
@@ -6,7 +6,7 @@
 // host's reach: the missing upload/download is found without a device. A product (gemm, linear, gemm_rounded) also
 // opens the bf16 copy bound to an operand it is given (gemm_bind), which it reads in the operand's place.
 // The compute members run later, in order, at download and free, as on a device's stream (ops_guard_queue.c).
-// Strict (the default; OMNISHARD_GUARD_STRICT=0 turns it off): a compute member given host memory for any pointer
+// Strict (the default; --device guard:lax turns it off): a compute member given host memory for any pointer
 // argument (NULL aside), upload a host destination or download a host source, stops naming the member and the
 // argument, as a device kernel could not read it (docs/design.md "The guard backend"). The memory is
 // ops_guard_mem.c's.

@@ -151,7 +151,8 @@ static const os_opt opts[] = {
                                                  "master weights, gradients and AdamW (docs/training.md)"),
     C(ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
     X(device, "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs "
-              "a binary built with make CUDA=1 (docs/operations.md \"GPUs\")"),
+              "a binary built with make CUDA=1 (docs/operations.md \"GPUs\"); guard or guard:lax: the test backend "
+              "(docs/design.md \"The guard backend\")"),
     B(tf32, "--device cuda: fp32 products on the tensor cores in TF32 (inputs rounded to 10-bit mantissas: faster, not "
             "exact; default false: exact fp32)"),
     N(dataloader_num_workers, I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),
@@ -325,7 +326,7 @@ static void show_deepspeed(const void *obj, char *buf, size_t n) {
     else snprintf(buf, n, "zero%d", a->zero_stage);
 }
 
-// --device: cpu, cuda or cuda:N (core/device.h); which backend runs is the command's to open (cli/device.c)
+// --device: cpu, cuda, cuda:N, guard or guard:lax (core/device.h); which backend runs is the command's to open (cli/device.c)
 static int parse_device(void *obj, const char *v) {
     int index;
     if (os_device_parse(v, &index) < 0) return -1;

@@ -13,7 +13,7 @@
 //   1e-5   fp32 reductions and products (another summation order: GEMM exact fp32, never TF32; attention, norms,
 //          RoPE tables, convolution, cross-entropy, sums of squares)
 //   1e-4   bf16 products (the same bf16-rounded operands and fp32 accumulation, in another order)
-// BACKEND: cpu, guard (OMNISHARD_BACKEND=guard's backend: the CPU kernels on memory unreadable outside the seam's
+// BACKEND: cpu, guard (--device guard's backend: the CPU kernels on memory unreadable outside the seam's
 // calls), cuda or cuda:N (make CUDA=1). Every check runs in a child process started before any backend call, so a
 // check that crashes the backend (a signal, a CUDA error that stops the program) is reported as FAIL and the
 // following checks still run. Exit status 0 when every check passes, 1 when one fails, 2 on bad arguments.
