@@ -5,7 +5,6 @@
 #include "core/device.h"
 #include "core/err.h"
 #include "core/opts.h"
-#include "core/knobs.h"
 #include "core/numtext.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
@@ -197,7 +196,6 @@ int cmd_plan(int argc, char **argv) {
     if (os_model_build(&m, &cfg, &oc) < 0 || (speech && os_whisper_declare(&m.enc, &m.reg, &wc) < 0) ||
         os_model_freeze(&m, &fz) < 0)
         return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
-    m.logits_rows = os_knobs()->logits_rows;   // the head's chunk, as the run's session sets it
     os_plan_src *src = os_alloc(sizeof *src * (size_t)m.reg.np, "plan sources");
     if (load_sources(model, &m, &cfg, src) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     int mean_rows = !strcmp(new_rows, "mean_resizing");
@@ -211,7 +209,7 @@ int cmd_plan(int argc, char **argv) {
     os_ops planned = *os_k;
     if (cuda) planned.attention_stats_floats = os_cuda_attention_stats_floats, os_k = &planned;
     const char *path = cuda ? "cuBLASLt" : "sgemm";
-    if (bf16 && !cuda && k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    if (bf16 && !cuda && k_gemm_bf16_setup(NULL, &path) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     int onednn = bf16 && !strcmp(path, "onednn"), esz = bf16 ? (onednn || cuda ? 2 : 4) : 0;
     double conv = bf16 ? (double)os_plan_bf16(&m, B, L, esz) : 0, stash = bf16 ? (double)os_plan_bf16_stash(&m, B, L, esz) : 0;
     printf("%-5s %-9s %9s %9s %9s %9s %11s %9s %9s%s\n", "stage", "recompute", "params", "grads", "optimizer", "buffers",

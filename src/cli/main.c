@@ -4,6 +4,10 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "kernels/gemm.h"
+#include "kernels/kernels.h"
+#include "model/omni.h"
+#include "tokenizer/tokenizer.h"
+#include "zero/comm.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,8 +47,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "omnishard: %s\n", os_errmsg());
         return 2;
     }
-    const os_knobs_t *kn = os_knobs();   // the kernels' settings (the rest read os_knobs where they are used)
+    // the settings the variables make, handed once to the modules they set (only cli/ and core/ read os_knobs)
+    const os_knobs_t *kn = os_knobs();
     if (kn->gemm_times) k_gemm_times_enable();
+    k_gemm_bf16_force(kn->bf16_gemm);
+    os_model_force_logits_rows(kn->logits_rows);
+    os_tok_force_ranges(kn->tok_ranges);
+    comm_force_way(kn->comm);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return check_stdout(argc < 2 ? 2 : 0);

@@ -1,7 +1,9 @@
 // The OMNISHARD_* environment variables (docs/operations.md "Environment variables"): read here and nowhere else,
-// once, and checked; the rest of the program takes the values from os_knobs(). main() calls os_knobs_check() first,
-// so a bad value stops any command before it starts; a library used without main (the unit tests) reads them on
-// first use. A knob that changes what a run computes is also an option: OMNISHARD_HEAD_BALANCE gives
+// once, and checked. main() calls os_knobs_check() first, so a bad value stops any command before it starts, and
+// hands each value to the module it sets (k_gemm_bf16_force, os_model_force_logits_rows, os_tok_force_ranges,
+// comm_force_way, k_gemm_times_enable); the library below never reads a variable itself, except core/ (huge pages,
+// the OpenBLAS fix, the fault hook) and train/ (the run's record of the variables set, --head_balance's default,
+// the sample-id log). A unit test without main reads them with os_knobs() and passes them on itself. A knob that changes what a run computes is also an option: OMNISHARD_HEAD_BALANCE gives
 // --head_balance its default (the start-up agreement compares both).
 #pragma once
 #include <stddef.h>

@@ -260,8 +260,11 @@ static void setup(void) {
 }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static const char *g_force;   // k_gemm_bf16_force's
+void k_gemm_bf16_force(const char *forced) { g_force = forced; }
+
 int k_gemm_bf16_setup(const char *forced, const char **path) {
-    const char *env = forced;
+    const char *env = forced ? forced : g_force;
     if (env && !names_onednn(env) && strcmp(env, "sgemm"))
         return os_errf("OMNISHARD_BF16_GEMM: expected onednn, onednn_gemm, onednn_matmul or sgemm (or unset: chosen "
                        "from the CPU), got '%s'", env);

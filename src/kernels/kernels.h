@@ -23,6 +23,9 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // onednn_gemm, onednn_matmul or sgemm; NULL: none); -1 with a message on another value or one the CPU cannot run.
 // The first call decides.
 int k_gemm_bf16_setup(const char *forced, const char **path);
+// the path main forces once at start (OMNISHARD_BF16_GEMM's value; NULL: chosen from the CPU): what
+// k_gemm_bf16_setup(NULL, ...) takes
+void k_gemm_bf16_force(const char *forced);
 void k_gemm_set_bf16(int on);
 int k_gemm_bf16_on(void);
 // bf16: round w [rows, cols] (row stride ld) once, for every k_gemm reading exactly that operand (same pointer,

@@ -211,8 +211,12 @@ static int64_t layer_size(const os_model *m, layer_dim d) {
     return size[d];
 }
 
+static int64_t g_logits_rows;
+void os_model_force_logits_rows(int64_t rows) { g_logits_rows = rows; }
+
 int os_model_build(os_model *m, const os_qwen2_config *cfg, const os_omni_config *oc) {
     memset(m, 0, sizeof *m);
+    m->logits_rows = g_logits_rows;
     m->cfg = *cfg;
     m->oc = *oc;
     m->C = cfg->hidden_size;

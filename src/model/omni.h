@@ -71,9 +71,13 @@ typedef struct {
     int *b_lora;          // per layer: its LoRA bucket (NULL without LoRA)
     os_whisper enc;       // frozen speech encoder, declared after os_model_build (enc.nlayers 0: none)
     int64_t logits_rows;  // a run's setting, not the checkpoint's: rows per logits chunk of the head, its stash and
-                          // the memory plan (k_xent_chunk_rows); 0 (os_model_build's): from V. Whoever opens the
-                          // model sets it from the knob read once (OMNISHARD_LOGITS_ROWS, a test hook)
+                          // the memory plan (k_xent_chunk_rows); 0: from V. os_model_build sets it to
+                          // os_model_force_logits_rows's (the test hook OMNISHARD_LOGITS_ROWS, set once at start)
 } os_model;
+
+// the test hook OMNISHARD_LOGITS_ROWS (main sets it once at start; 0, the default: from V): every model built
+// after it chunks its logits in this many rows
+void os_model_force_logits_rows(int64_t rows);
 
 // Reference defaults (slam-omni.md): G 3, T 152000, A 4160, weights 1/(G+1)
 void os_omni_config_default(os_omni_config *oc, int G);

@@ -1,6 +1,5 @@
 #include "session/session.h"
 #include "core/err.h"
-#include "core/knobs.h"
 #include "model/load.h"
 #include "model/load_audit.h"
 #include "persist/checkpoint.h"
@@ -70,7 +69,7 @@ static int speech_config(os_session *s, const os_session_opts *a, os_omni_config
 int os_session_open(os_session *s, const os_session_opts *a, int rank, int nranks) {
     memset(s, 0, sizeof *s);
     if (a->bf16) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
-        if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, NULL) < 0) return -1;
+        if (k_gemm_bf16_setup(NULL, NULL) < 0) return -1;
         k_gemm_set_bf16(1);
     }
     s->model_dir = a->model;
@@ -99,7 +98,6 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (speech_config(s, a, &oc, &wc) < 0) return -1;
     os_model *m = &s->model;
     if (os_model_build(m, &cfg, &oc) < 0) return -1;
-    m->logits_rows = os_knobs()->logits_rows;   // the head's chunk (a test hook; 0: from V)
     if (a->speech_encoder && os_whisper_declare(&m->enc, &m->reg, &wc) < 0) return os_err_ctx("%s", a->speech_encoder);
     int nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;   // the encoder's buckets come last
     os_name_map map = {"", ""};

@@ -13,7 +13,6 @@
 #include "tokenizer/growbuf.h"
 #include "tokenizer/gc_table.h"
 #include "tokenizer/tok_internal.h"
-#include "core/knobs.h"
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -126,10 +125,12 @@ static size_t parse_property(const char *p, uint32_t *mask, int *negate, char *s
 
 // Stand-ins are safe when PCRE2 classifies by the base version and the pattern names no character that could be a
 // changed one or a stand-in: ASCII only, no code point escapes (\x{..} \u \o{..} \N{..}) and no octal/back
-// references. OMNISHARD_TOK_RANGES=1 forces explicit ranges (tests).
+// references. os_tok_force_ranges(1) (OMNISHARD_TOK_RANGES=1, tests) forces explicit ranges.
+static int g_force_ranges;
+void os_tok_force_ranges(int on) { g_force_ranges = on; }
 static int stand_ins_ok(const char *p) {
     char v[64];
-    if (os_knobs()->tok_ranges || pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0 ||
+    if (g_force_ranges || pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0 ||
         strcmp(v, os_gc_base_version))
         return 0;
     for (; *p; p++) {

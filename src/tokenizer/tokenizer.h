@@ -12,6 +12,9 @@ typedef struct os_tokenizer os_tokenizer;
 // os_errf message naming the file and the field.
 os_tokenizer *os_tok_load(const char *file_or_dir);
 void os_tok_free(os_tokenizer *tok);   // NULL is fine
+// the test hook OMNISHARD_TOK_RANGES (main sets it once at start, before any tokenizer loads): 1, the Unicode
+// classes of the pre-tokenizer's pattern always as explicit ranges (tok_regex.c)
+void os_tok_force_ranges(int on);
 
 // Encode utf8[0..n) (it may contain NULs). On success *ids is an os_alloc'd array of *nids ids (free it with
 // os_free; NULL when *nids is 0) and 0 is returned; on error (e.g. "input is not valid UTF-8 at byte N") -1.

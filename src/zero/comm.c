@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank = 0, g_size = 1, g_inited = 0;
+static int g_rank = 0, g_size = 1, g_inited = 0, g_forced = OS_COMM_AUTO;
+void comm_force_way(int forced) { g_forced = forced; }
 // The f32 collectives (comm_allreduce_sum_f32, comm_allgather_f32, comm_iallgather_f32, the reduce-scatters) take
 // the backend's memory (kernels/ops.h: buckets, gradients, gathered rows); how their bytes travel is the table
 // chosen at comm_init (MPI in place until then: one rank)
@@ -35,7 +36,7 @@ void comm_init(int *argc, char ***argv) {
         os_rank = g_rank;
         os_set_abort_hook(abort_hook);
     }
-    if (!(g_t = transport_open(g_rank, g_size))) {   // every rank decided the same and said why
+    if (!(g_t = transport_open(g_rank, g_size, g_forced))) {   // every rank decided the same and said why
         comm_finalize();
         exit(2);
     }

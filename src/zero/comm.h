@@ -8,6 +8,9 @@
 // job: each is bounded by the timeout set so far (comm_set_timeout; set it before comm_init), and a call that does
 // not return in time prints which one and ends this process with exit 1 (zero/phase_deadline.h)
 void comm_init(int *argc, char ***argv);
+// OMNISHARD_COMM's choice (core/knobs.h: OS_COMM_AUTO, the default, OS_COMM_MPI or OS_COMM_NCCL): main sets it
+// once at start, before comm_init
+void comm_force_way(int forced);
 void comm_finalize(void);
 int comm_rank(void);
 int comm_size(void);

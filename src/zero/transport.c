@@ -5,7 +5,6 @@
 #include "zero/coll_staged.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "core/knobs.h"
 #include "core/rng.h"
 #include "kernels/devcomm.h"
 #include "kernels/ops.h"
@@ -58,12 +57,12 @@ int comm_choose_way(const comm_peer *p, int n, int forced, char *why, size_t why
 }
 
 // every rank's host, GPU and whether it can load the device transport, gathered; the way chosen from them
-static int gather_and_choose(int rank, int size) {
+static int gather_and_choose(int rank, int size, int forced) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     int64_t mine[3] = {(int64_t)os_fnv1a(OS_FNV_BASIS, host, strlen(host)), os_dc ? os_dc->device() : -1, 0};
     char load_err[1024] = "";
-    if (os_dc && mine[1] >= 0 && os_knobs()->comm != OS_COMM_MPI) {
+    if (os_dc && mine[1] >= 0 && forced != OS_COMM_MPI) {
         mine[2] = os_dc->load() == 0;
         if (!mine[2]) snprintf(load_err, sizeof load_err, "%s", os_errmsg());
     }
@@ -74,7 +73,7 @@ static int gather_and_choose(int rank, int size) {
     comm_peer *p = os_alloc(sizeof *p * (size_t)size, "ranks' devices");
     for (int r = 0; r < size; r++) p[r] = (comm_peer){(uint64_t)all[3 * r], (int)all[3 * r + 1], (int)all[3 * r + 2]};
     char why[512];
-    int way = comm_choose_way(p, size, os_knobs()->comm, why, sizeof why);
+    int way = comm_choose_way(p, size, forced, why, sizeof why);
     os_free(all), os_free(p);
     if (way < 0) {   // every rank decided the same: each says why, the ranks without the library their reason
         if (rank == 0 || load_err[0])
@@ -85,9 +84,9 @@ static int gather_and_choose(int rank, int size) {
     return way;
 }
 
-const comm_transport *transport_open(int rank, int size) {
+const comm_transport *transport_open(int rank, int size, int forced) {
     if (size < 2) return coll_inplace_open(rank, size);
-    int way = gather_and_choose(rank, size);
+    int way = gather_and_choose(rank, size, forced);
     if (way < 0) return NULL;
     if (way == COMM_WAY_DEVICE) return coll_nccl_open(rank, size);
     return os_k->host_memory ? coll_inplace_open(rank, size) : coll_staged_open(rank, size);
