@@ -146,7 +146,7 @@ def test_ranks_must_agree(setup):
 
 @pytest.mark.parametrize("case,extra,env,want", [
     ("default", [], {}, None),
-    ("guard", [], {"OMNISHARD_BACKEND": "guard"}, True),
+    ("guard", ["--device", "guard"], {}, True),
     ("off", ["--head_balance", "false"], {}, False),
     ("given-over-env", ["--head_balance", "true"], {"OMNISHARD_HEAD_BALANCE": "0"}, True),
     ("env-off", [], {"OMNISHARD_HEAD_BALANCE": "0"}, False)])

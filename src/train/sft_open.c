@@ -1,6 +1,7 @@
 #include "train/sft_open.h"
 #include "train/ds_config.h"
 #include "core/alloc.h"
+#include "core/device.h"
 #include "core/err.h"
 #include "core/knobs.h"
 #include "core/rng.h"
@@ -166,10 +167,11 @@ void os_sft_resolve_model_defaults(os_sft_args *a) {
 static int head_balance_of(const os_sft_args *a) {
     if (a->head_balance >= 0) return a->head_balance;   // given (or OMNISHARD_HEAD_BALANCE=0)
     // not given: on where the backend's memory is the host's; where it is not, moving rows costs a download and an
-    // upload of the rows and sums every micro-batch, so they stay. The guard backend (OMNISHARD_BACKEND=guard, a test
-    // hook: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
+    // upload of the rows and sums every micro-batch, so they stay. The guard backend (--device guard, a test
+    // backend: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
     // CPU backend's numbers for the same options
-    return os_k->host_memory || os_knobs()->backend_guard;
+    int index;
+    return os_k->host_memory || os_device_parse(a->device, &index) == OS_DEVICE_GUARD;
 }
 
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
