@@ -147,3 +147,29 @@ def test_the_file_joins_the_agreement(tiny, tmp_path):
     p = mpmd([(base(tiny) + ["--deepspeed", "ds.json"], d0), (base(tiny) + ["--deepspeed", "ds.json"], d1)])
     assert p.returncode != 0
     assert "ranks disagree on --deepspeed: rank 0 has 'ds.json (content fnv1a64 " in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("text,want", [
+    ('{"zero_optimization": {"stage": 3, "stage": 0}}', 'key "stage" is given twice in "zero_optimization": 3, then 0'),
+    ('{"stage": 3, "stage": 0}', 'key "stage" is given twice in the top level: 3, then 0'),
+    ('{"zero_optimization": {"stage": 2}} {"zero_optimization": {"stage": 3}}',
+     "content after the JSON value, at byte 36"),
+    ('{"zero_optimization": {"stage": 2}}\n\0', "a NUL byte at byte 36"),
+])
+def test_duplicate_keys_and_trailing_content_are_refused(tmp_path, text, want):
+    """JSON leaves a key given twice undefined: cJSON took the first, DeepSpeed's Python reader takes the last, so the
+    two would run different configurations; refused naming the key and both values, as is anything after the object"""
+    f = tmp_path / "ds.json"
+    f.write_bytes(text.encode())
+    err = parse_error(tmp_path, "--deepspeed", str(f))
+    assert f"{f}: {want}" in err, err
+
+
+def test_a_file_past_the_bound_is_refused_unread(tmp_path):
+    """/dev/zero (endless) and a 2 MB file: refused by size, not read into memory"""
+    err = parse_error(tmp_path, "--deepspeed", "/dev/zero")
+    assert "/dev/zero: more than 1048576 bytes; a JSON configuration file is at most that" in err, err
+    f = tmp_path / "big.json"
+    f.write_text('{"x": "' + "a" * 2000000 + '"}')
+    err = parse_error(tmp_path, "--deepspeed", str(f))
+    assert f"{f}: 2000009 bytes; a JSON configuration file is at most 1048576 bytes" in err, err

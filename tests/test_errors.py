@@ -80,6 +80,8 @@ def test_bad_config_field(good, tmp_path):
     ('{"input_ids": [[1,2],[1,2],[1,2]], "labels": [[1,2],[1,2],[1,2]]}', "expected an array of 4 rows"),
     ('{"input_ids": [[1,2],[1,2],[1,2],[1,2]], "labels": [[1,2],[1,2],[1,2],[1]]}', "row 3 has 1 ids"),
     ('{"input_ids": [[1,2],[1,2],[1,2],[1,"x"]], "labels": [[1,2],[1,2],[1,2],[1,2]]}', "expected an integer"),
+    ('{"input_ids": [[1,2],[1,2],[1,2],[1,2]], "labels": [[1,2],[1,2],[1,2],[1,2]], "source_wav": "a\0b"}',
+     "malformed JSON: a NUL byte"),
 ])
 @pytest.mark.parametrize("np_", [None, 2])
 def test_malformed_jsonl_line(good, tmp_path, line, needle, np_):

@@ -60,7 +60,7 @@ def test_a_used_output_dir_is_refused_naming_what_it_holds(tiny, tmp_path):
             "--overwrite_output_dir", "true", check=False)
     assert p.returncode != 0 and "would remove the checkpoint this run resumes" in p.stderr, p.stderr
     assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-2", "checkpoint-4", "final_model",
-                                       "logging.jsonl"]
+                                       "logging.jsonl", "omnishard-files.json"]
 
 
 def test_overwrite_removes_the_earlier_run_and_keeps_other_files(tiny, tmp_path):
@@ -71,7 +71,85 @@ def test_overwrite_removes_the_earlier_run_and_keeps_other_files(tiny, tmp_path)
     assert "removed the earlier run's args.json, checkpoint-2, checkpoint-4, final_model, logging.jsonl" in p.stderr
     assert "kept notes.txt" in p.stderr, p.stderr
     assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-1", "final_model", "logging.jsonl",
-                                       "notes.txt"]
+                                       "notes.txt", "omnishard-files.json"]
+    assert [l["step"] for l in lines(out)] == [1]
+
+
+def tree(d):
+    """{relative path: bytes} of every file under d (directories as None), but the lock (it names the last holder)"""
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for n in dirs:
+            out[os.path.relpath(os.path.join(root, n), d)] = None
+        for n in files:
+            if n != ".omnishard.lock":
+                out[os.path.relpath(os.path.join(root, n), d)] = open(os.path.join(root, n), "rb").read()
+    return out
+
+
+def test_overwrite_removes_only_what_omnishard_wrote(tiny, tmp_path):
+    """--overwrite_output_dir true removes only the entries the run's omnishard-files.json proves omnishard wrote
+    (listed, size and checksum unchanged): a Hugging Face Trainer's checkpoint-500/ (a name omnishard writes) stops
+    the run before anything is touched, naming it; a user's images/ and notes.txt are kept and named (before, all
+    three went as "the earlier run's" by their names)"""
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 4, "--save_steps", 2)
+    hf = out / "checkpoint-500"
+    hf.mkdir()
+    (hf / "trainer_state.json").write_text('{"global_step": 500}')
+    (hf / "model.safetensors").write_bytes(b"\0" * 4096)
+    (out / "images").mkdir()
+    (out / "images" / "train_loss.png").write_bytes(b"\x89PNG mine")
+    (out / "notes.txt").write_text("mine")
+    before = tree(out)
+    p = sft(tiny, out, "--max_steps", 1, "--overwrite_output_dir", "true", check=False)
+    assert p.returncode != 0, p.stderr
+    assert f"{out}: checkpoint-500 (not listed in omnishard-files.json) is in the way of what this run writes, and " \
+           "omnishard cannot prove it wrote it" in p.stderr and "nothing was touched" in p.stderr, p.stderr
+    assert tree(out) == before
+    os.rename(hf, tmp_path / "checkpoint-500")
+    # a file of the earlier run changed since: not proven either
+    (out / "final_model" / "config.json").write_text((out / "final_model" / "config.json").read_text() + " ")
+    p = sft(tiny, out, "--max_steps", 1, "--overwrite_output_dir", "true", check=False)
+    assert p.returncode != 0 and "final_model (holds config.json:" in p.stderr, p.stderr
+    os.rename(out / "final_model", tmp_path / "final_model.edited")
+    p = sft(tiny, out, "--max_steps", 1, "--overwrite_output_dir", "true")
+    assert "removed the earlier run's args.json, checkpoint-2, checkpoint-4, logging.jsonl from" in p.stderr, p.stderr
+    assert f"kept images, notes.txt in {out}" in p.stderr, p.stderr
+    after = tree(out)
+    assert after["images/train_loss.png"] == b"\x89PNG mine" and after["notes.txt"] == b"mine"
+    assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-1", "final_model", "images",
+                                       "logging.jsonl", "notes.txt", "omnishard-files.json"]
+    assert [l["step"] for l in lines(out)] == [1]
+
+
+def test_a_directory_without_the_manifest_is_foreign(tiny, tmp_path):
+    """An output directory with no omnishard-files.json holds nothing omnishard can prove it wrote: a run's files
+    there (an older omnishard's, or copied by hand) are in the way, with or without --overwrite_output_dir"""
+    out = tmp_path / "o"
+    sft(tiny, out, "--max_steps", 2, "--save_steps", 2)
+    os.remove(out / "omnishard-files.json")
+    before = tree(out)
+    for extra in ([], ["--overwrite_output_dir", "true"]):
+        p = sft(tiny, out, "--max_steps", 1, *extra, check=False)
+        assert p.returncode != 0 and "args.json (no omnishard-files.json), checkpoint-2 (no omnishard-files.json)" \
+            in p.stderr and "nothing was touched" in p.stderr, p.stderr
+        assert tree(out) == before
+    # resuming its own checkpoint still works (the directory is the checkpoint's run), and starts the record
+    sft(tiny, out, "--max_steps", 3, "--resume_from_checkpoint", out / "checkpoint-2")
+    assert [l["step"] for l in lines(out)] == [1, 2, 3] and (out / "omnishard-files.json").exists()
+
+
+def test_a_failed_start_leaves_nothing_behind(tiny, tmp_path):
+    """A start-up failure (a --logging_dir that cannot be created) removes what the run created, so the corrected
+    command runs without --overwrite_output_dir (before, its empty logging.jsonl made the directory "used")"""
+    out = tmp_path / "o"
+    (tmp_path / "afile").write_text("x")
+    p = sft(tiny, out, "--max_steps", 1, "--report_to", "tensorboard", "--logging_dir", tmp_path / "afile" / "tb",
+            check=False)
+    assert p.returncode != 0 and "afile" in p.stderr, p.stderr
+    assert sorted(os.listdir(out)) == [".omnishard.lock"]
+    sft(tiny, out, "--max_steps", 1, "--report_to", "tensorboard", "--logging_dir", tmp_path / "tb")
     assert [l["step"] for l in lines(out)] == [1]
 
 

@@ -216,6 +216,13 @@ BAD = {
     "task": ('{"task_type": "s2t", "source_text": "q", "target_text": "x", "target_token": [1]}',
              ["data.jsonl:2: field 'task_type': expected s2s, asr or tts, got 's2t'"]),
     "not_object": ('[1, 2]', ["data.jsonl:2: expected a JSON object"]),
+    # a NUL cut the text silently at it ("q" trained, " hidden" lost): malformed JSON, raw or escaped
+    "raw_nul": (b'{"source_text": "q\0 hidden", "target_text": "x", "target_token": [1]}',
+                ["data.jsonl:2: malformed JSON: a NUL byte (byte 18 of the record)"]),
+    "nul_escape": ('{"source_text": "q\\u0000 hidden", "target_text": "x", "target_token": [1]}',
+                   ["data.jsonl:2: malformed JSON: a \\u0000 escape in a string (byte 18 of the record)"]),
+    "escaped_backslash_then_nul": ('{"source_text": "a\\\\u0000", "target_text": "x\\u0000", "target_token": [1]}',
+                                                 ["data.jsonl:2: malformed JSON: a \\u0000 escape in a string (byte 45 of the record)"]),
     "asr_no_transcript": ('{"task_type": "asr", "source_wav": "w.wav", "target_text": "x"}',
                           ["data.jsonl:2: field 'source_text': required by task_type asr"]),
     "ms_swift_messages": ('{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "x"}]}',

@@ -121,3 +121,43 @@ def test_an_event_file_write_that_fails_stops_the_run(tiny, tmp_path):
     p = sft(str(tiny / "model"), str(tiny / "data.jsonl"), str(tmp_path / "o"), 1,
             ["--report_to", "tensorboard", "--logging_dir", str(tmp_path / "afile" / "runs")], check=False)
     assert p.returncode != 0 and "afile" in p.stderr, p.stderr
+
+
+def loss_points(runs):
+    """train/loss as TensorBoard's scalar dashboard loads it from the folder: [(step, value)] in load order"""
+    acc = event_accumulator.EventAccumulator(str(runs), size_guidance={event_accumulator.SCALARS: 0}).Reload()
+    return [(s.step, np.float32(s.value)) for s in acc.Scalars("train/loss")]
+
+
+def log_points(out):
+    return [(l["step"], np.float32(l["loss"])) for l in logs(out) if "loss" in l]
+
+
+def test_overwrite_removes_the_earlier_runs_event_files(tiny, tmp_path):
+    """--overwrite_output_dir: the earlier run's event files go with its other files (in OUTPUT_DIR/runs and under
+    --logging_dir), so TensorBoard shows the new run's curve only (was: both merged, 5 points for 2 steps)"""
+    out, tb = tmp_path / "o", tmp_path / "tb"
+    train(tiny, out, 3, "--report_to", "tensorboard")
+    train(tiny, out, 2, "--report_to", "tensorboard", "--overwrite_output_dir", "true")
+    assert loss_points(out / "runs") == log_points(out) and [s for s, _ in log_points(out)] == [1, 2]
+    o2 = tmp_path / "o2"
+    train(tiny, o2, 3, "--report_to", "tensorboard", "--logging_dir", str(tb))
+    train(tiny, o2, 2, "--report_to", "tensorboard", "--logging_dir", str(tb), "--overwrite_output_dir", "true")
+    assert len(glob.glob(str(tb / "events.out.tfevents.*"))) == 1
+    assert loss_points(tb) == log_points(o2) and [s for s, _ in log_points(o2)] == [1, 2]
+
+
+def test_a_resumed_run_purges_the_abandoned_points(tiny, tmp_path):
+    """A run resumed from checkpoint-2 of a run that logged 4 steps: its event file starts with TensorBoard's
+    SessionLog START at step 3, so TensorBoard drops the earlier run's steps 3 and 4 (as logging.jsonl does) and
+    shows one point per step (was: 3 and 4 twice)"""
+    out = tmp_path / "o"
+    train(tiny, out, 4, "--report_to", "tensorboard", "--save_steps", 2)
+    train(tiny, out, 5, "--report_to", "tensorboard", "--save_steps", 2, "--learning_rate", "1e-4",
+          "--resume_override_config", "true", "--resume_from_checkpoint", str(out / "checkpoint-2"))
+    files = sorted(glob.glob(str(out / "runs" / "events.out.tfevents.*")))
+    assert len(files) == 2
+    start = [e for e in LegacyEventFileLoader(files[1]).Load() if e.HasField("session_log")]
+    assert [(e.step, e.session_log.status) for e in start] == [(3, 1)]   # SessionLog.START
+    got = loss_points(out / "runs")
+    assert [s for s, _ in got] == [1, 2, 3, 4, 5] and got == log_points(out)

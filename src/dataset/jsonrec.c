@@ -45,6 +45,24 @@ static int64_t value_end(os_jsonrec *it) {
     return depth == 0 ? (int64_t)p : -1;
 }
 
+int os_jsonrec_no_nul(const char *s, size_t n, const char *path, int64_t line) {
+    const char *raw = memchr(s, 0, n);
+    if (raw)
+        return os_errf("%s:%lld: malformed JSON: a NUL byte (byte %lld of the record); JSON text cannot hold one raw",
+                       path, (long long)line, (long long)(raw - s));
+    int in = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') in = !in;
+        else if (in && s[i] == '\\') {
+            if (i + 5 < n && !memcmp(s + i + 1, "u0000", 5))
+                return os_errf("%s:%lld: malformed JSON: a \\u0000 escape in a string (byte %lld of the record): a NUL "
+                               "character cannot be part of a field's text", path, (long long)line, (long long)i);
+            i++;   // the escaped character (a quote, a backslash) is not the string's end
+        }
+    }
+    return 0;
+}
+
 int os_jsonrec_next(os_jsonrec *it, size_t *off, size_t *len, int64_t *line) {
     if (it->done) return 0;
     if (!it->array) {   // JSONL: the next non-blank line

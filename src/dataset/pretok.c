@@ -3,6 +3,7 @@
 #include "core/rng.h"
 #include "audio/audio.h"
 #include "dataset/dataset.h"
+#include "dataset/jsonrec.h"
 #include "dataset/pretok.h"
 #include "io/atomic.h"
 #include "io/json_kind.h"
@@ -161,6 +162,7 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
     while ((got = getline(&buf, &bcap, f)) > 0) {
         line++;
         p->base.digest = os_fnv1a(p->base.digest, buf, (size_t)got), p->base.bytes += got;
+        if ((rc = os_jsonrec_no_nul(buf, (size_t)got, path, line)) < 0) break;   // before a NUL could end the line early
         char *s = buf;
         while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
         if (!*s) continue;

@@ -259,6 +259,7 @@ static int check_record(slam_ds *d, size_t off, size_t len, int64_t line, char *
     *wav = NULL, *empty = 0;
     int64_t bad = os_utf8_invalid_at(d->map + off, len);
     if (bad >= 0) return os_errf("%s:%lld: not valid UTF-8 (byte %lld of the record)", path, (long long)line, (long long)bad);
+    if (os_jsonrec_no_nul(d->map + off, len, path, line) < 0) return -1;
     cJSON *o = cJSON_ParseWithLength(d->map + off, len);
     if (!o) {
         const char *e = cJSON_GetErrorPtr();

@@ -4,6 +4,7 @@
 #include "io/atomic.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/json_file.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -12,20 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static cJSON *load_json(const char *path) {
-    char *text = os_read_file(path, NULL);
-    if (!text) return NULL;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) os_errf("%s: not valid JSON (error near byte %zu)", path, end && end >= text ? (size_t)(end - text) : 0);
-    else if (!cJSON_IsObject(root)) {
-        os_errf("%s: expected a JSON object", path);
-        cJSON_Delete(root);
-        root = NULL;
-    }
-    os_free(text);
-    return root;
-}
+// config.json: strictly (io/json_file.h; a key given twice is refused), at most 16 MiB
+static cJSON *load_json(const char *path) { return os_json_config_read(path, (size_t)16 << 20, NULL); }
 
 static const char *shown(const cJSON *v, char *buf, size_t n) {
     char *s = cJSON_PrintUnformatted(v);

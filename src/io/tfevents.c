@@ -1,6 +1,7 @@
 // TensorBoard event files (io/tfevents.h): record framing with masked CRC32C, Event protos encoded by hand.
 #include "io/tfevents.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "io/atomic.h"
 #include <errno.h>
 #include <string.h>
@@ -83,6 +84,7 @@ static int record(os_tfevents *w, const buf *e) {
         w->failed = 1;
         return os_errf("%s: write failed: %s", w->path, strerror(errno));
     }
+    w->sum = os_fnv1a(os_fnv1a(os_fnv1a(w->sum, head, 12), e->b, e->n), tail, 4), w->bytes += 16 + (int64_t)e->n;
     return 0;
 }
 
@@ -100,6 +102,7 @@ int os_tfevents_open(os_tfevents *w, const char *dir) {
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = 0;
     double t = now();
+    w->sum = OS_FNV_BASIS;
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d.%d", dir, (long long)t, host, (int)getpid(), uid++);
     if (!(w->f = fopen(w->path, "wbx"))) return os_errf("%s: cannot create the TensorBoard event file: %s", w->path, strerror(errno));
     buf e = {.n = 0};
@@ -119,6 +122,14 @@ int os_tfevents_scalar(os_tfevents *w, int64_t step, double wall_time, const cha
     event(&e, wall_time, step);
     bytes_field(&e, 5, s.b, s.n);
     if (v.over || s.over || e.over) return os_errf("%s: TensorBoard tag too long ('%.60s...')", w->path, tag);
+    return record(w, &e);
+}
+
+int os_tfevents_session_start(os_tfevents *w, int64_t step) {
+    buf s = {.n = 0}, e = {.n = 0};
+    key(&s, 1, 0), varint(&s, 1);   // SessionLog.status = START
+    event(&e, now(), step);
+    bytes_field(&e, 7, s.b, s.n);
     return record(w, &e);
 }
 

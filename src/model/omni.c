@@ -1,6 +1,7 @@
 #include "model/omni.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "io/json_file.h"
 #include "io/atomic.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
@@ -60,14 +61,8 @@ int os_omni_config_load(const char *path, os_omni_config *oc) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     fclose(f);
-    char *text = os_read_file(path, NULL);
-    if (!text) return -1;
-    cJSON *o = cJSON_Parse(text);
-    os_free(text);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return os_errf("%s: not a JSON object", path);
-    }
+    cJSON *o = os_json_config_read(path, OS_JSON_CONFIG_MAX, NULL);   // strictly: a key given twice is refused
+    if (!o) return -1;
     int64_t G = oc->G, T = oc->text_vocab, A = oc->audio_vocab;
     int64_t sd = oc->speech_dim, ph = oc->proj_hidden, pk = oc->proj_k;
     int64_t lat = oc->latency;

@@ -5,6 +5,7 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include "io/json_kind.h"
 #include "io/safetensors.h"
 #include "zero/comm.h"
@@ -133,8 +134,9 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->output_dir, (long long)step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     if (root) {
-        os_rm_rf(tmp);
-        rc = os_mkdir_p(tmp);
+        rc = os_runfiles_pending(tmp);   // the run's manifest (io/runfiles.h) proves a leftover temporary its own
+        if (rc == 0) os_rm_rf(tmp);
+        if (rc == 0) rc = os_mkdir_p(tmp);
     }
     if (comm_any_failed(rc < 0)) return root ? -1 : os_err_echo("%s: rank 0 could not create the directory", tmp);
     snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, rt->rank);
@@ -167,7 +169,10 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
         if (rc == 0) rc = write_manifest(path, o);
         cJSON_Delete(o);
         os_free(bytes), os_free(sums);
+        if (rc == 0) rc = os_runfiles_may_replace(dir);   // never a checkpoint-N omnishard did not write
         if (rc == 0) rc = os_rename_dir_atomic(tmp, dir);
+        if (rc == 0) rc = os_runfiles_record(dir);
+        if (rc == 0) rc = os_runfiles_forget(tmp);
     }
     os_free(all);
     failed = comm_any_failed(rc < 0 || failed);
@@ -187,15 +192,17 @@ void os_checkpoint_cleanup(const char *output_dir) {
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
         if (!strncmp(e->d_name, "checkpoint-", 11) && n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
-            char p[4400];
+            char p[4400], why[512];
             snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
-            os_rm_rf(p);
+            if (!os_runfiles_proven(p, why, sizeof why)) os_info("omnishard sft: kept %s (%s)", p, why);
+            else if (os_runfiles_remove(p) == 0) os_info("omnishard sft: removed %s (left by a killed save)", p);
+            else os_info("omnishard sft: WARNING: could not remove %s: %s", p, os_errmsg());
         }
     }
     closedir(d);
     char fm[4200];   // final_model.tmp.PID of a killed run (the output directory is locked: no other run writes it)
     snprintf(fm, sizeof fm, "%s/final_model", output_dir);
-    os_export_cleanup(fm, 1);
+    os_export_cleanup(fm, 0);
 }
 
 // ---- load ----

@@ -60,5 +60,6 @@ int os_checkpoint_verify_files(const char *dir);
 int os_checkpoint_load(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
 // the same with the moments left as they are (zero in a new run: --resume_only_model)
 int os_checkpoint_load_params(const os_model *m, zr_runtime *rt, const char *dir, int64_t *step);
-// remove OUTPUT_DIR/checkpoint-*.tmp and OUTPUT_DIR/final_model.tmp.PID left by a crash or kill (rank 0)
+// rank 0: remove OUTPUT_DIR/checkpoint-*.tmp (those the run manifest proves, io/runfiles.h; others are kept and named)
+// and OUTPUT_DIR/final_model.tmp.PID of a process gone from this host, left by a crash or kill
 void os_checkpoint_cleanup(const char *output_dir);

@@ -4,6 +4,7 @@
 #include "core/err.h"
 #include "core/rng.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -177,12 +178,16 @@ int os_ckpt_keeper_saved(os_ckpt_keeper *k, const char *output_dir, int64_t step
             k->live[kept++] = s;
             continue;
         }
-        char dir[4200], tmp[4300];
+        char dir[4200], tmp[4300], why[512];
         snprintf(dir, sizeof dir, "%s/checkpoint-%lld", output_dir, (long long)s);
         snprintf(tmp, sizeof tmp, "%s.tmp", dir);
-        int rc = os_rm_rf(tmp);
+        int rc = os_runfiles_proven(dir, why, sizeof why) ? 0 : os_errf("omnishard cannot prove it wrote all of it (%s)", why);
+        if (rc == 0) rc = os_runfiles_pending(tmp);
+        if (rc == 0) rc = os_rm_rf(tmp);
         if (rc == 0 && rename(dir, tmp) != 0) rc = os_errf("%s: cannot rename to %s: %s", dir, tmp, strerror(errno));
         if (rc == 0) rc = os_rm_rf(tmp);
+        if (rc == 0) rc = os_runfiles_forget(dir);
+        if (rc == 0) rc = os_runfiles_forget(tmp);
         if (rc < 0) os_info("warning: --save_total_limit: %s is kept: %s", dir, os_errmsg());
         else removed++;
         if (rc < 0) k->live[kept++] = s;

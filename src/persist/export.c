@@ -2,6 +2,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include "io/hfconfig.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
@@ -242,7 +243,9 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
         if (rc == 0 && lora && !merge) rc = os_path_absolute(o->final_dir ? o->final_dir : out_dir, NULL, base, sizeof base);
         if (rc == 0 && lora && !merge) rc = write_adapter_config(m, path, base);
         if (rc == 0 && !o->into) rc = os_copy_model_files(src_dir, tmp, 0);
+        if (rc == 0 && !o->into) rc = os_runfiles_may_replace(out_dir);   // a run's final_model: only its own is replaced
         if (rc == 0 && !o->into) rc = os_rename_dir_atomic(tmp, out_dir);
+        if (rc == 0 && !o->into) rc = os_runfiles_record(out_dir);
         if (rc < 0) {
             os_err_ctx("export to %s", out_dir);
             if (!o->into) os_rm_rf(tmp);

@@ -51,9 +51,10 @@ static const os_opt opts[] = {
     L(dataset, "training data (required): one or more files (.jsonl/.json: pretokenized or SLAM-Omni records) or "
                "folders omnishard convert wrote, mixed; PATH#N takes N samples of PATH (repeats it when N exceeds it)"),
     D(output_dir, "DIR", "where logging.jsonl, checkpoints and the final model go (required)"),
-    B(overwrite_output_dir, "a --output_dir that holds an earlier run: remove its files (logging.jsonl, args.json, "
-                            "checkpoint-N, final_model, images) first; without it such a directory is refused, unless "
-                            "the run resumes a checkpoint of it (default false)"),
+    B(overwrite_output_dir, "a --output_dir that holds an earlier run: remove the files its omnishard-files.json proves "
+                            "omnishard wrote (logging.jsonl, args.json, checkpoint-N, final_model, event files) first, "
+                            "keeping everything else; without it such a directory is refused, unless the run resumes a "
+                            "checkpoint of it (default false)"),
     B(add_version, "write into a new OUTPUT_DIR/vN-YYYYMMDD-HHMMSS run folder, as ms-swift (default false, ms-swift's "
                    "true: omnishard writes where --output_dir says)"),
     C(model_type, "slam_omni|qwen2", "slam_omni (a Qwen2 LLM with G audio layers) or qwen2 (plain causal LM)"),

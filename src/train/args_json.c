@@ -4,6 +4,7 @@
 #include "core/knobs.h"
 #include "core/opts.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ int os_args_json_write(const os_sft_state *r) {
     size_t n = strlen(text);
     text[n++] = '\n';   // cJSON_Print's text ends at "}"; its NUL becomes the newline
     int rc = os_write_file_atomic(path, text, n);
+    if (rc == 0) rc = os_runfiles_record(path);
     free(text);
     return rc;
 }

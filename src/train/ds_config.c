@@ -5,6 +5,7 @@
 #include "core/opts.h"
 #include "core/rng.h"
 #include "io/atomic.h"
+#include "io/json_file.h"
 #include "io/json_kind.h"
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -241,13 +242,8 @@ static int apply(ds_ctx *c, const cJSON *root, char *sched, size_t n) {
 }
 
 int os_ds_config_apply(os_sft_args *a, int argc, char **argv) {
-    size_t n;
-    char *text = os_read_file(a->deepspeed_file, &n);
-    if (!text) return os_err_ctx("--deepspeed");
-    a->ds_hash = os_fnv1a(OS_FNV_BASIS, text, n);
-    cJSON *root = cJSON_ParseWithLength(text, n);
-    os_free(text);
-    if (!root) return os_errf("%s: --deepspeed: not valid JSON (a DeepSpeed config file, or zero0..zero3)", a->deepspeed_file);
+    cJSON *root = os_json_config_read(a->deepspeed_file, OS_JSON_CONFIG_MAX, &a->ds_hash);
+    if (!root) return os_err_ctx("--deepspeed (a DeepSpeed config file, or zero0..zero3)");
     static ds_ctx c;
     static char notes[3500];
     char sched[256] = "";

@@ -52,6 +52,7 @@ static int save(os_sft_state *r, int64_t step) {
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a->output_dir, (long long)step);
     os_stop_checkpoint(dir, step);
     if (r->rank == 0) os_ckpt_keeper_saved(&r->keep, r->a->output_dir, step);
+    if (os_steplog_record(&r->log) < 0) os_stop_write_failed();   // the log so far, in the run's manifest
     r->saved = step;
     return 0;
 }

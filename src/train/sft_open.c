@@ -204,7 +204,8 @@ static void open_session(os_sft_state *r) {
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
     os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
     // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
-    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->output_dir, a->resume_from_checkpoint, a->overwrite_output_dir) : 0);
+    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->output_dir, a->resume_from_checkpoint, a->overwrite_output_dir,
+                                                       strcmp(a->report_to, "none") && !a->logging_dir) : 0);
     os_stop_install();
     if (a->resume_from_checkpoint) {
         run_args(a, &r->run);

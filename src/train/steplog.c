@@ -1,8 +1,10 @@
 #include "train/steplog.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "core/timer.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include "train/stop.h"
 #include "train/tblog.h"
 #include "zero/comm.h"
@@ -14,9 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-// rewrite the log with only its lines of steps <= keep (a line cut by a crash is dropped too)
-static int keep_steps(const char *path, int64_t keep) {
+// rewrite the log with only its lines of steps <= keep (a line cut by a crash is dropped too); l->bytes, l->sum: what
+// it holds then
+static int keep_steps(os_steplog *l, const char *path, int64_t keep) {
     size_t n;
+    l->bytes = 0, l->sum = OS_FNV_BASIS;
     if (access(path, F_OK) != 0) return 0;   // no log yet (resumed into a new output directory)
     char *text = os_read_file(path, &n);
     if (!text) return -1;
@@ -33,6 +37,7 @@ static int keep_steps(const char *path, int64_t keep) {
         cJSON_Delete(o);
     }
     int rc = dropped ? os_write_file_atomic(path, out, k) : 0;
+    l->bytes = (int64_t)k, l->sum = os_fnv1a(OS_FNV_BASIS, out, k);
     if (dropped && rc == 0) os_info("omnishard: %s: dropped %lld line(s) after step %lld (the resumed run logs those steps again)", path,
                          (long long)dropped, (long long)keep);
     os_free(out), os_free(text);
@@ -43,20 +48,31 @@ int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t tot
     memset(l, 0, sizeof *l);
     l->fd = -1;
     l->root = root, l->total = total, l->t_start = os_now(), l->tty = isatty(2);
-    l->done = keep_through > 0 ? keep_through : 0;
+    l->done = keep_through > 0 ? keep_through : 0, l->resumed = keep_through >= 0;
     if (!root) return 0;
     snprintf(l->path, sizeof l->path, "%s/logging.jsonl", output_dir);
-    if (keep_through >= 0 && keep_steps(l->path, keep_through) < 0) return -1;
+    l->sum = OS_FNV_BASIS;
+    if (keep_through >= 0 && keep_steps(l, l->path, keep_through) < 0) return -1;
     l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through >= 0 ? 0 : O_TRUNC), 0666);
     if (l->fd < 0) return os_errf("%s: cannot write the log: %s", l->path, strerror(errno));
-    return 0;
+    return os_runfiles_record_appended(l->path, l->bytes, l->sum);
 }
 
 int os_steplog_tensorboard(os_steplog *l, const char *tb_dir) {
     if (!l->root) return 0;
+    int created = access(tb_dir, F_OK) != 0;
     if (os_tfevents_open(&l->tb, tb_dir) < 0) return -1;
+    if (created && os_runfiles_record_dir(tb_dir) < 0) return -1;
     os_info("omnishard sft: TensorBoard events in %s", l->tb.path);
-    return 0;
+    // a resumed run: TensorBoard drops what the earlier run logged after the checkpoint, as logging.jsonl does
+    if (l->resumed && os_tfevents_session_start(&l->tb, l->done + 1) < 0) return -1;
+    return os_runfiles_record_appended(l->tb.path, l->tb.bytes, l->tb.sum);
+}
+
+int os_steplog_record(os_steplog *l) {
+    if (!l->root || l->fd < 0) return 0;
+    int rc = os_runfiles_record_appended(l->path, l->bytes, l->sum);
+    return rc == 0 && l->tb.f ? os_runfiles_record_appended(l->tb.path, l->tb.bytes, l->tb.sum) : rc;
 }
 
 // a stream for the next line (NULL after a failure: nothing more is written)
@@ -93,6 +109,7 @@ static void line_end(os_steplog *l, FILE *f) {
         p += w;
         left -= (size_t)w;
     }
+    if (!l->failed) l->bytes += (int64_t)l->line_len, l->sum = os_fnv1a(l->sum, l->line, l->line_len);
     if (!l->failed && l->tb.f && !l->tb.failed && os_tblog_line(&l->tb, l->line, l->line_len) < 0) {
         l->tb.failed = 1;   // the run ends at the step boundary, naming the event file
         os_stop_write_failed();
@@ -280,6 +297,9 @@ int os_steplog_close(os_steplog *l) {
     }
     if (l->root && l->tty) fputc('\n', stderr);
     l->fd = -1;
+    int had_tb = l->tb.f != NULL;
     if (os_tfevents_close(&l->tb) < 0 && rc == 0) rc = -1;
+    if (rc == 0 && l->root && *l->path) rc = os_runfiles_record_appended(l->path, l->bytes, l->sum);
+    if (rc == 0 && had_tb) rc = os_runfiles_record_appended(l->tb.path, l->tb.bytes, l->tb.sum);
     return rc;
 }

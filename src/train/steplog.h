@@ -20,7 +20,9 @@ typedef struct {
     char path[4200];
     char *line;        // the line being formatted (open_memstream)
     size_t line_len;
-    int root, tty;
+    int root, tty, resumed;
+    int64_t bytes;     // what the log holds (rank 0) and its FNV-1a 64, kept as lines are written (the run's manifest)
+    uint64_t sum;
     int64_t total, done;   // the last step; the steps done before this run (a resumed run's checkpoint step)
     double t_start, tokens_total;
     const int64_t *sample_ids;   // when set (OMNISHARD_LOG_SAMPLES=1): the step's samples, logged as "sample_ids"
@@ -52,5 +54,7 @@ typedef struct os_eval_result {   // an evaluation's losses over all ranks (os_e
     double seconds;
 } os_eval_result;
 void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoch, const os_eval_result *r);
-// fsync and close (rank 0; the event file too); 0, or -1 + message naming the file
+// rank 0: the log and the event file as they are now, in the run's manifest (io/runfiles.h; at every checkpoint)
+int os_steplog_record(os_steplog *l);
+// fsync and close (rank 0; the event file too), and record both in the run's manifest; 0, or -1 + message
 int os_steplog_close(os_steplog *l);

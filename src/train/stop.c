@@ -1,6 +1,7 @@
 // Ending a run on purpose on every rank at the same point (train/stop.h).
 #include "train/stop.h"
 #include "core/err.h"
+#include "io/runfiles.h"
 #include "zero/comm.h"
 #include <errno.h>
 #include <signal.h>
@@ -118,6 +119,9 @@ static void summary(int64_t step, int during, const char *cause) {
 }
 
 static _Noreturn void end_run(int code) {
+    // a run that never reached its first step leaves nothing that would block its corrected re-run: what it
+    // created in its directory goes (its manifest proves which; a resumed run's earlier files stay)
+    if (!g_started && comm_rank() == 0) os_runfiles_undo();
     fflush(stdout);
     fflush(stderr);
     comm_finalize();
