@@ -124,6 +124,19 @@ def test_resume_with_another_dataset_is_refused_naming_both(tiny, ckpt, tmp_path
     assert re.search(r"--dataset: .* was trained on .*data\.jsonl \(.*\), this run reads .*other\.jsonl \(", p.stderr), p.stderr
 
 
+def test_every_difference_is_named_in_one_message_the_dataset_included(tiny, ckpt, tmp_path):
+    """another --seed, --max_length and another dataset: one message names all three (before, the dataset came
+    only in a second message, once the options had been put right)"""
+    p = train(tiny, tmp_path / "o", 1, 1, ["--max_steps", 4, "--resume_from_checkpoint", ckpt, "--seed", "7",
+                                           "--max_length", "32"], check=False, data="other.jsonl")
+    assert p.returncode > 0, p.stderr
+    msg = [l for l in p.stderr.splitlines() if "resume: " in l]
+    assert len(msg) == 1, p.stderr
+    assert f"--seed: {ckpt} was trained with 42, this run has 7" in msg[0], p.stderr
+    assert f"--max_length: {ckpt} was trained with 64, this run has 32" in msg[0], p.stderr
+    assert re.search(r"--dataset: .* was trained on .*data\.jsonl \(.*\), this run reads .*other\.jsonl \(", msg[0]), p.stderr
+
+
 def test_override_continues_with_a_warning(tiny, ckpt, tmp_path):
     p = train(tiny, tmp_path / "o", 1, 1, ["--max_steps", 4, "--resume_from_checkpoint", ckpt, "--seed", "7",
                                            "--resume_override_config", "true"])

@@ -213,8 +213,11 @@ static void open_session(os_sft_state *r) {
         int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
         if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
         if (rc == 0) was_default(&r->was, "--packing", "false");   // before --packing: unpacked
-        if (rc == 0) rc = os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config);
         os_stop_if_failed(rc);
+        // differing settings are named once the dataset's digest is known too, in one message with it; should
+        // opening the model or the data fail first, the stop message names them beside that failure
+        if (os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config) < 0)
+            os_stop_note(os_errmsg());
     }
     os_session_opts so;
     os_stop_if_failed(session_opts(a, &so));
@@ -268,9 +271,11 @@ static void open_data(os_sft_state *r) {
 static void data_position(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->resume_from_checkpoint) {
-        os_ckpt_run late = {.n = 0};
+        os_ckpt_run late = {.n = 0};   // every setting (the options' differences warned of already under override)
+        if (!a->resume_override_config) run_args(a, &late);
         dataset_text(a, late.dataset, sizeof late.dataset);
         run_model(r->m, r->digest, &late);
+        os_stop_note(NULL);
         os_stop_if_failed(os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &late, a->resume_override_config));
         r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
         if (r->cur.pos >= r->nsamp) r->cur.epoch++, r->cur.pos = 0;   // (a smaller dataset under --resume_override_config)

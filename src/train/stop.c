@@ -128,6 +128,10 @@ static _Noreturn void end_run(int code) {
     exit(code);
 }
 
+static char g_note_text[4096];
+
+void os_stop_note(const char *text) { snprintf(g_note_text, sizeof g_note_text, "%s", text ? text : ""); }
+
 // every rank gets rank root's stored message (on the others prefixed with the rank) and prints it
 static void share_and_report(int root) {
     char msg[4096];
@@ -135,6 +139,7 @@ static void share_and_report(int root) {
     comm_bcast(msg, sizeof msg, root);
     if (root == comm_rank()) os_report("%s", msg);
     else os_report("stopping because rank %d failed: %s", root, msg);
+    if (*g_note_text && !g_started && comm_rank() == 0) os_report("besides: %s", g_note_text);
 }
 
 void os_stop_if_failed(int rc) {

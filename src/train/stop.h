@@ -21,5 +21,8 @@ void os_stop_write_failed(void);
 // collective at a step boundary, `done` steps completed: returns when nothing happened, otherwise ends every rank
 // (exit 1 after a failed write, 128 + the signal number after a signal)
 void os_stop_boundary(int64_t done);
+// a note every stop before the first step adds to its cause (the resumed checkpoint's differing settings, checked
+// in full once the data is open: a failure before that names them too); NULL clears it
+void os_stop_note(const char *text);
 // collective: when rc < 0 on any rank, every rank prints the first failing rank's message and ends (exit 1)
 void os_stop_if_failed(int rc);
