@@ -164,7 +164,8 @@ def test_full_disk_while_logging_stops_every_rank(small, tmp_path):
     run(sft_args(small, ref_out, 20, "--save_steps", 20, "--deepspeed", "zero3"), np_=2)
     ck = ref_out / "checkpoint-20"
     need = sum(pages(f.stat().st_size) for f in ck.iterdir()) + pages((ref_out / "logging.jsonl").stat().st_size) \
-        + pages((ref_out / "args.json").stat().st_size)
+        + pages((ref_out / "args.json").stat().st_size) \
+        + 2 * pages((ref_out / "omnishard-files.json").stat().st_size)   # the run's manifest, replaced atomically
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     size = (need + 2) * 4096   # + the lock file + one page: the log overflows some steps after step 20
