@@ -55,15 +55,18 @@ def start_tagged(cmd, env=None):
     return p, tag
 
 
-def gone_within(p, tag, bound, what):
-    """Require mpirun p and every process it started gone within bound seconds from now; SIGCONT + SIGKILL whatever
-    is left either way. Returns (mpirun's exit code, its stderr)."""
+def gone_within(p, tag, bound, what, grace=0):
+    """Require mpirun p and every process it started gone within bound seconds from now (the processes within grace
+    seconds more after mpirun: a stopped rank the launcher killed may be reaped a moment later on a loaded machine);
+    SIGCONT + SIGKILL whatever is left either way. Returns (mpirun's exit code, its stderr)."""
     t = time.time()
     try:
         try:
             _, err = p.communicate(timeout=bound)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"mpirun still running {bound} s after {what}")
+        while tagged_pids(tag, ranks_only=False) and time.time() - t < bound + grace:
+            time.sleep(0.1)
         left = tagged_pids(tag, ranks_only=False)
         assert not left, f"processes left {time.time() - t:.1f} s after {what}: {left}"
     finally:

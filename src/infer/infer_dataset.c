@@ -236,8 +236,9 @@ static int rounds(run *c, int64_t done, tally *t, double t0) {
     for (int64_t base = done; !code && base < n; base += S * c->W) {
         int64_t left = (n - base + S - 1) / S, nw = left < c->W ? left : c->W;
         char phase[200], note[4400];   // what a collective's timeout report names
-        snprintf(phase, sizeof phase, "while decoding records %lld-%lld of %lld (omnishard infer)", (long long)base,
-                 (long long)(base + S * nw < n ? base + S * nw : n) - 1, (long long)n);
+        snprintf(phase, sizeof phase, "while decoding records %lld-%lld of %lld (omnishard infer: the first %lld are in "
+                 "the output file; --resume true continues)", (long long)base,
+                 (long long)(base + S * nw < n ? base + S * nw : n) - 1, (long long)n, (long long)base);
         snprintf(note, sizeof note, "The first %lld records are in %s: run again with --resume true to decode the "
                  "rest.", (long long)base, c->a->output_file);
         comm_set_phase(phase), comm_set_stop_note(note);
