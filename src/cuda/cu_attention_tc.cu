@@ -40,9 +40,16 @@ typedef struct {
     float scale;
 } tc_args;
 
-__device__ static inline bool tc_allowed(const tc_args &a, int64_t b, int64_t t, int64_t s) {
-    if (t >= a.Tq || s >= a.Tk) return false;
-    return cu_att_allowed(t, s, a.off, a.causal, a.km ? a.km + b * a.S : NULL, a.seg ? a.seg + b * a.S : NULL);
+// the masks of a tile from shared memory and registers instead of global memory: a key is (ok: s < Tk and not
+// masked out, its segment id or 0), a query (t, its segment id or 0); allowed: cu_att_allowed's rule on them
+__device__ static inline bool seen(const tc_args &a, int64_t t, int tseg, int64_t s, bool kok, int kseg) {
+    return kok && kseg == tseg && !(a.causal && s > t + a.off);
+}
+__device__ static inline bool key_ok(const tc_args &a, int64_t b, int64_t s) {
+    return s < a.Tk && !(a.km && !a.km[b * a.S + s]);
+}
+__device__ static inline int seg_of(const tc_args &a, int64_t b, int64_t t) {
+    return a.seg && t < a.S ? a.seg[b * a.S + t] : 0;
 }
 
 // rows [r0, r0+ROWS) of a bf16 [B,T,heads,D] tensor (head hd of batch row b) into dst[ROWS][D+8] by cp.async;
@@ -107,13 +114,18 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_fwd_kernel(t
     CU_DYNAMIC_SHARED(uint16_t, sm);
     constexpr int LD = D + 8, ND = D / 8;
     uint16_t *Qs = sm, *Ks = Qs + TBQ * LD, *Vs = Ks + 2 * TBK * LD;
+    int *kseg = (int *)(Vs + 2 * TBK * LD);          // [2][TBK]: each buffered tile's keys' segment ids
+    uint8_t *kok = (uint8_t *)(kseg + 2 * TBK);      // [2][TBK]: and whether any query may see them
     const int64_t b = blockIdx.z, h = blockIdx.y, g = cu_att_kv_head(h, a.H, a.KH), t0 = (int64_t)blockIdx.x * TBQ;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int rseg[2];   // the segment ids of the lane's rows g and g + 8 of the warp's strip
+    for (int hr = 0; hr < 2; hr++) rseg[hr] = seg_of(a, b, t0 + 16 * warp + (lane >> 2) + 8 * hr);
     const int64_t kend = cu_att_key_end(t0, a.Tq - t0 < TBQ ? a.Tq - t0 : (int64_t)TBQ, a.off, a.causal, a.Tk);
     const int ntiles = (int)((kend + TBK - 1) / TBK);
     const float sl2 = a.scale * LOG2E;
     tile_async<D, TBQ>(Qs, a.q, b, t0, h, a.Tq, a.H);
     if (ntiles > 0) tile_async<D, TBK>(Ks, a.k, b, 0, g, a.Tk, a.KH), tile_async<D, TBK>(Vs, a.v, b, 0, g, a.Tk, a.KH);
+    if (threadIdx.x < TBK) kok[threadIdx.x] = key_ok(a, b, threadIdx.x), kseg[threadIdx.x] = seg_of(a, b, threadIdx.x);
     cu_cp_async_commit();
     float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     uint32_t qf[D / 16][4];
@@ -125,6 +137,10 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_fwd_kernel(t
         if (j + 1 < ntiles) {   // the next tile into the other buffer, while this one is used
             tile_async<D, TBK>(Ks + (buf ^ 1) * TBK * LD, a.k, b, s0 + TBK, g, a.Tk, a.KH);
             tile_async<D, TBK>(Vs + (buf ^ 1) * TBK * LD, a.v, b, s0 + TBK, g, a.Tk, a.KH);
+            if (threadIdx.x < TBK) {
+                int64_t s = s0 + TBK + threadIdx.x;
+                kok[(buf ^ 1) * TBK + threadIdx.x] = key_ok(a, b, s), kseg[(buf ^ 1) * TBK + threadIdx.x] = seg_of(a, b, s);
+            }
         }
         cu_cp_async_commit();
         cu_cp_async_wait<1>();
@@ -151,7 +167,8 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_fwd_kernel(t
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 float x = s[n][i] * sl2;
-                if (edge && !tc_allowed(a, b, t0 + 16 * warp + cu_frag_c_row(lane, i), s0 + 8 * n + cu_frag_c_col(lane, i)))
+                const int j = 8 * n + cu_frag_c_col(lane, i), r = 16 * warp + cu_frag_c_row(lane, i);
+                if (edge && !(t0 + r < a.Tq && seen(a, t0 + r, rseg[i >> 1], s0 + j, kok[buf * TBK + j], kseg[buf * TBK + j])))
                     x = -INFINITY;
                 s[n][i] = x;
             }
@@ -222,11 +239,25 @@ __global__ void att_tc_prep_kernel(tc_args a, int64_t D) {
     if (lane == 0) a.drow[cu_att_stat(b, h, t, a.H, a.Tq)] = s;
 }
 
-// grid (C chunks, H, B); shared memory: K, V [64][D+8], Q, dO [2][32][D+8], dS^T [64][40] (bf16)
+// rows [t0, t0 + BQ2) of (b, h): lse (-inf past Tq), Drow, segment ids into shared memory (threads 0..BQ2-1)
+__device__ static inline void rows_in(const tc_args &a, float *lse, float *dr, int *sg, int64_t b, int64_t h, int64_t t0) {
+    if (threadIdx.x >= BQ2) return;
+    int64_t t = t0 + threadIdx.x;
+    bool in = t < a.Tq;
+    lse[threadIdx.x] = in ? a.stats[cu_att_stat(b, h, t, a.H, a.Tq)] : -INFINITY;
+    dr[threadIdx.x] = in ? a.drow[cu_att_stat(b, h, t, a.H, a.Tq)] : 0.0f;
+    sg[threadIdx.x] = seg_of(a, b, t);
+}
+
+// grid (C chunks, H, B); shared memory: K, V [64][D+8], Q, dO [2][32][D+8], dS^T [64][40] (bf16), then the rows'
+// lse, Drow, segment ids [2][32] (rows_in)
 template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(tc_args a) {
     CU_DYNAMIC_SHARED(uint16_t, sm);
     constexpr int LD = D + 8, ND = D / 8, LDS = BQ2 + 8;
     uint16_t *Ks = sm, *Vs = Ks + TBK * LD, *Qs = Vs + TBK * LD, *dOs = Qs + 2 * BQ2 * LD, *dSs = dOs + 2 * BQ2 * LD;
+    // [2][BQ2] each, with Q and dO's buffers: the rows' lse (-inf past Tq), Drow and segment ids
+    float *qlse = (float *)(dSs + TBK * LDS), *qdr = qlse + 2 * BQ2;
+    int *qseg = (int *)(qdr + 2 * BQ2);
     const int64_t b = blockIdx.z, h = blockIdx.y, g = cu_att_kv_head(h, a.H, a.KH);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t nkt = (a.Tk + TBK - 1) / TBK, N = a.B * a.Tq * a.H * D;
@@ -238,8 +269,17 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(t
         const int nqt = tq0 < a.Tq ? (int)((a.Tq - tq0 + BQ2 - 1) / BQ2) : 0;
         tile_async<D, TBK>(Ks, a.k, b, s0, g, a.Tk, a.KH);
         tile_async<D, TBK>(Vs, a.v, b, s0, g, a.Tk, a.KH);
-        if (nqt > 0) tile_async<D, BQ2>(Qs, a.q, b, tq0, h, a.Tq, a.H), tile_async<D, BQ2>(dOs, a.dout, b, tq0, h, a.Tq, a.H);
+        if (nqt > 0) {
+            tile_async<D, BQ2>(Qs, a.q, b, tq0, h, a.Tq, a.H), tile_async<D, BQ2>(dOs, a.dout, b, tq0, h, a.Tq, a.H);
+            rows_in(a, qlse, qdr, qseg, b, h, tq0);
+        }
         cu_cp_async_commit();
+        bool kok[2];   // the lane's keys: rows g and g + 8 of the warp's 16
+        int kseg[2];
+        for (int hr = 0; hr < 2; hr++) {
+            int64_t s = s0 + 16 * warp + (lane >> 2) + 8 * hr;
+            kok[hr] = key_ok(a, b, s), kseg[hr] = seg_of(a, b, s);
+        }
         float dk[ND][4], dv[ND][4];
 #pragma unroll
         for (int n = 0; n < ND; n++)
@@ -251,6 +291,7 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(t
             if (ii + 1 < nqt) {
                 tile_async<D, BQ2>(Qs + (buf ^ 1) * BQ2 * LD, a.q, b, t0 + BQ2, h, a.Tq, a.H);
                 tile_async<D, BQ2>(dOs + (buf ^ 1) * BQ2 * LD, a.dout, b, t0 + BQ2, h, a.Tq, a.H);
+                rows_in(a, qlse + (buf ^ 1) * BQ2, qdr + (buf ^ 1) * BQ2, qseg + (buf ^ 1) * BQ2, b, h, t0 + BQ2);
             }
             cu_cp_async_commit();
             cu_cp_async_wait<1>();
@@ -280,11 +321,12 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(t
             for (int n = 0; n < BQ2 / 8; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {   // element (key s, row t) of the transposed tiles
+                    const int r = buf * BQ2 + 8 * n + cu_frag_c_col(lane, i);
                     int64_t s = s0 + 16 * warp + cu_frag_c_row(lane, i), t = t0 + 8 * n + cu_frag_c_col(lane, i);
-                    float lse = t < a.Tq ? a.stats[cu_att_stat(b, h, t, a.H, a.Tq)] : -INFINITY;
-                    bool ok = lse != -INFINITY && (!edge || tc_allowed(a, b, t, s));
+                    float lse = qlse[r];
+                    bool ok = lse != -INFINITY && (!edge || seen(a, t, qseg[r], s, kok[i >> 1], kseg[i >> 1]));
                     float p = ok ? exp2f(st[n][i] * sl2 - lse * LOG2E) : 0.0f;
-                    float dr = t < a.Tq ? a.drow[cu_att_stat(b, h, t, a.H, a.Tq)] : 0.0f;
+                    float dr = qdr[r];
                     st[n][i] = p;
                     dpt[n][i] = p * (dpt[n][i] - dr);   // dS^T
                 }
@@ -376,8 +418,10 @@ __global__ void att_tc_dq_sum_kernel(float *dq, const float *dqp, int64_t n, int
 
 int cu_att_tc_dim(int64_t D) { return D == 64 || D == 128; }
 
-static size_t fwd_bytes(int64_t D) { return sizeof(uint16_t) * (size_t)((TBQ + 4 * TBK) * (D + 8)); }
-static size_t bwd_bytes(int64_t D) { return sizeof(uint16_t) * (size_t)(2 * TBK * (D + 8) + 4 * BQ2 * (D + 8) + TBK * (BQ2 + 8)); }
+static size_t fwd_bytes(int64_t D) { return sizeof(uint16_t) * (size_t)((TBQ + 4 * TBK) * (D + 8)) + 2 * TBK * 5; }
+static size_t bwd_bytes(int64_t D) {
+    return sizeof(uint16_t) * (size_t)(2 * TBK * (D + 8) + 4 * BQ2 * (D + 8) + TBK * (BQ2 + 8)) + 3 * 2 * BQ2 * 4;
+}
 
 static void launch(void (*kernel)(tc_args), dim3 grid, size_t bytes, const tc_args &a, const char *what) {
     if (bytes > 48 * 1024) CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
