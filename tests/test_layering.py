@@ -50,6 +50,14 @@ def test_upward_include_fails(tmp_path):
     fails_with_added_include(tmp_path, "kernels/norm.c", "zero/runtime.h", "kernels -> zero is not allowed (kernels/ may use: core)")
 
 
+def test_upward_include_in_a_cu_file_fails(tmp_path):
+    # the CUDA kernels (.cu) and their device headers (.cuh) are read as the C files are
+    fails_with_added_include(tmp_path / "cu", "cuda/cu_norm.cu", "zero/runtime.h",
+                             "cuda -> zero is not allowed (cuda/ may use: core, kernels)")
+    fails_with_added_include(tmp_path / "cuh", "cuda/cu_kern.cuh", "model/omni.h",
+                             "cuda -> model is not allowed (cuda/ may use: core, kernels)")
+
+
 def test_missing_header_fails(tmp_path):
     fails_with_added_include(tmp_path, "io/atomic.c", "core/no_such.h", "no such header")
 
@@ -102,6 +110,19 @@ def test_planted_call_cycle_fails(tmp_path):
     (core / "cyc_b.c").write_text('#include "core/cyc.h"\nint cyc_b(int n) {\n    return n;\n}\n')   # one way
     rc, out = run(str(root))
     assert rc == 0, out
+
+
+def test_planted_call_cycle_between_cu_files_fails(tmp_path):
+    # a .cu file calling a function another .cu file defines uses that module, as between .c files
+    root = copy_tree(tmp_path)
+    cuda = root / "src" / "cuda"
+    (cuda / "cyc.h").write_text("#pragma once\nint cyc_a(int n);\nint cyc_b(int n);\n")
+    (cuda / "cyc_a.cu").write_text('#include "cyc.h"\nint cyc_a(int n) {\n    return n ? cyc_b(n - 1) : 0;\n}\n')
+    (cuda / "cyc_b.cu").write_text('#include "cyc.h"\nint cyc_b(int n) {\n    return n ? cyc_a(n - 1) : 1;\n}\n')
+    rc, out = run(str(root))
+    assert rc == 1, out
+    assert "call cycle between modules cuda/cyc_a <-> cuda/cyc_b" in out, out
+    assert "cuda/cyc_a -> cuda/cyc_b (src/cuda/cyc_a.cu:3 (calls cyc_b))" in out, out
 
 
 def test_stale_cycle_exception_fails(monkeypatch):

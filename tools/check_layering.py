@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""make layering: every `#include "..."` in src/*/*.{c,h} points down the folder order, and no two modules use
-each other (a module = X.c + X.h in one folder; module A uses B when A.c or A.h includes B.h).
+"""make layering: every `#include "..."` in src/*/*.{c,h,cu,cuh} points down the folder order, and no two modules use
+each other (a module = X.c or X.cu + X.h or X.cuh in one folder; module A uses B when A's files include B's header).
 
 The folder order below is the one place the layering is written; README.md ("Layout") repeats it in words.
 A folder may include its own headers and those of the folders ALLOWED lists for it, nothing else.
@@ -58,6 +58,10 @@ EXCEPTIONS = {}
 PARTS = {
     "tokenizer/tok_internal": "tokenizer/tokenizer",   # the tokenizer's internals, shared by tokenizer.c and tok_*.c
     "infer/gen_seq": "infer/infer",   # generation's per-sequence steps (infer.c), shared with infer_batch.c
+    # the fused attention is one module in three .cu files (CUDA cores, tensor cores, decode) sharing
+    # cu_attention_tc.h: cu_attention.cu picks the path and the paths share its head sum
+    "cuda/cu_attention_tc": "cuda/cu_attention",
+    "cuda/cu_attention_decode": "cuda/cu_attention",
 }
 # the files of the tokenizer module (tokenizer.c + tok_*.c share tok_internal.h and call each other freely)
 PARTS.update({"tokenizer/" + p: "tokenizer/tokenizer" for p in ("tok_bpe", "tok_encode", "tok_load", "tok_maps",
@@ -75,6 +79,15 @@ DEF_HEAD = re.compile(r'(\w+)\s*\([^{};=]*\)\s*$')   # what precedes the `{` of 
 IDENT = re.compile(r'[A-Za-z_]\w*')
 
 
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh")   # C, and CUDA's kernels (src/cuda/*.cu) and their device headers
+CODE_EXT = (".c", ".cu")                   # the files that define and call functions
+
+
+def stem(name):
+    """the module part of a file name: X of X.c, X.h, X.cu, X.cuh"""
+    return os.path.splitext(name)[0]
+
+
 def sources(root):
     src = os.path.join(root, "src")
     for folder in sorted(os.listdir(src)):
@@ -82,7 +95,7 @@ def sources(root):
         if not os.path.isdir(d):
             continue
         for name in sorted(os.listdir(d)):
-            if name.endswith((".c", ".h")):
+            if name.endswith(SOURCE_EXT):
                 yield folder, name
 
 
@@ -122,13 +135,13 @@ def add_calls(root, graph):
     """call edges: a .c file naming a function that another module's .c defines (first use, as "file:line")"""
     code, owner = {}, {}
     for folder, name in sources(root):
-        if name.endswith(".c"):
-            mod = "%s/%s" % (folder, name[:-2])
+        if name.endswith(CODE_EXT):
+            mod = "%s/%s" % (folder, stem(name))
             code[(folder, name)] = code_of(root, folder, name)
             for fn in exported(code[(folder, name)]):
                 owner[fn] = mod
     for (folder, name), text in code.items():
-        mod = PARTS.get("%s/%s" % (folder, name[:-2]), "%s/%s" % (folder, name[:-2]))
+        mod = PARTS.get("%s/%s" % (folder, stem(name)), "%s/%s" % (folder, stem(name)))
         for m in IDENT.finditer(text):
             dep = owner.get(m.group(0))
             if dep and dep != mod and dep not in graph.setdefault(mod, {}):
@@ -195,7 +208,7 @@ def check(root):
     graph = {}   # module "folder/stem" -> {used module: "file:line"}
     for folder, name in sources(root):
         path = "src/%s/%s" % (folder, name)
-        mod = PARTS.get("%s/%s" % (folder, name[:-2]), "%s/%s" % (folder, name[:-2]))
+        mod = PARTS.get("%s/%s" % (folder, stem(name)), "%s/%s" % (folder, stem(name)))
         graph.setdefault(mod, {})
         for no, inc in includes(root, folder, name):
             where = "%s:%d" % (path, no)
@@ -214,7 +227,7 @@ def check(root):
                 else:
                     problems.append('%s: #include "%s": %s -> %s is not allowed (%s/ may use: %s)'
                                     % (where, inc, folder, to, folder, ", ".join(ALLOWED[folder]) or "nothing"))
-            dep = inc[:-2] if inc.endswith(".h") else inc
+            dep = stem(inc) if inc.endswith((".h", ".cuh")) else inc
             dep = PARTS.get(dep, dep)
             if dep != mod:
                 graph[mod].setdefault(dep, where)
