@@ -73,7 +73,7 @@ int cmd_export(int argc, char **argv) {
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
-    if (rc == 0) rc = os_cli_device_open(a.device, 0);
+    if (rc == 0) rc = os_cli_device_open(a.device, 0, 0);
     os_export_opts eo = {.merge_lora = a.merge_lora, .max_shard_bytes = a.max_shard_size};
     if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
     char out[4096];   // without trailing slashes: OUT.tmp.PID is a sibling of OUT, never inside it

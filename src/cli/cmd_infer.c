@@ -112,7 +112,7 @@ int cmd_infer(int argc, char **argv) {
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     // the device before MPI starts (each rank its GPU by the launcher's local rank); inference runs fp32
-    if (rc == 0 && os_tf32_check(a.tf32, a.device, 0) == 0) rc = os_cli_device_open(a.device, a.tf32);
+    if (rc == 0 && os_tf32_check(a.tf32, a.device, 0) == 0) rc = os_cli_device_open(a.device, a.tf32, 0);
     else if (rc == 0) rc = -1;
     if (rc < 0) return fprintf(stderr, "omnishard infer: %s\n", os_errmsg()), 2;
     comm_set_timeout(a.ddp_timeout);   // bounds MPI_Init and every collective after it

@@ -123,7 +123,7 @@ int cmd_mel_encoder(int argc, char **argv) {
     if (parsed == 1) return os_opts_usage(&c, stdout), 0;
     if (parsed == 0 && (!a.dir || !a.out || !a.wav == !a.mel_in))
         parsed = os_errf("needs DIR, --out and one of --wav / --mel-in");
-    if (parsed == 0) parsed = os_cli_device_open(a.device, 0);
+    if (parsed == 0) parsed = os_cli_device_open(a.device, 0, 0);
     if (parsed < 0) return fprintf(stderr, "omnishard mel --encoder: %s\n", os_errmsg()), os_opts_usage(&c, stderr), 2;
     const char *dir = a.dir, *wav = a.wav, *mel_in = a.mel_in, *out = a.out;
     int bench = a.bench;

@@ -36,7 +36,7 @@ int cmd_sft(int argc, char **argv) {
     if (rc == 0) rc = settle(&a, argc, argv);
     // the device before MPI starts (each rank its GPU by the launcher's local rank); a rank that cannot open it
     // says why in the agreement below
-    if (rc == 0) rc = os_cli_device_open(a.device, a.tf32);
+    if (rc == 0) rc = os_cli_device_open(a.device, a.tf32, os_sft_args_bf16(&a));
     comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);

@@ -3,18 +3,23 @@
 #include "core/device.h"
 #include "core/err.h"
 #include "cuda/cuda.h"
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 
-int os_cli_device_open(const char *device, int tf32) {
+int os_cli_device_open(const char *device, int tf32, int bf16) {
     int index, kind = os_device_parse(device, &index);
     if (kind < 0) return -1;
-    if (kind == OS_DEVICE_CPU) return 0;   // os_k: the CPU backend
-    if (kind == OS_DEVICE_GUARD) {
-        os_guard_set_strict(index);
-        os_k = os_ops_guard();
+    if (bf16 && k_gemm_bf16_setup(NULL, NULL) < 0) return -1;   // the CPU's bf16 path (OMNISHARD_BF16_GEMM's, main.c)
+    if (kind == OS_DEVICE_CPU) {   // the CPU backend in the precision asked
+        os_k = os_ops_cpu_open(bf16);
         return 0;
     }
-    const os_ops *t = os_cuda_open(index, tf32);
+    if (kind == OS_DEVICE_GUARD) {
+        os_guard_set_strict(index);
+        os_k = os_ops_guard_open(bf16);
+        return 0;
+    }
+    const os_ops *t = os_cuda_open(index, tf32, bf16);
     if (!t) return -1;
     os_k = t;
     os_dc = os_cuda_devcomm();   // zero/transport.c decides after MPI starts whether NCCL runs the collectives

@@ -25,7 +25,6 @@
 #include "cu_attention_tc.h"
 #include <math.h>
 extern "C" {
-#include "kernels/kernels.h"   // k_gemm_bf16_on: the precision mode
 }
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,7 +387,9 @@ void cu_att_sum_heads(float *dk, float *dv, const float *pdk, const float *pdv, 
 
 // the tensor cores take attention under bf16 mixed precision (--torch_dtype bfloat16: their inputs are rounded to
 // bf16, as the products' are) for the head dims they are built for; fp32 keeps the fp32 kernels above
-static int tensor_cores(int64_t D) { return k_gemm_bf16_on() && cu_att_tc_dim(D); }
+static int g_bf16;   // the backend's precision (os_cuda_open: cu_attention_set_bf16)
+void cu_attention_set_bf16(int bf16) { g_bf16 = bf16; }
+static int tensor_cores(int64_t D) { return g_bf16 && cu_att_tc_dim(D); }
 
 void cu_attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, const uint8_t *keymask,
                       const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {

@@ -9,7 +9,9 @@
 #include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
 
-static int g_tf32;
+static int g_tf32, g_bf16;   // set when the backend opens (os_cuda_open): --tf32, --torch_dtype
+
+void cu_gemm_set_bf16(int bf16) { g_bf16 = bf16; }
 
 int cu_gemm_open(int tf32) {
     g_tf32 = tf32;
@@ -42,14 +44,14 @@ void cu_gemm_unbind(const float *w) { k_binds_drop(&g_binds, w); }
 
 int64_t cu_gemm_bound_esz(void) { return 2; }
 void cu_gemm_widen(void *buf, int64_t n) { (void)buf, (void)n; }   // bf16 bits are the products' format
-int64_t cu_gemm_rounds(void) { return k_gemm_bf16_on() ? 2 : 0; }
+int64_t cu_gemm_rounds(void) { return g_bf16 ? 2 : 0; }
 
 void cu_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     if (rows > 0 && cols > 0) cu_round_rows(dst, src, rows, cols, ld);
 }
 
 void cu_gemm_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
-    if (!k_gemm_bf16_on() || rows <= 0 || cols <= 0) return;
+    if (!g_bf16 || rows <= 0 || cols <= 0) return;
     if (k_binds_find(&g_binds, w, rows, cols, ld, 2)) return;   // rounded ahead already
     cu_round_rows(grow(&g_pin.copy, &g_pin.cap, rows * cols, "bf16 rounded weight"), w, rows, cols, ld);
     g_pin.src = w, g_pin.rows = rows, g_pin.cols = cols, g_pin.ld = ld;
@@ -84,7 +86,7 @@ static void product(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
         cu_scale_rows(c, M, N, ldc, beta);
         return;
     }
-    int bf16 = k_gemm_bf16_on();
+    int bf16 = g_bf16;
     cu_matmul_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, bf16, g_tf32, NULL};
     if (bf16 && !(pre & 1)) g.a = rounded(0, a, ta ? K : M, ta ? M : K, lda, &g.lda);
     if (bf16 && !(pre & 2)) g.b = rounded(1, b, tb ? N : K, tb ? K : N, ldb, &g.ldb);
@@ -99,7 +101,7 @@ void cu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const
 void cu_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a,
                      int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    OS_ASSERT(k_gemm_bf16_on() && K > 0);
+    OS_ASSERT(g_bf16 && K > 0);
     product(pre, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -144,7 +146,7 @@ void cu_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, o
         if (bias.data) fill_bias(cf, ldc, bias.data, M, N);
         else cu_scale_rows(cf, M, N, ldc, beta);
     } else {
-        int abf = a.dtype == OS_BF16, bbf = b.dtype == OS_BF16, bf16 = k_gemm_bf16_on() || (abf && bbf);
+        int abf = a.dtype == OS_BF16, bbf = b.dtype == OS_BF16, bf16 = g_bf16 || (abf && bbf);
         const void *pa = a.data, *pb = b.data;
         int64_t ar = s.ta ? K : M, ac = s.ta ? M : K, br = s.tb ? N : K, bc = s.tb ? K : N;
         if (bf16 && !abf) pa = rounded(0, pa, ar, ac, lda, &lda);

@@ -1,6 +1,6 @@
 // The CUDA backend's product members (cu_gemm.c): the seam's gemm family with the CPU backend's semantics
 // (kernels.h k_gemm, k_gemm_bf16_*, k_linear_*), on cuBLASLt. fp32: exact (no TF32) unless opened with tf32.
-// bf16 (on while k_gemm_bf16_on(), the process-wide mode the session sets for --torch_dtype bfloat16): both
+// bf16 (the precision the backend was opened with, cu_gemm_set_bf16; --torch_dtype bfloat16): both
 // operands rounded to bf16 (round to nearest even, as the CPU) and multiplied with fp32 accumulation; a bound or
 // pinned operand is read from its rounded copy, any other is rounded into scratch first. Bound copies hold bf16
 // bits (gemm_bound_esz 2; gemm_widen does nothing). to_bf16 is cu_to_bf16 of cu_ops.h.
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 int cu_gemm_open(int tf32);   // cuBLASLt opened; 0 or -1 with the reason in os_errmsg
+void cu_gemm_set_bf16(int bf16);   // the products' precision (os_cuda_open's: 1 bf16 mixed precision, 0 fp32)
 void cu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
              const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void cu_gemm_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);

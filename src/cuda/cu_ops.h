@@ -23,6 +23,9 @@ void cu_copy(float *dst, const float *src, int64_t n);
 void cu_to_bf16(uint16_t *dst, const float *src, int64_t n);
 // attention (cu_attention.cu): stats holds the log-sum-exp [B,H,T] of each query row (-inf: a row with no key)
 int64_t cu_attention_stats_floats(int64_t B, int64_t T, int64_t H);
+// the precision the backend was opened with (os_cuda_open; 1: bf16 mixed precision, where the tensor cores take
+// attention for the head dims they are built for)
+void cu_attention_set_bf16(int bf16);
 void cu_attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, const uint8_t *keymask,
                       const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

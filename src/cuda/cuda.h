@@ -10,9 +10,10 @@
 // 1 when this binary has the CUDA backend (make CUDA=1), else 0
 int os_cuda_built(void);
 // Opens the backend on device `index` (-1: the rank's local rank % the devices visible; CUDA_VISIBLE_DEVICES
-// chooses which those are) with fp32 products in TF32 when tf32 is 1; the table to set os_k to, or NULL with the
-// reason in os_errmsg (no CUDA backend built, no driver or device, compute capability below 8.0, no cuBLASLt)
-const os_ops *os_cuda_open(int index, int tf32);
+// chooses which those are) with fp32 products in TF32 when tf32 is 1, in bf16 mixed precision when bf16 is 1 (the
+// table's precision, os_ops.bf16; opening it again sets it); the table to set os_k to, or NULL with the reason in
+// os_errmsg (no CUDA backend built, no driver or device, compute capability below 8.0, no cuBLASLt)
+const os_ops *os_cuda_open(int index, int tf32, int bf16);
 
 // The backend's memory (its caching allocator; all 0 before os_cuda_open): bytes asked for now and at most (what
 // omnishard plan --device cuda counts), the same in the allocator's size classes, bytes held from cudaMalloc now

@@ -7,8 +7,8 @@ int os_cuda_built(void) { return 0; }
 const os_ops *os_ops_cuda(void) { return NULL; }
 const os_devcomm *os_cuda_devcomm(void) { return NULL; }
 
-const os_ops *os_cuda_open(int index, int tf32) {
-    (void)index, (void)tf32;
+const os_ops *os_cuda_open(int index, int tf32, int bf16) {
+    (void)index, (void)tf32, (void)bf16;
     os_errf("--device cuda: this omnishard was built without the CUDA backend; build it with `make CUDA=1` "
             "(docs/operations.md \"GPUs\")");
     return NULL;

@@ -56,7 +56,7 @@ static void download(void *dst, const void *src, int64_t bytes) {
 }
 
 #define FILL(m) .m = cu_##m,
-static const os_ops g_cuda = {
+static os_ops g_cuda = {
     .name = "cuda",
     .alloc = alloc,
     .alloc_uninit = alloc_uninit,
@@ -90,7 +90,7 @@ static const os_ops g_cuda = {
 #define FIELD(m) __typeof__(((os_ops *)0)->m) m;
 struct listed {
     const char *name;
-    int host_memory;
+    int host_memory, bf16;
     OWN_MEMBERS(FIELD) KERNEL_MEMBERS(FIELD)
 };
 #undef FIELD
@@ -115,8 +115,10 @@ int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H) {
 }
 int os_cuda_built(void) { return 1; }
 
-const os_ops *os_cuda_open(int index, int tf32) {
+const os_ops *os_cuda_open(int index, int tf32, int bf16) {
     static int opened;
+    g_cuda.bf16 = bf16;
+    cu_gemm_set_bf16(bf16), cu_attention_set_bf16(bf16);
     if (opened) return &g_cuda;
     struct cudaDeviceProp p;
     if (cu_runtime_open(index, &p) < 0) return NULL;   // the driver and the device first: the likeliest failure

@@ -66,7 +66,7 @@ static int64_t first_key(const int32_t *sg, int64_t r0, int64_t n, int64_t kend)
 
 int64_t k_attention_stats_floats(int64_t B, int64_t T, int64_t H) { return B * H * T * T; }
 
-void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
+void k_attention_fwd_prec(int bf16, float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
                      const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
     int64_t R = H / KH;   // query heads per kv head
@@ -85,15 +85,15 @@ void k_attention_fwd(float *out, float *att, const float *q, const float *k, con
             int64_t k0 = first_key(sg, r0, n, kend);
             const float *qb = q + ((b * T + r0) * H + h) * D;
             float *ob = out + ((b * T + r0) * H + h) * D;
-            if (k0 < kend) k_gemm(0, 1, n, kend - k0, D, scale, qb, H * D, kb + k0 * KH * D, KH * D, 0.0f, P + r0 * T + k0, T);
+            if (k0 < kend) k_gemm_prec(bf16, 0, 1, n, kend - k0, D, scale, qb, H * D, kb + k0 * KH * D, KH * D, 0.0f, P + r0 * T + k0, T);
             softmax_rows(P + r0 * T, km, sg, causal, r0, n, k0, kend, T);
-            if (k0 < kend) k_gemm(0, 0, n, D, kend - k0, 1.0f, P + r0 * T + k0, T, vb + k0 * KH * D, KH * D, 0.0f, ob, H * D);
+            if (k0 < kend) k_gemm_prec(bf16, 0, 0, n, D, kend - k0, 1.0f, P + r0 * T + k0, T, vb + k0 * KH * D, KH * D, 0.0f, ob, H * D);
             else for (int64_t t = 0; t < n; t++) memset(ob + t * H * D, 0, sizeof(float) * (size_t)D);
         }
     }
 }
 
-void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                             int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0) return;
     int64_t R = H / KH, K = p0 + T;   // keys in use
@@ -104,9 +104,9 @@ void k_attention_cached_fwd(float *out, const float *q, const float *kc, const f
         float *P = os_alloc(sizeof(float) * (size_t)(T * K), "cached attention probabilities[T, p0+T]");
         const float *kb = kc + (b * S * KH + h / R) * D, *vb = vc + (b * S * KH + h / R) * D;
         const float *qb = q + (b * T * H + h) * D;
-        k_gemm(0, 1, T, K, D, scale, qb, H * D, kb, KH * D, 0.0f, P, K);
+        k_gemm_prec(bf16, 0, 1, T, K, D, scale, qb, H * D, kb, KH * D, 0.0f, P, K);
         softmax_rows(P, NULL, NULL, 1, p0, T, 0, K, K);   // row i is position p0+i: keys 0..p0+i
-        k_gemm(0, 0, T, D, K, 1.0f, P, K, vb, KH * D, 0.0f, out + (b * T * H + h) * D, H * D);
+        k_gemm_prec(bf16, 0, 0, T, D, K, 1.0f, P, K, vb, KH * D, 0.0f, out + (b * T * H + h) * D, H * D);
         os_free(P);
     }
 }
@@ -126,7 +126,7 @@ static int64_t used_keys(const float *P, int64_t n, int64_t T) {
 // per block of query rows, over its used keys [k0, kend) (k0 = first_key: 0 without segment ids):
 // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ += scale dS K;  dK += scale dS^T Q
 // (out and keymask are not needed: att holds the probabilities, which carry the masks)
-void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
                      int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
     (void)out, (void)keymask, (void)causal;
@@ -145,9 +145,9 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                 int64_t w = kend - k0, ko = ((b * T + k0) * KH + g) * D;
                 const float *P = att + ((b * H + h) * T + r0) * T + k0;
                 if (w <= 0) continue;
-                if (dv) k_gemm(1, 0, w, D, n, 1.0f, P, T, dout + qo, H * D, 1.0f, dv + ko, KH * D);
+                if (dv) k_gemm_prec(bf16, 1, 0, w, D, n, 1.0f, P, T, dout + qo, H * D, 1.0f, dv + ko, KH * D);
                 if (!dS) continue;
-                k_gemm(0, 1, n, w, D, 1.0f, dout + qo, H * D, v + ko, KH * D, 0.0f, dS, w);
+                k_gemm_prec(bf16, 0, 1, n, w, D, 1.0f, dout + qo, H * D, v + ko, KH * D, 0.0f, dS, w);
 #pragma omp parallel for schedule(static)
                 for (int64_t t = 0; t < n; t++) {
                     const float *p = P + t * T;
@@ -157,9 +157,24 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                     float df = (float)dot;
                     for (int64_t s = 0; s < w; s++) d[s] = p[s] * (d[s] - df);
                 }
-                if (dq) k_gemm(0, 0, n, D, w, scale, dS, w, k + ko, KH * D, 1.0f, dq + qo, H * D);
-                if (dk) k_gemm(1, 0, w, D, n, scale, dS, w, q + qo, H * D, 1.0f, dk + ko, KH * D);
+                if (dq) k_gemm_prec(bf16, 0, 0, n, D, w, scale, dS, w, k + ko, KH * D, 1.0f, dq + qo, H * D);
+                if (dk) k_gemm_prec(bf16, 1, 0, w, D, n, scale, dS, w, q + qo, H * D, 1.0f, dk + ko, KH * D);
             }
         os_free(dS);
     }
+}
+
+// the fp32 kernels (kernels.h)
+void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
+                     const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+    k_attention_fwd_prec(0, out, att, q, k, v, keymask, seg, causal, B, T, H, KH, D);
+}
+void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+                            int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
+    k_attention_cached_fwd_prec(0, out, q, kc, vc, B, T, p0, S, H, KH, D);
+}
+void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                     const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
+                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+    k_attention_bwd_prec(0, dq, dk, dv, dout, q, k, v, out, att, keymask, seg, causal, B, T, H, KH, D);
 }

@@ -2,7 +2,7 @@
 #include "kernels/kernels.h"
 #include "core/alloc.h"
 
-void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
+void k_conv1d_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                   int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
     if (stride <= 0 || Cout <= 0 || Tin + 2 * pad < K) return;
     int64_t Tout = (Tin + 2 * pad - K) / stride + 1, CK = Cin * K;
@@ -21,6 +21,11 @@ void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, 
         for (int64_t o = 0; o < Cout; o++)
             for (int64_t t = 0; t < Tout; t++) out[o * Tout + t] = b[o];
     }
-    k_gemm(0, 0, Cout, Tout, CK, 1.0f, w, CK, col, Tout, b ? 1.0f : 0.0f, out, Tout);
+    k_gemm_prec(bf16, 0, 0, Cout, Tout, CK, 1.0f, w, CK, col, Tout, b ? 1.0f : 0.0f, out, Tout);
     os_free(col);
+}
+
+void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
+                  int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
+    k_conv1d_fwd_prec(0, out, inp, w, b, Cin, Tin, Cout, K, stride, pad);
 }

@@ -279,10 +279,6 @@ int k_gemm_bf16_setup(const char *forced, const char **path) {
     return 0;
 }
 
-static int on;
-void k_gemm_set_bf16(int v) { on = v; }
-int k_gemm_bf16_on(void) { return on; }
-
 // One operand rounded ahead (k_gemm_bf16_pin), used by every product that reads exactly it
 static struct {
     const float *src;   // NULL: none pinned
@@ -324,7 +320,7 @@ static const void *bound(const float *src, int64_t rows, int64_t cols, int64_t l
 }
 
 void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
-    if (!on || rows <= 0 || cols <= 0) return;
+    if (rows <= 0 || cols <= 0) return;
     pthread_once(&once, setup);
     if (bound(w, rows, cols, ld)) return;   // rounded ahead already
     size_t bytes = (onednn ? 2 : 4) * (size_t)(rows * cols);
@@ -370,8 +366,6 @@ static void run_pre(const k_gemm_op *g, int pre) {
 
 void k_gemm_bf16(const k_gemm_op *g) { run_pre(g, 0); }
 
-int64_t k_gemm_rounds(void) { return on ? k_gemm_bf16_esz() : 0; }
-
 void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     pthread_once(&once, setup);
     if (rows > 0 && cols > 0) round_rows(dst, src, rows, cols, ld);
@@ -380,7 +374,7 @@ void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64
 void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
                     const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    OS_ASSERT(on && K > 0);
+    OS_ASSERT(K > 0);
     k_gemm_blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, 4};
     double t0 = k_gemm_times_start();

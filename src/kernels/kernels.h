@@ -8,28 +8,37 @@
 #include "core/tensor.h"
 #include <stdint.h>
 
+// ---- precision ----
+// The kernels that multiply matrices take the precision of their products as an argument (the *_prec variants;
+// the plain names are fp32): bf16 1 rounds each product's fp32 operands to bf16 (round to nearest even, as
+// PyTorch's .to(torch.bfloat16)) and accumulates in fp32 (bf16 mixed precision, gemm_bf16.c). The CPU backend
+// opened in bf16 (os_ops_cpu_open(1), kernels/ops.h) passes 1 from each of its members; nothing else sets it.
+
 // ---- linear (BLAS sgemm) ----
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)
 void k_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
+void k_linear_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I,
+                       int64_t O);
 // dinp[N,I] += dout[N,O] @ w[O,I];  dw[O,I] += dout^T @ inp;  dbias[O] += sum_n dout[n,:]
 void k_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                   int64_t N, int64_t I, int64_t O);
+void k_linear_bwd_prec(int bf16, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                       const float *w, int64_t N, int64_t I, int64_t O);
 // general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row strides
 void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
-// bf16 mixed precision (gemm_bf16.c): with on = 1 every k_gemm (so every k_linear_*) rounds op(a) and op(b) to bf16
-// and accumulates in fp32. Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has bf16
-// instructions, else "sgemm": rounded values in fp32 sgemm), or the one forced (OMNISHARD_BF16_GEMM's value: onednn,
-// onednn_gemm, onednn_matmul or sgemm; NULL: none); -1 with a message on another value or one the CPU cannot run.
-// The first call decides.
+void k_gemm_prec(int bf16, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+// bf16 mixed precision (gemm_bf16.c). Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has
+// bf16 instructions, else "sgemm": rounded values in fp32 sgemm), or the one forced (OMNISHARD_BF16_GEMM's value:
+// onednn, onednn_gemm, onednn_matmul or sgemm; NULL: none); -1 with a message on another value or one the CPU cannot
+// run. The first call decides.
 int k_gemm_bf16_setup(const char *forced, const char **path);
 // the path main forces once at start (OMNISHARD_BF16_GEMM's value; NULL: chosen from the CPU): what
 // k_gemm_bf16_setup(NULL, ...) takes
 void k_gemm_bf16_force(const char *forced);
-void k_gemm_set_bf16(int on);
-int k_gemm_bf16_on(void);
-// bf16: round w [rows, cols] (row stride ld) once, for every k_gemm reading exactly that operand (same pointer,
-// rows, cols, ld) until k_gemm_bf16_unpin(); w must not change meanwhile. One at a time; a no-op in fp32.
+// bf16: round w [rows, cols] (row stride ld) once, for every bf16 k_gemm reading exactly that operand (same pointer,
+// rows, cols, ld) until k_gemm_bf16_unpin(); w must not change meanwhile. One at a time.
 // (The head's weight [V, C] is read by two products per logits chunk: rounded once per micro-batch.)
 void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);
 void k_gemm_bf16_unpin(void);
@@ -44,11 +53,10 @@ void k_gemm_bf16_widen(void *buf, int64_t n);         // bf16 bits buf[n] -> tha
 void k_bf16_round(uint16_t *dst, const float *src, int64_t n);   // bf16 bits of src, round to nearest even
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
 // Operands rounded by the caller, for products that read the same rounded rows more than once or gather them
-// first (the head's dlogits, model/loss.c). k_gemm_rounds: the bytes of one rounded element (k_gemm_bf16_esz) while
-// products round (bf16 on), else 0. k_gemm_round: dst[rows, cols] (packed) = src[rows, cols] (row stride ld) in that
-// format. k_gemm_rounded: k_gemm (bf16 on, K > 0) whose a (pre bit 0) and/or b (pre bit 1) are such rounded copies
-// (their row strides lda/ldb in elements); an operand not flagged is a float matrix rounded as k_gemm rounds it.
-int64_t k_gemm_rounds(void);
+// first (the head's dlogits, model/loss.c). k_gemm_round: dst[rows, cols] (packed) = src[rows, cols] (row stride ld)
+// in the path's format (k_gemm_bf16_esz bytes an element). k_gemm_rounded: a bf16 k_gemm (K > 0) whose a (pre bit 0)
+// and/or b (pre bit 1) are such rounded copies (their row strides lda/ldb in elements); an operand not flagged is a
+// float matrix rounded as k_gemm rounds it.
 void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
                     const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
@@ -58,7 +66,7 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
 // c[M,N] = alpha * a[M,K] @ b[K,N] + beta * c: 2-D views (core/tensor.h), each with one unit stride (a transposed
 // operand is os_tensor_t of the stored matrix), c row-major. a and b fp32 or bf16 in any mix, accumulated in fp32;
 // c fp32 or bf16 (the fp32 result rounded once, round to nearest even). fp32 operands are multiplied as k_gemm
-// multiplies them (rounded to bf16 in bf16 mode, k_gemm_set_bf16); bf16 operands as they are (their values are
+// multiplies them (rounded to bf16 in bf16 precision, k_matmul_prec); bf16 operands as they are (their values are
 // exact in fp32). Options (os_tensor_none() when not taken):
 //   bias  fp32 [N]: the rows of c start from it, the product accumulates onto it (beta must be 0):
 //         c = bias + alpha * a @ b (k_linear_fwd's order)
@@ -67,6 +75,8 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
 // c with NULL data: no product (the dbias sums only). Sizes of 0 are allowed. A view of another shape or with no
 // unit stride stops the program naming it (a caller's error).
 void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias);
+void k_matmul_prec(int bf16, os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias,
+                   os_tensor dbias);
 // the product's dimensions and its operands as BLAS reads them (trans, row stride), from views checked as k_matmul
 // checks them (shared with the CUDA backend's matmul)
 typedef struct {
@@ -118,11 +128,16 @@ void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, in
 int64_t k_attention_stats_floats(int64_t B, int64_t T, int64_t H);
 void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
                      const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+void k_attention_fwd_prec(int bf16, float *out, float *att, const float *q, const float *k, const float *v,
+                          const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
+                          int64_t KH, int64_t D);
 // Inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]
 // (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t
 // (causal, no padding). out[B,T,H,D]. No probabilities are kept (forward only). scale = 1/sqrt(D).
 void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                             int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
+void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const float *kc, const float *vc, int64_t B,
+                                 int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
 // dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate, from the forward's att and the same seg (out, keymask
 // and causal are taken for the seam's sake: the probabilities carry their masks). Scratch: K_ATTN_BQ * T floats
 // per thread in use.
@@ -132,6 +147,9 @@ enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
                      int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *att, const uint8_t *keymask,
+                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 
 // ---- activations ----
 // SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))
@@ -156,6 +174,8 @@ void k_dropout(float *out, const float *inp, int64_t N, float p, uint64_t key, i
 // out[o,t] = b[o] + sum_{i,k} w[o,i,k] * inp[i, stride*t + k - pad] (zero outside)
 void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
                   int64_t Cout, int64_t K, int64_t stride, int64_t pad);
+void k_conv1d_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *b, int64_t Cin,
+                       int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad);
 
 // ---- softmax cross-entropy on a chunk of rows, fused forward + backward ----
 // logits[N, V] with row stride ld (>= V) is OVERWRITTEN by dscale * dloss/dlogits (softmax - onehot) for rows

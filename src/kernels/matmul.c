@@ -11,8 +11,8 @@
 #include <string.h>
 
 // c[M,N] = alpha * op(a) @ op(b) + beta * c. Sizes of 0 are allowed (BLAS would reject lda = 0).
-// Under k_gemm_set_bf16(1) the inputs are rounded to bf16 (gemm_bf16.c).
-void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+// bf16 1: the inputs are rounded to bf16 (gemm_bf16.c).
+void k_gemm_prec(int bf16, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {   // op(a) @ op(b) is all zeros: c = beta * c (beta 0 overwrites, as BLAS does)
@@ -23,12 +23,16 @@ void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
     k_gemm_blas_single_thread();
     k_gemm_op g = {ta, tb, M, N, K, alpha, beta, a, b, lda, ldb, ldc, c, (int)sizeof(float)};
     double t0 = k_gemm_times_start();
-    int bf16 = k_gemm_bf16_on();
     if (bf16)
         k_gemm_bf16(&g);
     else
         k_gemm_run(&g, k_gemm_sgemm);
     k_gemm_times_end(t0, &g, bf16);
+}
+
+void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+            const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    k_gemm_prec(0, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static _Thread_local void *scr[3];   // 0, 1: a and b widened to fp32; 2: the fp32 result of a bf16 output
@@ -119,15 +123,14 @@ static const void *bf16_operand(int i, const os_tensor *v, int64_t rows, int64_t
 }
 
 // c[M,N] (fp32, row stride ldc) = alpha * op(a) @ op(b) + beta * c with a, b as the views give them
-static void product(const k_matmul_shape *s, const os_tensor *a, const os_tensor *b, float alpha, float beta,
+static void product(int on, const k_matmul_shape *s, const os_tensor *a, const os_tensor *b, float alpha, float beta,
                     float *c, int64_t ldc) {
     int64_t M = s->M, N = s->N, K = s->K, lda = s->lda, ldb = s->ldb;
     int abf = a->dtype == OS_BF16, bbf = b->dtype == OS_BF16;
     if ((!abf && !bbf) || K <= 0) {
-        k_gemm(s->ta, s->tb, M, N, K, alpha, a->data, lda, b->data, ldb, beta, c, ldc);
+        k_gemm_prec(on, s->ta, s->tb, M, N, K, alpha, a->data, lda, b->data, ldb, beta, c, ldc);
         return;
     }
-    int on = k_gemm_bf16_on();
     int64_t esz = on ? k_gemm_bf16_esz() : 4;   // the format the products read rounded operands in
     const void *pa = bf16_operand(0, a, s->ta ? K : M, s->ta ? M : K, &lda, esz);
     const void *pb = bf16_operand(1, b, s->tb ? N : K, s->tb ? K : N, &ldb, esz);
@@ -136,7 +139,8 @@ static void product(const k_matmul_shape *s, const os_tensor *a, const os_tensor
     else k_gemm(s->ta, s->tb, M, N, K, alpha, pa, lda, pb, ldb, beta, c, ldc);   // exact values: fp32 products
 }
 
-void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
+void k_matmul_prec(int bf16, os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias,
+                   os_tensor dbias) {
     k_matmul_shape s;
     k_matmul_check(&c, &a, &b, beta, &bias, &dbias, &s);
     int64_t M = s.M, N = s.N;
@@ -155,7 +159,11 @@ void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os
             for (int64_t o = 0; o < N; o++) cf[n * ldc + o] = bv[o];
         beta = 1.0f;
     }
-    product(&s, &a, &b, alpha, beta, cf, ldc);
+    product(bf16, &s, &a, &b, alpha, beta, cf, ldc);
     if (c.dtype == OS_BF16)
         for (int64_t r = 0; r < M; r++) k_bf16_round((uint16_t *)c.data + r * s.ldc, cf + r * N, N);
+}
+
+void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
+    k_matmul_prec(0, c, a, b, alpha, beta, bias, dbias);
 }

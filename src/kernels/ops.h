@@ -28,6 +28,10 @@ typedef struct {
     // 1: the backend's memory is the host's (the CPU backend): MPI may read and write it in place (zero/coll_inplace.c);
     // 0: it is reached only through this table (zero/coll_staged.c stages the collectives through host buffers)
     int host_memory;
+    // the products' precision, set when the backend was opened (os_ops_cpu_open, os_ops_guard_open, os_cuda_open;
+    // --torch_dtype): 0 fp32, 1 bf16 mixed precision (every product rounds its fp32 operands to bf16 and
+    // accumulates in fp32: gemm, linear_*, matmul, the attention's and the convolution's products)
+    int bf16;
     void (*upload)(void *dst, const void *src, int64_t bytes);
     void (*download)(void *dst, const void *src, int64_t bytes);
     // buffers: n floats zeroed / copied (dst and src on the backend's memory)
@@ -48,8 +52,8 @@ typedef struct {
     void (*gemm_widen)(void *buf, int64_t n);
     void (*gemm_bind)(const float *w, int64_t n, const void *rounded);
     void (*gemm_unbind)(const float *w);
-    // operands rounded by the caller (k_gemm_rounds, k_gemm_round, k_gemm_rounded): the bytes of a rounded element
-    // while products round (0: they do not), rounding rows into that format, a product reading such copies (pre:
+    // operands rounded by the caller (k_gemm_round, k_gemm_rounded): the bytes of a rounded element while products
+    // round (bf16 1; 0: they do not), rounding rows into that format, a product reading such copies (pre:
     // OS_PRE_A and/or OS_PRE_B)
     int64_t (*gemm_rounds)(void);
     void (*gemm_round)(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
@@ -121,11 +125,18 @@ typedef struct {
                   float gscale, int64_t step);
 } os_ops;
 
-extern const os_ops os_ops_cpu;   // kernels/ops_cpu.c: OpenBLAS + OpenMP
-extern const os_ops *os_k;        // the backend in use (os_ops_cpu; cli/device.c sets another from --device)
+extern const os_ops os_ops_cpu;   // kernels/ops_cpu.c: OpenBLAS + OpenMP, fp32 products
+// the CPU backend opened with its products' precision (bf16 1: the table whose product members round; call
+// k_gemm_bf16_setup first, kernels.h)
+const os_ops *os_ops_cpu_open(int bf16);
+extern const os_ops *os_k;        // the backend in use (os_ops_cpu; cli/device.c opens another: --device,
+                                  // with --torch_dtype's precision)
 // kernels/ops_guard.c: the CPU kernels with the backend's memory out of the host's reach outside its calls, run
 // in order only at download and free as on a device's stream (ops_guard_queue.c; a test hook)
+// os_ops_guard: the table as last opened (fp32 until opened otherwise); os_ops_guard_open(bf16): opened over the CPU
+// backend of that precision (one guard backend per process: opening it again sets its precision)
 const os_ops *os_ops_guard(void);
+const os_ops *os_ops_guard_open(int bf16);
 // strict guard (the default; --device guard:lax turns it off): a member given host memory where a device needs
 // its own memory (any pointer of a compute member, upload's destination, download's source) stops the program
 // naming both

@@ -2,6 +2,7 @@
 #include "kernels/ops.h"
 #include "core/alloc.h"
 #include "kernels/kernels.h"
+#include <pthread.h>
 #include <string.h>
 
 static void *alloc(int64_t bytes, const char *what) { return os_alloc((size_t)bytes, what); }
@@ -18,6 +19,9 @@ static void first_nonfinite(const float *x, int64_t N, int64_t *out) { *out = k_
 static void zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 static void copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
 
+static int64_t no_rounds(void) { return 0; }   // fp32: the products do not round
+static void no_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) { (void)w, (void)rows, (void)cols, (void)ld; }
+
 const os_ops os_ops_cpu = {
     .name = "cpu",
     .alloc = alloc,
@@ -25,19 +29,20 @@ const os_ops os_ops_cpu = {
     .alloc_sparse = alloc_sparse,
     .free = os_free,
     .host_memory = 1,
+    .bf16 = 0,
     .upload = move,
     .download = move,
     .zero = zero,
     .copy = copy,
     .gemm = k_gemm,
-    .gemm_pin = k_gemm_bf16_pin,
+    .gemm_pin = no_pin,   // fp32: nothing to round
     .gemm_unpin = k_gemm_bf16_unpin,
     .to_bf16 = k_bf16_round,
     .gemm_bound_esz = k_gemm_bf16_esz,
     .gemm_widen = k_gemm_bf16_widen,
     .gemm_bind = k_gemm_bf16_bind,
     .gemm_unbind = k_gemm_bf16_unbind,
-    .gemm_rounds = k_gemm_rounds,
+    .gemm_rounds = no_rounds,
     .gemm_round = k_gemm_round,
     .gemm_rounded = k_gemm_rounded,
     .linear_fwd = k_linear_fwd,
@@ -72,5 +77,56 @@ const os_ops os_ops_cpu = {
     .first_nonfinite = first_nonfinite,
     .adamw = k_adamw,
 };
+
+// ---- bf16 mixed precision: the same table, its products rounding (the kernels' *_prec variants with bf16 1) ----
+static void gemm16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    k_gemm_prec(1, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+static void linear_fwd16(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I,
+                         int64_t O) {
+    k_linear_fwd_prec(1, out, inp, w, bias, N, I, O);
+}
+static void linear_bwd16(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                         int64_t N, int64_t I, int64_t O) {
+    k_linear_bwd_prec(1, dinp, dw, dbias, dout, inp, w, N, I, O);
+}
+static void matmul16(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
+    k_matmul_prec(1, c, a, b, alpha, beta, bias, dbias);
+}
+static void attention_fwd16(float *out, float *stats, const float *q, const float *k, const float *v,
+                            const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
+                            int64_t KH, int64_t D) {
+    k_attention_fwd_prec(1, out, stats, q, k, v, keymask, seg, causal, B, T, H, KH, D);
+}
+static void attention_bwd16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *stats, const uint8_t *keymask,
+                            const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+    k_attention_bwd_prec(1, dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D);
+}
+static void attention_cached_fwd16(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
+                                   int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
+    k_attention_cached_fwd_prec(1, out, q, kc, vc, B, T, p0, S, H, KH, D);
+}
+static void conv1d_fwd16(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
+                         int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
+    k_conv1d_fwd_prec(1, out, inp, w, b, Cin, Tin, Cout, K, stride, pad);
+}
+
+static os_ops g_bf16;
+static void fill_bf16(void) {
+    g_bf16 = os_ops_cpu;
+    g_bf16.name = "cpu", g_bf16.bf16 = 1, g_bf16.gemm = gemm16, g_bf16.gemm_pin = k_gemm_bf16_pin;
+    g_bf16.gemm_rounds = k_gemm_bf16_esz, g_bf16.linear_fwd = linear_fwd16, g_bf16.linear_bwd = linear_bwd16;
+    g_bf16.matmul = matmul16, g_bf16.attention_fwd = attention_fwd16, g_bf16.attention_bwd = attention_bwd16;
+    g_bf16.attention_cached_fwd = attention_cached_fwd16, g_bf16.conv1d_fwd = conv1d_fwd16;
+}
+
+const os_ops *os_ops_cpu_open(int bf16) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!bf16) return &os_ops_cpu;
+    pthread_once(&once, fill_bf16);
+    return &g_bf16;
+}
 
 const os_ops *os_k = &os_ops_cpu;

@@ -63,8 +63,18 @@ static void fill(void) {
     g_guard.alloc_uninit = gd_alloc, g_guard.alloc_sparse = gd_alloc, g_guard.host_memory = 0;   // MPI stages (zero/coll_staged.c)
 }
 
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
 const os_ops *os_ops_guard(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, fill);
+    return &g_guard;
+}
+
+const os_ops *os_ops_guard_open(int bf16) {
+    pthread_once(&once, fill);
+    gd_flush();   // calls recorded before run at the precision they were made in
+    const os_ops *cpu = os_ops_cpu_open(bf16);
+    gd_set_cpu(cpu);
+    g_guard.bf16 = bf16, g_guard.gemm_rounds = cpu->gemm_rounds;
     return &g_guard;
 }

@@ -123,8 +123,11 @@ void gd_flush(void) {
         gd_strict(#NAME, GD_MAP(GD_PNAME, GD_NONE, __VA_ARGS__), p_, NAME##_ptrs(&r_, p_));                           \
         gd_enqueue(NAME##_run, &r_, sizeof r_, NULL, 0);                                                              \
     }
-#define KERNEL(NAME, ...) GD_QUEUED(NAME, 0, os_ops_cpu.NAME, __VA_ARGS__)
-#define PRODUCT(NAME, ...) GD_QUEUED(NAME, 1, os_ops_cpu.NAME, __VA_ARGS__)
+static const os_ops *g_cpu = &os_ops_cpu;   // the CPU backend the recorded calls run on (gd_set_cpu)
+void gd_set_cpu(const os_ops *cpu) { g_cpu = cpu; }
+
+#define KERNEL(NAME, ...) GD_QUEUED(NAME, 0, g_cpu->NAME, __VA_ARGS__)
+#define PRODUCT(NAME, ...) GD_QUEUED(NAME, 1, g_cpu->NAME, __VA_ARGS__)
 
 // the signatures are ops.h's (a mismatch fails to compile where gd_fill_queued puts the member into the table)
 KERNEL(zero, (P, float *, x), (V, int64_t, n))

@@ -10,3 +10,5 @@ const void *gd_extra(const void *args, size_t bytes);   // a record's extra byte
 void gd_flush(void);   // runs the recorded calls in the order made
 // puts the queued members (every compute member, zero, copy, the bf16 pin and bindings) into the table
 void gd_fill_queued(os_ops *t);
+// the CPU backend the recorded calls run on (os_ops_cpu until set: os_ops_guard_open sets the one of its precision)
+void gd_set_cpu(const os_ops *cpu);

@@ -3,7 +3,7 @@
 #include "model/load.h"
 #include "model/load_audit.h"
 #include "persist/checkpoint.h"
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "session/model_runtime.h"
 #include <stdio.h>
 #include <string.h>
@@ -68,10 +68,9 @@ static int speech_config(os_session *s, const os_session_opts *a, os_omni_config
 
 int os_session_open(os_session *s, const os_session_opts *a, int rank, int nranks) {
     memset(s, 0, sizeof *s);
-    if (a->bf16) {   // every GEMM from here on (docs/training.md "bf16 mixed precision")
-        if (k_gemm_bf16_setup(NULL, NULL) < 0) return -1;
-        k_gemm_set_bf16(1);
-    }
+    if (a->bf16 != os_k->bf16)   // the products' precision is the backend's, set when it opened (cli/device.c)
+        return os_errf("the session asks for %s products but the %s backend was opened for %s ones", a->bf16 ? "bf16" :
+                       "fp32", os_k->name, os_k->bf16 ? "bf16" : "fp32");
     s->model_dir = a->model;
     if (a->checkpoint && os_checkpoint_verify_files(a->model) < 0) return -1;   // before its config.json is believed
     os_qwen2_config cfg;

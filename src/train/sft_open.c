@@ -123,10 +123,6 @@ static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
 }
 
 
-// 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16); the session then switches k_gemm to it
-static int bf16_on(const os_sft_args *a) {
-    return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));
-}
 
 // the session's settings from the options; -1 + message (an unknown --target_modules name)
 static int session_opts(const os_sft_args *a, os_session_opts *o) {
@@ -134,7 +130,7 @@ static int session_opts(const os_sft_args *a, os_session_opts *o) {
                            .cache_speech_features = a->cache_speech_features, .slam = !strcmp(a->model_type, "slam_omni"),
                            .code_layer = a->code_layer, .num_latency_tokens = a->num_latency_tokens,
                            .do_layershift = a->do_layershift, .loss_weights = a->loss_weights,
-                           .n_loss_weights = a->n_loss_weights, .zero_stage = a->zero_stage, .bf16 = bf16_on(a),
+                           .n_loss_weights = a->n_loss_weights, .zero_stage = a->zero_stage, .bf16 = os_sft_args_bf16(a),
                            .seed = (uint64_t)a->seed, .new_rows_init = a->new_rows_init,
                            .freeze = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter,
                                       a->trainable_embed_rows}};
@@ -303,7 +299,7 @@ static void count_steps(os_sft_state *r) {
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);
     if (r->rank == 0 && strcmp(knobs, "(none)")) os_info("omnishard sft: environment settings: %s", knobs);
-    if (r->rank == 0 && bf16_on(a))
+    if (r->rank == 0 && os_sft_args_bf16(a))
         os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
                 "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
 }

@@ -49,7 +49,7 @@ static void product(int mode, int how, int ta, int tb, int64_t M, int64_t N, int
     os_rng_fill_uniform(c0, nc, seed + 2, 0, -1, 1);
     float *da = up(a, na), *db = up(b, nb), *dc = up(c0, nc);
     uint16_t *ra = cu_alloc(2 * (na + 1), "a rounded"), *rb = cu_alloc(2 * (nb + 1), "b rounded");
-    k_gemm_set_bf16(mode == 1);
+    cu_gemm_set_bf16(mode == 1);
     if (ar * ac > 0) cu_gemm_round(ra, da, ar, ac, lda);   // packed: row stride ac
     if (br * bc > 0) cu_gemm_round(rb, db, br, bc, ldb);
     if (how == BOUND_A || how == BOUND_B) {   // the runtime's copy: the whole buffer rounded, same offsets
@@ -65,7 +65,7 @@ static void product(int mode, int how, int ta, int tb, int64_t M, int64_t N, int
         cu_gemm(ta, tb, M, N, K, alpha, da, lda, db, ldb, beta, dc, ldc);
     if (how == BOUND_A || how == BOUND_B) cu_gemm_unbind(how == BOUND_A ? da : db);
     if (how == PINNED_B) cu_gemm_unpin();
-    k_gemm_set_bf16(0);
+    cu_gemm_set_bf16(0);
     down(c, dc, nc);
     double worst = 0;
     int pads = 1;

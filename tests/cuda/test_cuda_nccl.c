@@ -63,7 +63,7 @@ static void collectives(const os_devcomm *t) {
 }
 
 int main(void) {
-    if (!os_cuda_open(-1, 0)) {
+    if (!os_cuda_open(-1, 0, 0)) {
         printf("test_cuda_nccl: skipped, no GPU: %s\n", os_errmsg());
         return 0;
     }

@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     size_classes();
     table();
     if (argc > 1 && !strcmp(argv[1], "nogpu")) {
-        const os_ops *t = os_cuda_open(-1, 0);
+        const os_ops *t = os_cuda_open(-1, 0, 0);
         CHECK(!t, "os_cuda_open without a GPU returned a table");
         CHECK(strstr(os_errmsg(), "--device cuda: no usable CUDA device: ") != NULL, "message: %s", os_errmsg());
         printf("open without a GPU: %s\n", os_errmsg());

@@ -408,19 +408,19 @@ static void tc_attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64
              (long long)B, (long long)T, (long long)H, (long long)KH, (long long)D, causal, mask, segs, exact);
     // the CPU kernel in fp32, the CUDA one in bf16 mode
     vec o1(nq, 5.0f), o2(nq), st1(cu_attention_stats_floats(B, T, H)), st2(k_attention_stats_floats(B, T, H));
-    k_gemm_set_bf16(0);
+    cu_attention_set_bf16(0);
     k_attention_fwd(o2.data(), st2.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
     vec g2[3] = {rnd(nq, 54), rnd(nk, 55), rnd(nk, 56)}, g1[3] = {g2[0], g2[1], g2[2]};
     k_attention_bwd(g2[0].data(), g2[1].data(), g2[2].data(), dout.data(), q.data(), k.data(), v.data(), o2.data(),
                     st2.data(), m, sg, causal, B, T, H, KH, D);
-    k_gemm_set_bf16(1);
+    cu_attention_set_bf16(1);
     cu_attention_fwd(o1.data(), st1.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
     cu_attention_bwd(g1[0].data(), g1[1].data(), g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(),
                      st1.data(), m, sg, causal, B, T, H, KH, D);
     vec dv_alone = rnd(nk, 56);   // only dv wanted: the same bits as dv beside dq and dk
     cu_attention_bwd(NULL, NULL, dv_alone.data(), dout.data(), q.data(), k.data(), v.data(), o1.data(), st1.data(), m,
                      sg, causal, B, T, H, KH, D);
-    k_gemm_set_bf16(0);
+    cu_attention_set_bf16(0);
     CHECK(same(dv_alone, g1[2]), "%s: dv alone differs from dv beside dq and dk", what);
     const double uin = exact ? 0.0 : U, scale = 1.0 / sqrt((double)D), acc = 0x1p-24 * (double)(D > T ? D : T);
     vec bo(nq), bg[3] = {vec(nq), vec(nk), vec(nk)};
@@ -513,9 +513,9 @@ static void tc_attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64
 static void cached_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D, int bf16 = 0) {
     int64_t nq = B * T * H * D, nk = B * S * KH * D;
     vec q = rnd(nq, 35, -2.0f, 2.0f), k = rnd(nk, 36, -2.0f, 2.0f), v = rnd(nk, 37), o1(nq), o2(nq);
-    k_gemm_set_bf16(bf16);
+    cu_attention_set_bf16(bf16);
     cu_attention_cached_fwd(o1.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
-    k_gemm_set_bf16(0);
+    cu_attention_set_bf16(0);
     k_attention_cached_fwd(o2.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
     CHECK(close(o1, o2, 1e-5, 1e-4, "cached attention"), "cached attention B%lld T%lld p0 %lld S%lld H%lld/%lld D%lld",
           (long long)B, (long long)T, (long long)p0, (long long)S, (long long)H, (long long)KH, (long long)D);
@@ -529,9 +529,9 @@ static void cached_tc_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t 
     for (vec *x : {&q, &k, &v})
         for (float &f : *x) f = bf16_round(f);
     k_attention_cached_fwd(o2.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
-    k_gemm_set_bf16(1);
+    cu_attention_set_bf16(1);
     cu_attention_cached_fwd(o1.data(), q.data(), k.data(), v.data(), B, T, p0, S, H, KH, D);
-    k_gemm_set_bf16(0);
+    cu_attention_set_bf16(0);
     double worst = 0.0, scale = 1.0 / sqrt((double)D);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)

@@ -38,7 +38,8 @@ _Static_assert(sizeof(os_ops) == sizeof(void *) * (1 + OS_OPS_SLOTS),
                "os_ops changed: add the new member's check to tests/device/op_compare.c and update OS_OPS_SLOTS");
 
 static const os_ops *X;                   // the backend under test
-#define R (&os_ops_cpu)                   // the reference
+static const os_ops *R = &os_ops_cpu;     // the reference (os_ops_cpu_open of X's precision)
+static const char *g_backend;              // X's name (reopened in bf16 by set_bf16)
 static const char *g_perturb, *g_json;
 static int g_fd = -1;                     // pipe to the parent: "B i" (check i begins), "P" / "F" (a result)
 static uint64_t g_key = 1234;
@@ -138,13 +139,14 @@ static void check_info(const char *op, const char *shape, int pass, const char *
     report(op, "-", shape, 0, 0, 0, 0, pass, note);
 }
 
-// ---- bf16 mode: the process-wide switch the session sets (both backends read it) ----
+// ---- bf16 mode: the precision a backend is opened with (os_ops.bf16), the reference reopened with the same ----
+static const os_ops *open_backend(const char *name, int bf16);
 static void set_bf16(int on) {
     if (on && k_gemm_bf16_setup(NULL, NULL) < 0) os_die("op_compare: bf16 set-up: %s", os_errmsg());
-    k_gemm_set_bf16(on);
+    R = os_ops_cpu_open(on), X = open_backend(g_backend, on);
 }
-static const char *dt(void) { return k_gemm_bf16_on() ? "bf16" : "fp32"; }
-static double tol_mm(void) { return k_gemm_bf16_on() ? 1e-4 : 1e-5; }
+static const char *dt(void) { return X->bf16 ? "bf16" : "fp32"; }
+static double tol_mm(void) { return X->bf16 ? 1e-4 : 1e-5; }
 
 // ---- memory ----
 static void t_memory(void) {
@@ -406,6 +408,7 @@ static void t_rounded(void) {   // operands rounded by the caller (the head's dl
 
 static void t_bf16(void) {
     set_bf16(1);
+    check_info("bf16", "opened in bf16", X->bf16 == 1 && R->bf16 == 1, X->bf16 == 1 ? "1" : "not 1");
     t_gemm();
     t_linear();
     t_matmul();
@@ -413,6 +416,7 @@ static void t_bf16(void) {
     t_pin();
     t_rounded();
     set_bf16(0);
+    check_info("bf16", "opened in fp32", X->bf16 == 0, X->bf16 == 0 ? "0" : "not 0");
     int64_t e = X->gemm_rounds();
     check_info("gemm_rounds", "bf16 off", e == 0, e ? "not 0 with bf16 off" : "0");
 }
@@ -795,7 +799,7 @@ static const check_fn TESTS[] = {
     {"linear", "linear_fwd linear_bwd", t_linear},
     {"matmul", "matmul", t_matmul},
     {"to_bf16", "to_bf16", t_to_bf16},
-    {"bf16", "gemm linear_fwd linear_bwd matmul gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
+    {"bf16", "bf16 gemm linear_fwd linear_bwd matmul gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
              "gemm_rounds gemm_round gemm_rounded", t_bf16},
     {"attention", "attention_stats_floats attention_fwd attention_bwd", t_attention},
     {"attention_cached", "attention_cached_fwd", t_attention_cached},
@@ -821,20 +825,20 @@ static int wanted(const char *only, const check_fn *t) {
     return 0;
 }
 
-static const os_ops *open_backend(const char *name) {
-    if (!strcmp(name, "cpu")) return &os_ops_cpu;
+static const os_ops *open_backend(const char *name, int bf16) {
+    if (!strcmp(name, "cpu")) return os_ops_cpu_open(bf16);
     if (!strcmp(name, "guard")) {   // strict: a member given host memory stops (every pointer here is the backend's)
         os_guard_set_strict(1);
-        return os_ops_guard();
+        return os_ops_guard_open(bf16);
     }
     if (strncmp(name, "cuda", 4)) os_die("op_compare: backend '%s': expected cpu, guard, cuda or cuda:N", name);
-    if (os_cli_device_open(name, 0) < 0) os_die("op_compare: backend '%s': %s", name, os_errmsg());   // fp32 exact
+    if (os_cli_device_open(name, 0, bf16) < 0) os_die("op_compare: backend '%s': %s", name, os_errmsg());   // no TF32
     return os_k;
 }
 
 // the child: opens the backend, runs the checks from `first` on, announcing each on the pipe
 static _Noreturn void child(const char *backend, const char *only, int first) {
-    X = open_backend(backend);
+    g_backend = backend, X = open_backend(backend, 0);
     for (int i = first; i < NTESTS; i++) {
         if (!wanted(only, &TESTS[i])) continue;
         char msg[16];

@@ -37,9 +37,7 @@ static int case_ok(const char *name, int ta, int tb, int64_t M, int64_t N, int64
     os_rng_fill_uniform(c0, M * ldc, seed + 2, 0, -1, 1);
     memcpy(c, c0, sizeof(float) * (size_t)(M * ldc));
     memcpy(c32, c0, sizeof(float) * (size_t)(M * ldc));
-    k_gemm_set_bf16(1);
-    k_gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
-    k_gemm_set_bf16(0);
+    k_gemm_prec(1, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     k_gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c32, ldc);
     double worst = 0, diff32 = 0;
     int pads_kept = 1;
@@ -89,14 +87,12 @@ int main(void) {
         os_rng_fill_uniform(a, M * K, 50, 0, -1, 1);
         os_rng_fill_uniform(w, N * K, 51, 0, -1, 1);
         os_rng_fill_uniform(w2, N * K, 52, 0, -1, 1);
-        k_gemm_set_bf16(1);
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[0], N);    // w rounded in the call
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[0], N);    // w rounded in the call
         k_gemm_bf16_pin(w, N, K, K);
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[1], N);    // the pinned copy
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[2], N);   // another operand
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[1], N);    // the pinned copy
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[2], N);   // another operand
         k_gemm_bf16_unpin();
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[3], N);
-        k_gemm_set_bf16(0);
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[3], N);
         size_t bytes = sizeof(float) * (size_t)(M * N);
         CHECK(!memcmp(c[0], c[1], bytes), "pinned operand: the product differs from rounding it in the call");
         CHECK(!memcmp(c[2], c[3], bytes), "a product reading another operand was given the pinned one");
@@ -117,14 +113,12 @@ int main(void) {
         os_rng_fill_uniform(w, N * K, 54, 0, -1, 1);
         os_rng_fill_uniform(w2, N * K, 55, 0, -1, 1);
         const int64_t rows[3] = {n, 1, 1}, cols[3] = {k, K, k}, at[3] = {r * K + c, P * K, r * K + K - k / 2};
-        k_gemm_set_bf16(1);
         for (int t = 0; t < 3; t++)   // 0: the pinned block (old values); 1: the unpinned last row, 2: across a row's end (new)
-            k_gemm(0, 1, M, rows[t], cols[t], 1.0f, a, K, (t ? w2 : w) + at[t], K, 0.0f, want[t], rows[t]);
+            k_gemm_prec(1, 0, 1, M, rows[t], cols[t], 1.0f, a, K, (t ? w2 : w) + at[t], K, 0.0f, want[t], rows[t]);
         k_gemm_bf16_pin(w, P, K, K);
         memcpy(w, w2, sizeof(float) * (size_t)(N * K));
-        for (int t = 0; t < 3; t++) k_gemm(0, 1, M, rows[t], cols[t], 1.0f, a, K, w + at[t], K, 0.0f, got[t], rows[t]);
+        for (int t = 0; t < 3; t++) k_gemm_prec(1, 0, 1, M, rows[t], cols[t], 1.0f, a, K, w + at[t], K, 0.0f, got[t], rows[t]);
         k_gemm_bf16_unpin();
-        k_gemm_set_bf16(0);
         const char *what[3] = {"a block inside the pin did not read the pinned copy",
                                "a row past the pinned rows was not rounded in the call",
                                "a block crossing a pinned row's end was not rounded in the call"};
@@ -159,18 +153,16 @@ int main(void) {
             exact &= (double)v == bf16(buf2[i]);
         }
         CHECK(exact, "k_bf16_round + k_gemm_bf16_widen: not the bf16 values");
-        k_gemm_set_bf16(1);
         const float *w = buf + off, *w2 = buf2 + off, *late = buf + off + K;   // late: [N, K] from row 1: one row past
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[0], N);             // on w2, rounded in the call
-        k_gemm(0, 0, M, N / 2, K / 2, 1.0f, a, K, w2 + 3, N, 0.0f, c[1], N / 2);   // a strided block of w2 as [K/2, N/2]
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[2], N);           // on buf, rounded in the call
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[0], N);             // on w2, rounded in the call
+        k_gemm_prec(1, 0, 0, M, N / 2, K / 2, 1.0f, a, K, w2 + 3, N, 0.0f, c[1], N / 2);   // a strided block of w2 as [K/2, N/2]
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[2], N);           // on buf, rounded in the call
         k_gemm_bf16_bind(buf, n, copy);
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[3], N);
-        k_gemm(0, 0, M, N / 2, K / 2, 1.0f, a, K, w + 3, N, 0.0f, c[4], N / 2);
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[5], N);
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[3], N);
+        k_gemm_prec(1, 0, 0, M, N / 2, K / 2, 1.0f, a, K, w + 3, N, 0.0f, c[4], N / 2);
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[5], N);
         k_gemm_bf16_unbind(buf);
-        k_gemm(0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[6], N);              // unbound again: w itself
-        k_gemm_set_bf16(0);
+        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[6], N);              // unbound again: w itself
         size_t bytes = sizeof(float) * (size_t)(M * N);
         CHECK(!memcmp(c[0], c[3], bytes), "bound operand: not the bound copy's product");
         CHECK(!memcmp(c[1], c[4], bytes / 2), "bound operand (strided block): not the bound copy's product");
@@ -181,9 +173,7 @@ int main(void) {
     }
     // a NaN in a stays NaN in its row of c, and only there
     float a[4] = {1, NAN, 2, 3}, b[4] = {1, 2, 3, 4}, c[4] = {0};
-    k_gemm_set_bf16(1);
-    k_gemm(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
-    k_gemm_set_bf16(0);
+    k_gemm_prec(1, 0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
     CHECK(isnan(c[0]) && isnan(c[1]) && c[2] == 11.0f && c[3] == 16.0f, "nan: c = %g %g %g %g", c[0], c[1], c[2], c[3]);
     return check_report("test_gemm_bf16");
 }

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static int g_bf16;   // the products' precision (k_gemm_prec, k_matmul_prec)
+
 static float *rnd(int64_t n, uint64_t key) {
     float *x = os_alloc(sizeof(float) * (size_t)(n > 0 ? n : 1), "x");
     os_rng_fill_uniform(x, n, key, 0, -1, 1);
@@ -39,7 +41,7 @@ static int same(const void *x, const void *y, int64_t bytes) { return !memcmp(x,
 // operands (abf, bbf) == k_gemm on the values they hold (bf16 mode: on the fp32 ones, which it rounds the same way)
 static void product_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha, float beta,
                          int abf, int bbf, uint64_t key) {
-    int bf16 = k_gemm_bf16_on();
+    int bf16 = g_bf16;
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     int64_t lda = ac + pad, ldb = bc + pad, ldc = N + pad;
     float *a = rnd(ar * lda, key), *b = rnd(br * ldb, key + 1), *c0 = rnd(M * ldc, key + 2);
@@ -52,9 +54,9 @@ static void product_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_
     os_tensor vb = bbf ? os_mat(b16, OS_BF16, br, bc, ldb) : os_matf(b, br, bc, ldb);
     if (ta) va = os_tensor_t(va);
     if (tb) vb = os_tensor_t(vb);
-    k_matmul(os_matf(got, M, N, ldc), va, vb, alpha, beta, os_tensor_none(), os_tensor_none());
+    k_matmul_prec(g_bf16, os_matf(got, M, N, ldc), va, vb, alpha, beta, os_tensor_none(), os_tensor_none());
     const float *ra = abf && !bf16 ? aw : a, *rb = bbf && !bf16 ? bw : b;
-    k_gemm(ta, tb, M, N, K, alpha, ra, lda, rb, ldb, beta, want, ldc);
+    k_gemm_prec(g_bf16, ta, tb, M, N, K, alpha, ra, lda, rb, ldb, beta, want, ldc);
     CHECK(same(got, want, (int64_t)sizeof(float) * M * ldc), "%s %c%c %lldx%lldx%lld a %s b %s: matmul differs from "
           "k_gemm", bf16 ? "bf16" : "fp32", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)M, (long long)N, (long long)K,
           abf ? "bf16" : "fp32", bbf ? "bf16" : "fp32");
@@ -62,9 +64,9 @@ static void product_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_
     uint16_t *c16 = to16(c0, M * ldc), *want16 = os_alloc(2 * (size_t)(M * ldc), "want16");
     float *cw = widened(c16, M * ldc);
     memcpy(want16, c16, 2 * (size_t)(M * ldc));
-    k_gemm(ta, tb, M, N, K, alpha, ra, lda, rb, ldb, beta, cw, ldc);
+    k_gemm_prec(g_bf16, ta, tb, M, N, K, alpha, ra, lda, rb, ldb, beta, cw, ldc);
     for (int64_t m = 0; m < M; m++) k_bf16_round(want16 + m * ldc, cw + m * ldc, N);
-    k_matmul(os_mat(c16, OS_BF16, M, N, ldc), va, vb, alpha, beta, os_tensor_none(), os_tensor_none());
+    k_matmul_prec(g_bf16, os_mat(c16, OS_BF16, M, N, ldc), va, vb, alpha, beta, os_tensor_none(), os_tensor_none());
     CHECK(same(c16, want16, 2 * M * ldc), "%s %c%c %lldx%lldx%lld: a bf16 c is not the fp32 result rounded (or its "
           "padding changed)", bf16 ? "bf16" : "fp32", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)M, (long long)N,
           (long long)K);
@@ -85,23 +87,23 @@ static void col_sums(float *db, const float *d, int64_t N, int64_t O) {
 // products as matmul calls give the bits of the products written with k_gemm (the rows of out filled with the bias
 // first, beta 1) and of the column sums in double, n in order (k_linear_fwd and k_linear_bwd, which are these calls)
 static void linear_case(int64_t N, int64_t I, int64_t O, uint64_t key) {
-    const char *mode = k_gemm_bf16_on() ? "bf16" : "fp32";
+    const char *mode = g_bf16 ? "bf16" : "fp32";
     float *x = rnd(N * I, key), *w = rnd(O * I, key + 1), *bias = rnd(O, key + 2), *dout = rnd(N * O, key + 3);
     float *out[2], *dx[2], *dw[2], *db[2];
     for (int i = 0; i < 2; i++) {
         out[i] = rnd(N * O, key + 4), dx[i] = rnd(N * I, key + 5), dw[i] = rnd(O * I, key + 6), db[i] = rnd(O, key + 7);
     }
     for (int64_t n = 0; n < N; n++) memcpy(out[0] + n * O, bias, sizeof(float) * (size_t)O);
-    k_gemm(0, 1, N, O, I, 1.0f, x, I, w, I, 1.0f, out[0], O);
-    k_gemm(0, 0, N, I, O, 1.0f, dout, O, w, I, 1.0f, dx[0], I);
-    k_gemm(1, 0, O, I, N, 1.0f, dout, O, x, I, 1.0f, dw[0], I);
+    k_gemm_prec(g_bf16, 0, 1, N, O, I, 1.0f, x, I, w, I, 1.0f, out[0], O);
+    k_gemm_prec(g_bf16, 0, 0, N, I, O, 1.0f, dout, O, w, I, 1.0f, dx[0], I);
+    k_gemm_prec(g_bf16, 1, 0, O, I, N, 1.0f, dout, O, x, I, 1.0f, dw[0], I);
     float *db0 = os_alloc(sizeof(float) * (size_t)O, "db0");
     memcpy(db0, db[0], sizeof(float) * (size_t)O);
     col_sums(db[0], dout, N, O);
     os_tensor vx = os_matf(x, N, I, I), vw = os_matf(w, O, I, I), vd = os_matf(dout, N, O, O);
-    k_matmul(os_matf(out[1], N, O, O), vx, os_tensor_t(vw), 1.0f, 0.0f, os_vecf(bias, O), os_tensor_none());
-    k_matmul(os_matf(dx[1], N, I, I), vd, vw, 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
-    k_matmul(os_matf(dw[1], O, I, I), os_tensor_t(vd), vx, 1.0f, 1.0f, os_tensor_none(), os_vecf(db[1], O));
+    k_matmul_prec(g_bf16, os_matf(out[1], N, O, O), vx, os_tensor_t(vw), 1.0f, 0.0f, os_vecf(bias, O), os_tensor_none());
+    k_matmul_prec(g_bf16, os_matf(dx[1], N, I, I), vd, vw, 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
+    k_matmul_prec(g_bf16, os_matf(dw[1], O, I, I), os_tensor_t(vd), vx, 1.0f, 1.0f, os_tensor_none(), os_vecf(db[1], O));
     CHECK(same(out[0], out[1], (int64_t)sizeof(float) * N * O), "%s linear %lldx%lldx%lld: forward with bias differs",
           mode, (long long)N, (long long)I, (long long)O);
     CHECK(same(dx[0], dx[1], (int64_t)sizeof(float) * N * I), "%s linear: dinp differs", mode);
@@ -109,7 +111,7 @@ static void linear_case(int64_t N, int64_t I, int64_t O, uint64_t key) {
     CHECK(same(db[0], db[1], (int64_t)sizeof(float) * O), "%s linear: dbias differs", mode);
     // the bias gradient alone (c NULL: no product)
     memcpy(db[1], db0, sizeof(float) * (size_t)O);
-    k_matmul(os_tensor_none(), os_tensor_t(vd), vx, 1.0f, 0.0f, os_tensor_none(), os_vecf(db[1], O));
+    k_matmul_prec(g_bf16, os_tensor_none(), os_tensor_t(vd), vx, 1.0f, 0.0f, os_tensor_none(), os_vecf(db[1], O));
     CHECK(same(db[0], db[1], (int64_t)sizeof(float) * O), "%s linear: dbias alone differs", mode);
     os_free(x), os_free(w), os_free(bias), os_free(dout), os_free(db0);
     for (int i = 0; i < 2; i++) os_free(out[i]), os_free(dx[i]), os_free(dw[i]), os_free(db[i]);
@@ -130,7 +132,7 @@ static void row_sums(void) {
         }
         os_tensor va = bf ? os_mat(a16, OS_BF16, M, K, ld) : os_matf(a, M, K, ld);
         float *b = rnd(K * 3, 92), *c = rnd(M * 3, 93);
-        k_matmul(os_matf(c, M, 3, 3), va, os_matf(b, K, 3, 3), 1.0f, 0.0f, os_tensor_none(), os_vecf(got, M));
+        k_matmul_prec(g_bf16, os_matf(c, M, 3, 3), va, os_matf(b, K, 3, 3), 1.0f, 0.0f, os_tensor_none(), os_vecf(got, M));
         CHECK(same(got, want, (int64_t)sizeof(float) * M), "dbias of a row-major %s a: not the double row sums",
               bf ? "bf16" : "fp32");
         os_free(got), os_free(b), os_free(c);
@@ -141,10 +143,10 @@ static void row_sums(void) {
 // sizes of 0: nothing read or written, and K = 0 gives c = beta * c (beta 0 overwrites), as k_gemm
 static void empty(void) {
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
-    k_matmul(os_matf(c, 0, 3, 3), os_matf(a, 0, 0, 1), os_matf(b, 0, 3, 3), 1.0f, 0.0f, os_tensor_none(),
+    k_matmul_prec(g_bf16, os_matf(c, 0, 3, 3), os_matf(a, 0, 0, 1), os_matf(b, 0, 3, 3), 1.0f, 0.0f, os_tensor_none(),
              os_tensor_none());
     CHECK(c[0] == 1, "M = 0 wrote c");
-    k_matmul(os_matf(c, 2, 3, 3), os_matf(a, 2, 0, 1), os_matf(b, 0, 3, 3), 1.0f, 0.5f, os_tensor_none(),
+    k_matmul_prec(g_bf16, os_matf(c, 2, 3, 3), os_matf(a, 2, 0, 1), os_matf(b, 0, 3, 3), 1.0f, 0.5f, os_tensor_none(),
              os_tensor_none());
     CHECK(c[0] == 0.5f && c[5] == 3.0f, "K = 0: c = beta c (got %g, %g)", c[0], c[5]);
 }
@@ -154,7 +156,7 @@ int main(void) {
     if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "FAIL setup: %s\n", os_errmsg()), 1;
     printf("bf16 GEMM path: %s (%s)\n", path, k_gemm_bf16_impl());
     for (int bf16 = 0; bf16 < 2; bf16++) {
-        k_gemm_set_bf16(bf16);
+        g_bf16 = bf16;
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
                 for (int ops = 0; ops < 4; ops++) {
@@ -168,6 +170,5 @@ int main(void) {
         row_sums();
         empty();
     }
-    k_gemm_set_bf16(0);
     return check_report("test_matmul");
 }

@@ -64,17 +64,16 @@ static void strict_upload_host(void *p) {
 // buffer of its own: the bound copy is read, so it must be opened; the result equals the CPU's product on the
 // rounded operand
 static void bound_product(void *arg) {
-    const os_ops *g = os_ops_guard();
+    const os_ops *g = os_ops_guard_open(1);
     int *ok = arg;
     float ha[6] = {0.3f, -1.7f, 2.2f, 0.9f, 1.1f, -0.4f}, hb[6] = {1.01f, 0.5f, -2.3f, 0.77f, -0.6f, 1.9f}, hc[4], want[4];
     float *a = g->alloc(sizeof ha, "a"), *b = g->alloc(sizeof hb, "b"), *c = g->alloc(sizeof hc, "c");
     void *r = g->alloc(6 * g->gemm_bound_esz(), "bound copy of b");
     g->upload(a, ha, sizeof ha), g->upload(b, hb, sizeof hb);
-    k_gemm_set_bf16(1);
     g->to_bf16(r, b, 6), g->gemm_widen(r, 6), g->gemm_bind(b, 6, r);
     g->gemm(0, 1, 2, 2, 3, 1.0f, a, 3, b, 3, 0.0f, c, 2);
     g->gemm_unbind(b);
-    os_ops_cpu.gemm(0, 1, 2, 2, 3, 1.0f, ha, 3, hb, 3, 0.0f, want, 2);
+    os_ops_cpu_open(1)->gemm(0, 1, 2, 2, 3, 1.0f, ha, 3, hb, 3, 0.0f, want, 2);
     g->download(hc, c, sizeof hc);
     *ok = !memcmp(hc, want, sizeof hc);
     printf("bound product %s\n", *ok ? "matches" : "differs");
