@@ -32,11 +32,11 @@ static const os_opt OPTS[] = {
      .help = "the user's question as text (text before its last \"<USER>:\" is history)"},
     {.name = "wav", F(wav), .type = OS_OPT_STR,
      .help = "the question spoken (needs the model's speech encoder); with --question: its transcript, unused"},
-    {.name = "dataset", F(dataset), .type = OS_OPT_STR,
+    {.name = "dataset", F(dataset), .type = OS_OPT_STR, .alias = "--val_dataset",
      .help = "a SLAM-Omni record file (JSONL/JSON, pretokenized) or a folder omnishard convert wrote; --index picks "
              "the record, whose prompt and question are built as for training (its answer is not used)"},
     NUM("index", index, OS_OPT_I64, "[0,inf)", "the record of --dataset (default 0)"),
-    {.name = "output_file", F(output_file), .type = OS_OPT_STR,
+    {.name = "output_file", F(output_file), .type = OS_OPT_STR, .alias = "--result_path",
      .help = "with --dataset: decode every record, one JSON line each in dataset order (key, index, line, task, stop, "
              "counts, seconds and the fields of a single answer) into this file, with progress and a summary on stderr; "
              "under mpirun the records are split over the ranks"},
@@ -47,9 +47,10 @@ static const os_opt OPTS[] = {
     {.name = "overwrite", F(overwrite), .type = OS_OPT_BOOL,
      .help = "with --output_file: decode anew into an existing omnishard infer output (a file that is not one is "
              "never replaced; default false: an existing non-empty file is refused, naming what it holds)"},
-    NUM("infer_batch_size", batch, OS_OPT_I64, "[1,256]",   /* 256: OS_GEN_MAX_BATCH, infer/gen_forward.h */
-        "with --output_file: decode B records at once, each with its own KV cache, stopping on its own (its slot "
-        "then takes the next record); the same tokens as 1 at a time (default 1)"),
+    {.name = "infer_batch_size", F(batch), .type = OS_OPT_I64, .range = "[1,256]", .alias = "--max_batch_size",
+     /* 256: OS_GEN_MAX_BATCH, infer/gen_forward.h */
+     .help = "with --output_file: decode B records at once, each with its own KV cache, stopping on its own (its slot "
+             "then takes the next record); the same tokens as 1 at a time (default 1)"},
     {.name = "on_error", F(on_error), .type = OS_OPT_CHOICE, .choices = "stop|skip",
      .help = "with --output_file, a record that cannot be decoded (malformed JSON, wrong field types, an unreadable "
              "WAV, a prompt longer than max_position_embeddings), named by FILE:LINE: stop (default) writes the "
@@ -69,7 +70,10 @@ static const os_opt OPTS[] = {
     {.name = "task", F(task), .type = OS_OPT_CHOICE, .choices = "s2s|tts|asr",
      .help = "with --question/--wav (default s2s); tts speaks --question; asr transcribes --wav"},
     NUM("max_new_tokens", max_new_tokens, OS_OPT_I64, "[1,2147483647]",
-        "at most N generated positions (default 3000, the reference's inference recipe)"),
+        "at most N generation steps (default 3000, the reference's inference recipe); each step adds one text token "
+        "and G audio tokens (code_layer), and the reference's codec runs at 50 tokens a second, so N steps are at "
+        "most N*G/50 s of speech: 180 s for the default at G = 3 (decoding that many can take minutes on a CPU; "
+        "the progress is shown on stderr)"),
     {.name = "do_sample", F(do_sample), .type = OS_OPT_BOOL,
      .help = "false (default): greedy (argmax); true: sample (--temperature, --top_k, --top_p)"},
     NUM("temperature", temperature, OS_OPT_F64, "[1e-30,3.4e38]", "sampling: softmax(logits / X) (default 1.0)"),

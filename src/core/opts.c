@@ -21,11 +21,16 @@ static void choice_list(const char *choices, char *out, size_t n) {
 static int same_char(char a, char b) { return a == b || (a == '-' && b == '_') || (a == '_' && b == '-'); }
 
 // name[0..len) spells o's name ('-' for '_' allowed)
-static int spells(const os_opt *o, const char *name, size_t len) {
-    if (strlen(o->name) != len) return 0;
+static int spells_as(const char *nm, const char *name, size_t len) {
+    if (strlen(nm) != len) return 0;
     for (size_t i = 0; i < len; i++)
-        if (!same_char(o->name[i], name[i])) return 0;
+        if (!same_char(nm[i], name[i])) return 0;
     return 1;
+}
+
+// name[0..len) is o's name, or its "--" alias, each spelt with '-' or '_' alike
+static int spells(const os_opt *o, const char *name, size_t len) {
+    return spells_as(o->name, name, len) || (o->alias && !strncmp(o->alias, "--", 2) && spells_as(o->alias + 2, name, len));
 }
 
 // edit distance between a[0..la) and b, '-' and '_' alike (short names: a small table on the stack)

@@ -2,7 +2,8 @@
 // a type, a range or its allowed values and a help line; the table gives the parsing, the checks, --help and the
 // canonical text of each value (the start-up agreement, args.json).
 // Spellings (as Hugging Face's parser): --name value, --name=value, and '-' for '_' in the name (--learning-rate);
-// a boolean given bare (followed by another --option or nothing) means true. Every unknown option is reported at
+// a boolean given bare (followed by another --option or nothing) means true. An alias "--other" is another name
+// of the option, spelt the same ways. Every unknown option is reported at
 // once, each with the nearest known name.
 #pragma once
 #include <stddef.h>
@@ -28,7 +29,7 @@ typedef struct os_opt {
     const char *range;     // F64/I64/INT: "[lo,hi]", "(lo,hi)", "[lo,inf)" ... (required for them)
     const char *choices;   // CHOICE: "a|b|c"
     int per_rank;          // may differ between ranks: left out of the start-up agreement
-    const char *alias;     // another spelling matched as written ("-o"), or NULL
+    const char *alias;     // another spelling: "-o" matched as written; "--name" as a name (--name=value, '-' for '_')
     const char *unset;     // a value that means "not given" (HF's max_steps -1): accepted, the default stays
     const char *metavar;   // the value's name in --help (default by type: TEXT, N, X, BOOL ...)
     int (*parse)(void *obj, const char *value);            // CUSTOM: 0, or -1 with the message stored

@@ -234,7 +234,9 @@ int os_generate(os_session *s, const os_infer_prompt *p, const os_gen_opts *o, o
             gen_choose(&c, &q, z, xa, step, tok);
         }
         if (running && !o->local && !o->lockstep) comm_bcast(tok, (int64_t)sizeof(int32_t) * R, 0);   // every rank appends the same position
+        int was = running;
         if (running && gen_record(&c, &q, tok, step)) running = 0, positions = fw.positions;
+        if (was && o->progress) o->progress(o->progress_ctx, &q.r);
         if (o->lockstep ? !ranks_running(running) : !running) break;
         if (!running) idle_tokens(m, tok);
         gen_append_rows(&c, tok, seq + L, cap);

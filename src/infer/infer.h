@@ -46,6 +46,8 @@ os_dataset *os_infer_dataset_open(const os_model *m, const char *model_dir, cons
 int os_infer_prompt_record(os_infer_prompt *p, os_dataset *ds, int64_t index);
 void os_infer_prompt_free(os_infer_prompt *p);
 
+struct os_gen_result;
+
 typedef struct {
     int64_t max_new_tokens;   // steps at most (>= 1)
     os_choice_opts choice;    // greedy or sampling (choose.h), the same for every stream
@@ -64,9 +66,11 @@ typedef struct {
                               //   step until the generation of every rank has ended; a rank whose own has ended,
                               //   that has none (prompt NULL) or whose prompt failed, runs forwards over pad
                               //   positions whose logits nobody reads, so it still takes part in every gather
+    void (*progress)(void *ctx, const struct os_gen_result *so_far);   // os_generate: after each step of its
+    void *progress_ctx;                                                //   sequence (its result so far); NULL: none
 } os_gen_opts;
 
-typedef struct {
+typedef struct os_gen_result {
     int64_t steps;            // forwards run (positions generated)
     int64_t positions;        // positions run through the decoder, all forwards together (prefill included)
     int32_t *text;            // text ids before eot (eot itself excluded) [ntext]

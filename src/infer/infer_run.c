@@ -3,6 +3,7 @@
 #include "infer/infer_dataset.h"
 #include "infer/infer_json.h"
 #include "infer/infer_output.h"
+#include "infer/infer_progress.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -44,13 +45,18 @@ static int answer(run_ctx *c, const char *question, const char *history, int64_t
                         : os_infer_prompt_question(&p, m, a->model, question, a->wav, a->system, a->task, history, T_s);
     int code = 1;
     os_gen_result r;
+    os_gen_opts g = *c->g;   // rank 0 shows the progress (infer_progress.h)
+    os_infer_progress pr;
+    os_infer_progress_start(&pr, c->tok, g.max_new_tokens);
+    if (comm_rank() == 0) g.progress = os_infer_progress_step, g.progress_ctx = &pr;
     double t0 = os_now();
-    if (!os_infer_failed(rc) && !os_infer_failed(os_generate(&c->s, &p, c->g, &r))) {
+    if (!os_infer_failed(rc) && !os_infer_failed(os_generate(&c->s, &p, &g, &r))) {
         double sec = os_now() - t0;
+        int text_only = c->g->text_only || p.asr;
+        if (comm_rank() == 0) os_infer_progress_end(&pr, &r, text_only);
         if (comm_rank() == 0)   // bench/bench_infer.py reads this line
             os_info("omnishard infer: generation: %lld steps, %lld decoder positions, %.3f s (%.2f steps/s)",
                     (long long)r.steps, (long long)r.positions, sec, sec > 0 ? (double)r.steps / sec : 0.0);
-        int text_only = c->g->text_only || p.asr;
         os_infer_print_opts po = {a->show_prompt, round, history ? history : ""};
         if (comm_rank() == 0) os_infer_print(c->tok, m, &p, &r, text_only, &po);
         code = 0;
