@@ -25,7 +25,7 @@ SAN    ?=
 # vectorise (k_adamw's was scalar: the errno check beside each vsqrtss kept it out of SIMD, 5x the time); results
 # are the same (correctly rounded sqrt either way; -std=c11 keeps FP contraction off, no reassociation).
 CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno $(OPT) $(SAN) -g -Isrc -MMD -MP
-LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lm -ldl
+LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lz -lm -ldl
 LDFLAGS := -fopenmp $(SAN)
 FUZZ_CC ?= clang-14
 
@@ -59,7 +59,24 @@ CU_EMU_OBJ := $(CU_EMU_KERNELS:%=$(BUILD)/obj/cu_emu/cu_%.o) $(BUILD)/obj/cu_emu
 CU_EMU_CXX := mpicxx -std=c++17 -O1 -g -Wall -Wextra -ffp-contract=off -U_FORTIFY_SOURCE -Wno-unknown-pragmas -Itests/cuda_emu -Isrc/cuda -Isrc -MMD -MP
 CU_EMU_BIN := $(if $(SAN),,$(BUILD)/tests/test_cu_emu)
 
+# the version and the git commit baked into the binary (core/version.h): BUILD/gen/os_version.h, rewritten only when
+# its text changes (so core/version.c alone is rebuilt after a commit); the commit only when this folder is the
+# top of a git checkout (sources unpacked inside another repository's tree are "outside git")
+OS_VERSION := 0.1.0
+GIT_COMMIT := $(shell [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ] && git rev-parse --short=12 HEAD)
+GIT_DIRTY  := $(if $(GIT_COMMIT),$(shell git status --porcelain --untracked-files=no 2>/dev/null | head -c1))
+GIT_TEXT   := $(if $(GIT_COMMIT),$(GIT_COMMIT)$(if $(GIT_DIRTY), (modified)),none (built outside a git checkout))
+
 all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_compare $(CU_EMU_BIN)
+
+$(BUILD)/gen/os_version.h: FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define OS_VERSION "%s"\n#define OS_GIT_COMMIT "%s"\n' '$(OS_VERSION)' '$(GIT_TEXT)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/src/core/version.o: $(BUILD)/gen/os_version.h
+$(BUILD)/obj/src/core/version.o: CFLAGS += -I$(BUILD)/gen
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/obj/%.o: %.c Makefile   # a flag changed here rebuilds every object
 	@mkdir -p $(dir $@)

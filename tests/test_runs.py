@@ -48,19 +48,19 @@ def test_a_used_output_dir_is_refused_naming_what_it_holds(tiny, tmp_path):
     p = sft(tiny, out, "--max_steps", 1, check=False)
     assert p.returncode != 0, p.stderr
     assert "the output directory holds an earlier run: args.json, checkpoint-2, checkpoint-4, final_model, " \
-           "logging.jsonl;" in p.stderr and "--overwrite_output_dir true" in p.stderr, p.stderr
+           "images, logging.jsonl;" in p.stderr and "--overwrite_output_dir true" in p.stderr, p.stderr
     assert f"--resume_from_checkpoint {out}/checkpoint-4" in p.stderr, p.stderr
     assert (out / "logging.jsonl").read_text() == before      # untouched (was: truncated to the new run's lines)
     # a resumed run writes only into its checkpoint's directory (or an empty one), never into another run's
     other = tmp_path / "other"
     sft(tiny, other, "--max_steps", 1)
     p = sft(tiny, other, "--max_steps", 4, "--resume_from_checkpoint", out / "checkpoint-2", check=False)
-    assert p.returncode != 0 and "earlier run: args.json, checkpoint-1, final_model, logging.jsonl;" in p.stderr, p.stderr
+    assert p.returncode != 0 and "earlier run: args.json, checkpoint-1, final_model, images, logging.jsonl;" in p.stderr, p.stderr
     p = sft(tiny, out, "--max_steps", 4, "--resume_from_checkpoint", out / "checkpoint-2",
             "--overwrite_output_dir", "true", check=False)
     assert p.returncode != 0 and "would remove the checkpoint this run resumes" in p.stderr, p.stderr
     assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-2", "checkpoint-4", "final_model",
-                                       "logging.jsonl", "omnishard-files.json"]
+                                       "images", "logging.jsonl", "omnishard-files.json"]
 
 
 def test_overwrite_removes_the_earlier_run_and_keeps_other_files(tiny, tmp_path):
@@ -68,10 +68,10 @@ def test_overwrite_removes_the_earlier_run_and_keeps_other_files(tiny, tmp_path)
     sft(tiny, out, "--max_steps", 4, "--save_steps", 2)
     (out / "notes.txt").write_text("mine")
     p = sft(tiny, out, "--max_steps", 1, "--overwrite_output_dir", "true")
-    assert "removed the earlier run's args.json, checkpoint-2, checkpoint-4, final_model, logging.jsonl" in p.stderr
+    assert "removed the earlier run's args.json, checkpoint-2, checkpoint-4, final_model, images, logging.jsonl" in p.stderr
     assert "kept notes.txt" in p.stderr, p.stderr
-    assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-1", "final_model", "logging.jsonl",
-                                       "notes.txt", "omnishard-files.json"]
+    assert sorted(os.listdir(out)) == [".omnishard.lock", "args.json", "checkpoint-1", "final_model", "images",
+                                       "logging.jsonl", "notes.txt", "omnishard-files.json"]
     assert [l["step"] for l in lines(out)] == [1]
 
 
@@ -98,7 +98,7 @@ def test_overwrite_removes_only_what_omnishard_wrote(tiny, tmp_path):
     hf.mkdir()
     (hf / "trainer_state.json").write_text('{"global_step": 500}')
     (hf / "model.safetensors").write_bytes(b"\0" * 4096)
-    (out / "images").mkdir()
+    (out / "images").mkdir(exist_ok=True)   # (the run drew its charts there: one of them changed, it is the user's)
     (out / "images" / "train_loss.png").write_bytes(b"\x89PNG mine")
     (out / "notes.txt").write_text("mine")
     before = tree(out)
@@ -159,7 +159,7 @@ def test_add_version_writes_each_run_into_a_new_folder_with_args_json(tiny, tmp_
     run(["sft", "--model", tiny / "model", "--dataset", tiny / "data.jsonl", "--output_dir", out, "--max_length", 64,
          "--max_steps", 2, "--add_version", "true", "--deepspeed", "zero3"], np_=2)
     runs = sorted(os.listdir(out), key=lambda v: int(v[1:].split("-")[0]))
-    assert len(runs) == 2 and all(re.fullmatch(r"v%d-\d{8}-\d{6}" % (i + 1), v) for i, v in enumerate(runs)), runs
+    assert len(runs) == 2 and all(re.fullmatch(r"v%d-\d{8}-\d{6}" % i, v) for i, v in enumerate(runs)), runs   # v0 first
     for v, steps in zip(runs, (1, 2)):
         assert [l["step"] for l in lines(out / v)] == list(range(1, steps + 1))
         a = json.load(open(out / v / "args.json"))
@@ -244,6 +244,30 @@ def near(c, rgb, tol=40):
     return all(abs(a - b) <= tol for a, b in zip(c, rgb))
 
 
+def check_curves(pix, xs, ys, sm, py):
+    """a 640 x 400 chart: at each logged step the dark curve (#1f77b4) where sm says, and only there; the light one
+    (#aec7e8) where ys says wherever the two are apart (sm None: the values alone, dark, and nothing light)"""
+    assert len(pix) == 400 and len(pix[0]) == 640
+    px = lambda s: 70 + (s - xs[0]) / (xs[-1] - xs[0]) * 550
+    def at(x, vals):   # a polyline's pixel row at pixel column x (its centre), between the logged steps
+        step = xs[0] + (x + 0.5 - 70) / 550 * (xs[-1] - xs[0])
+        k = max(i for i in range(len(xs) - 1) if xs[i] <= step) if step < xs[-1] else len(xs) - 2
+        t = (step - xs[k]) / (xs[k + 1] - xs[k])
+        return py(vals[k] + t * (vals[k + 1] - vals[k]))
+    dark_vals = sm if sm is not None else ys
+    for s in xs:
+        x = min(max(round(px(s)), 71), 618)   # a line ends at its last point: the column just inside
+        col = [row[x] if 40 <= y <= 350 else (255, 255, 255) for y, row in enumerate(pix)]   # the plot area
+        dark = [y for y, c in enumerate(col) if near(c, (0x1f, 0x77, 0xb4))]
+        assert dark and min(abs(y + 0.5 - at(x, dark_vals)) for y in dark) <= 2, (s, at(x, dark_vals), dark)
+        assert all(abs(y + 0.5 - at(x, dark_vals)) <= 6 for y in dark), (s, dark, at(x, dark_vals))   # one curve
+        light = [y for y, c in enumerate(col) if near(c, (0xae, 0xc7, 0xe8), 20)]
+        if sm is None:   # (an anti-aliased edge of the dark curve may come close to the light colour)
+            assert not [y for y in light if abs(y + 0.5 - at(x, ys)) > 3], (s, light)
+        elif abs(at(x, ys) - at(x, sm)) > 6:   # the light curve where it is not under the dark one
+            assert light and min(abs(y + 0.5 - at(x, ys)) for y in light) <= 2, (s, at(x, ys), light)
+
+
 def test_plot_draws_one_smoothed_chart_per_metric(tiny, tmp_path):
     """images/ holds a chart per metric; looked at as a picture (rendered to PNG): at each logged step the dark
     curve lies where ms-swift's smoothing of the logged values says (the frame: x from the first to the last step
@@ -257,7 +281,7 @@ def test_plot_draws_one_smoothed_chart_per_metric(tiny, tmp_path):
     want = ["train_loss", "train_text_loss", "train_acc", "train_text_acc", "train_learning_rate", "train_grad_norm",
             "train_memory(GiB)", "eval_loss", "eval_text_loss", "eval_text_acc"] + \
            [f"{s}_audio_{k}_{i}" for s in ("train", "eval") for k in ("loss", "acc") for i in range(3)]
-    assert names == sorted(n + ".svg" for n in want), names
+    assert names == sorted(n + e for n in want for e in (".png", ".svg")), names
     assert f"charts -> {img}/" in p.stderr, p.stderr
     steps = [l for l in lines(out) if "loss" in l]
     xs, ys = [l["step"] for l in steps], [l["loss"] for l in steps]
@@ -269,21 +293,7 @@ def test_plot_draws_one_smoothed_chart_per_metric(tiny, tmp_path):
     px = lambda s: 70 + (s - xs[0]) / (xs[-1] - xs[0]) * 550
     py = lambda v: 40 + 310 - (v - y0) / (y1 - y0) * 310
     pix = png_pixels(img / "train_loss.svg", tmp_path / "train_loss.png")
-    assert len(pix) == 400 and len(pix[0]) == 640
-    def at(x, vals):   # a polyline's pixel row at pixel column x (its centre), between the logged steps
-        step = xs[0] + (x + 0.5 - 70) / 550 * (xs[-1] - xs[0])
-        k = max(i for i in range(len(xs) - 1) if xs[i] <= step) if step < xs[-1] else len(xs) - 2
-        t = (step - xs[k]) / (xs[k + 1] - xs[k])
-        return py(vals[k] + t * (vals[k + 1] - vals[k]))
-    for s in xs:
-        x = min(max(round(px(s)), 71), 618)   # a line ends at its last point: the column just inside
-        col = [row[x] if 40 <= y <= 350 else (255, 255, 255) for y, row in enumerate(pix)]   # the plot area
-        dark = [y for y, c in enumerate(col) if near(c, (0x1f, 0x77, 0xb4))]
-        assert dark and min(abs(y + 0.5 - at(x, sm)) for y in dark) <= 2, (s, at(x, sm), dark)
-        assert all(abs(y + 0.5 - at(x, sm)) <= 6 for y in dark), (s, dark, at(x, sm))   # one curve, not two
-        if abs(at(x, ys) - at(x, sm)) > 6:   # the light curve where it is not under the dark one
-            light = [y for y, c in enumerate(col) if near(c, (0xae, 0xc7, 0xe8), 20)]
-            assert light and min(abs(y + 0.5 - at(x, ys)) for y in light) <= 2, (s, at(x, ys), light)
+    check_curves(pix, xs, ys, sm, py)
     # nothing of the curve outside the plot area (left of step 1, right of the last step)
     assert not any(near(row[x], (0x1f, 0x77, 0xb4)) for row in pix for x in (60, 630))
     import xml.etree.ElementTree as ET
@@ -301,3 +311,94 @@ def test_plot_draws_one_smoothed_chart_per_metric(tiny, tmp_path):
     for l in ev:
         x, y = 70 + (l["step"] - 4) / 8 * 550, 350 - (l["eval_loss"] - e0) / (e1 - e0) * 310
         assert near(pix[round(y)][round(x)], (0xd6, 0x27, 0x28)), (l, x, y)
+
+
+def png_decode(path):
+    """a PNG file's pixels as rows of (r, g, b), read with zlib and struct alone (the PNG specification: chunks, an
+    8-bit palette or RGB image, each row's filter undone)"""
+    import struct, zlib
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    k, idat, plte = 8, b"", None
+    while k < len(data):
+        n, kind = struct.unpack(">I4s", data[k:k + 8])
+        body = data[k + 8:k + 8 + n]
+        assert struct.unpack(">I", data[k + 8 + n:k + 12 + n])[0] == zlib.crc32(kind + body), kind
+        if kind == b"IHDR":
+            w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and ctype in (2, 3) and interlace == 0
+        elif kind == b"PLTE":
+            plte = [tuple(body[i:i + 3]) for i in range(0, n, 3)]
+        elif kind == b"IDAT":
+            idat += body
+        k += n + 12
+    bpp = 1 if ctype == 3 else 3
+    raw, rows, prev = zlib.decompress(idat), [], bytes(w * bpp)
+    for y in range(h):
+        f, line = raw[y * (w * bpp + 1)], bytearray(raw[y * (w * bpp + 1) + 1:(y + 1) * (w * bpp + 1)])
+        for i in range(len(line)):
+            a, b, c = line[i - bpp] if i >= bpp else 0, prev[i], prev[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pred = [0, a, b, (a + b) // 2,
+                    a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c][f]
+            line[i] = (line[i] + pred) & 255
+        prev = bytes(line)
+        rows.append([plte[v] for v in line] if ctype == 3 else [tuple(line[i:i + 3]) for i in range(0, len(line), 3)])
+    return rows
+
+
+def test_sft_writes_png_charts_with_only_the_losses_smoothed(tiny, tmp_path):
+    """at the end of sft, images/ holds ms-swift's PNG charts: train_loss.png with the dark curve at ms-swift's
+    smoothing of the logged losses and the light one at the values; train_learning_rate.png with the rate as logged
+    (a warm-up then a decay, whose smoothing would lag far behind) and no smoothed curve"""
+    out = tmp_path / "o"
+    p = sft(tiny, out, "--max_steps", 12, "--learning_rate", "1e-2", "--warmup_steps", 4, "--save_steps", 0)
+    assert f"charts of logging.jsonl written to {out}/images/" in p.stderr, p.stderr
+    steps = [l for l in lines(out) if "loss" in l]
+    xs = [l["step"] for l in steps]
+    for key, smooth in (("loss", True), ("learning_rate", False)):
+        ys = [l[key] for l in steps]
+        sm = [ys[0]]
+        for y in ys[1:]:
+            sm.append(0.9 * sm[-1] + 0.1 * y)
+        lo, hi = min(ys), max(ys)
+        y0, y1 = lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)
+        pix = png_decode(out / "images" / f"train_{key}.png")
+        assert pix[5][5] == (255, 255, 255)
+        check_curves(pix, xs, ys, sm if smooth else None, lambda v: 40 + 310 - (v - y0) / (y1 - y0) * 310)
+        if not smooth:   # the smoothing would have been drawn far from the logged rate; the SVG says the same
+            assert max(abs(a - b) for a, b in zip(ys, sm)) > 0.3 * (hi - lo)
+            svg = png_pixels(out / "images" / f"train_{key}.svg", tmp_path / "lr.png")
+            check_curves(svg, xs, ys, None, lambda v: 40 + 310 - (v - y0) / (y1 - y0) * 310)
+    assert (out / "images" / "train_loss.svg").exists()
+
+
+def test_version_token_acc_and_the_closing_summary(tiny, tmp_path):
+    """omnishard --version and args.json name the version and the git commit built (a commit of this checkout);
+    every logged line has ms-swift's token_acc (= acc), an evaluation line eval_token_acc; the run ends with
+    transformers' summary: train_runtime, train_loss (the mean of the step losses), samples and steps per second"""
+    import ast, subprocess
+    from conftest import BIN, ROOT
+    v = subprocess.run([str(BIN), "--version"], capture_output=True, text=True)
+    m = re.fullmatch(r"omnishard (\d+\.\d+\.\d+) \(git ([0-9a-f]{12})( \(modified\))?\)\n", v.stdout)
+    assert v.returncode == 0 and m, v.stdout
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode == 0:
+        assert subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", m.group(2) + "^{commit}"]).returncode == 0
+    out = tmp_path / "o"
+    p = sft(tiny, out, "--max_steps", 5, "--per_device_train_batch_size", 2, "--split_dataset_ratio", 0.34,
+            "--eval_steps", 5)
+    a = json.load(open(out / "args.json"))["resolved"]
+    assert a["omnishard_version"] == m.group(1) and a["git_commit"] == m.group(2) + (m.group(3) or "")
+    train = [l for l in lines(out) if "loss" in l]
+    assert len(train) == 5 and all(l["token_acc"] == l["acc"] for l in train)
+    ev = [l for l in lines(out) if "eval_loss" in l]
+    accs = [ev[0][k] for k in ev[0] if re.fullmatch(r"eval_(text|audio)_acc(_\d)?", k)]
+    assert len(ev) == 1 and min(accs) <= ev[0]["eval_token_acc"] <= max(accs), ev
+    s = re.findall(r"^omnishard sft: (\{'train_runtime'.*\})$", p.stderr, re.M)
+    assert len(s) == 1, p.stderr
+    s = ast.literal_eval(s[0])
+    assert list(s) == ["train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "epoch"]
+    assert s["train_loss"] == pytest.approx(sum(l["loss"] for l in train) / 5, rel=1e-3)
+    assert 0 < s["train_runtime"] and s["train_samples_per_second"] * s["train_runtime"] == pytest.approx(5 * 2, rel=2e-2)
+    assert s["train_steps_per_second"] * s["train_runtime"] == pytest.approx(5, rel=2e-2)
+    assert s["epoch"] == pytest.approx(train[-1]["epoch"], abs=0.01)

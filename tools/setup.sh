@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq build-essential pkg-config python3-venv libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libcjson-dev libpcre2-dev libsndfile1-dev espeak-ng sox iproute2 util-linux libcairo2 >/dev/null
+$SUDO apt-get install -y -qq build-essential pkg-config python3-venv libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libcjson-dev libpcre2-dev libsndfile1-dev zlib1g-dev espeak-ng sox iproute2 util-linux libcairo2 >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 # tests/requirements.txt also holds what `omnishard convert` runs on: pyarrow, soundfile, tqdm, numpy
 .venv/bin/pip install -q -r tests/requirements.txt

@@ -7,6 +7,7 @@
 #include "core/err.h"
 #include "core/opts.h"
 #include "io/atomic.h"
+#include "io/runfiles.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
@@ -19,7 +20,8 @@ static const char USAGE[] =
     "usage: omnishard plot LOGGING_JSONL [-o OUT.svg] [--log] [--images DIR] [--smooth W]\n"
     "  draws loss, text_loss, audio_loss_0.. and eval_loss (and eval_text_loss, ..) against the step in one chart,\n"
     "  and one chart per metric (loss terms, accuracies, learning_rate, grad_norm, memory(GiB), evaluation) in\n"
-    "  images/ next to the log, as ms-swift's images/: train_loss.svg, eval_loss.svg, ... (docs/dataset.md)\n";
+    "  images/ next to the log, as ms-swift's images/: train_loss.png, eval_loss.png, ... with the same charts as .svg\n"
+    "  beside them (docs/dataset.md); omnishard sft draws them at the end of a run\n";
 
 #define MAXS 64
 typedef os_plot_series series;
@@ -43,8 +45,8 @@ static int is_curve(const char *k) {
     return !strcmp(b, "loss") || !strcmp(b, "text_loss") || !strncmp(b, "audio_loss_", 11);
 }
 
-static int read_log(const char *path, series *s, int *ns) {
-    FILE *f = os_fopen_read(path, "a logging.jsonl");
+// the series of the log f (named path in messages), read from its start; closes f
+static int read_log(FILE *f, const char *path, series *s, int *ns) {
     if (!f) return -1;
     char *line = NULL;
     size_t cap = 0;
@@ -111,6 +113,30 @@ static void write_svg(FILE *o, series *s, int ns, int logy, const char *title) {
     fprintf(o, "</svg>\n");
 }
 
+// the combined loss chart (out; NULL: none) and one chart per metric (images/) of the logging.jsonl f (named in);
+// 0, or -1 + message
+static int plot(FILE *f, const char *in, const char *out, const char *images, int logy, double smooth, int *curves,
+                int *charts) {
+    series s[MAXS];
+    int ns = 0;
+    int rc = read_log(f, in, s, &ns);
+    FILE *o = rc == 0 && out ? fopen(out, "w") : NULL;
+    if (rc == 0 && out && !o) rc = os_errf("%s: cannot write: %m", out);
+    if (rc == 0 && o) {
+        write_svg(o, s, ns, logy, in);
+        int bad = ferror(o);   // a failed write earlier than the last flush
+        if (fclose(o) != 0 || bad) {
+            rc = os_errf("%s: write failed: %m", out);
+            unlink(out);   // no half-written picture
+        }
+    }
+    *charts = rc == 0 ? os_plot_images(s, ns, images, smooth) : 0;
+    if (*charts < 0) rc = -1;
+    for (int i = 0; i < ns; i++) *curves += is_curve(s[i].name);
+    for (int i = 0; i < ns; i++) os_free(s[i].x), os_free(s[i].y);
+    return rc;
+}
+
 typedef struct {
     const char *output, *images;
     int log;
@@ -124,7 +150,7 @@ static const os_opt OPTS[] = {
     {.name = "images", .type = OS_OPT_STR, .off = offsetof(plot_args, images), .metavar = "DIR",
      .help = "the folder of the per-metric charts (default: images/ next to the log)"},
     {.name = "smooth", .type = OS_OPT_F64, .off = offsetof(plot_args, smooth), .range = "[0,1)",
-     .help = "smoothing of the training curves in images/, ms-swift's: s[k] = W s[k-1] + (1 - W) value[k] "
+     .help = "smoothing of the training loss curves in images/ (not of learning_rate and the other metrics), ms-swift's: s[k] = W s[k-1] + (1 - W) value[k] "
              "(default 0.9; 0: none)"},
 };
 
@@ -145,28 +171,34 @@ int cmd_plot(int argc, char **argv) {
     int dir_len = slash ? (int)(slash - in + 1) : 0;   // the log's folder, with its '/'
     if (!out) snprintf(def, sizeof def, "%.*sloss.svg", dir_len, in), out = def;
     if (!a.images) snprintf(img, sizeof img, "%.*simages", dir_len, in), a.images = img;
-    series s[MAXS];
-    int ns = 0;
-    rc = read_log(in, s, &ns);
-    FILE *o = rc == 0 ? fopen(out, "w") : NULL;
-    if (rc == 0 && !o) rc = os_errf("%s: cannot write: %m", out);
-    if (rc == 0) {
-        write_svg(o, s, ns, logy, in);
-        int bad = ferror(o);   // a failed write earlier than the last flush
-        if (fclose(o) != 0 || bad) {
-            rc = os_errf("%s: write failed: %m", out);
-            unlink(out);   // no half-written picture
-        }
-    }
-    int charts = rc == 0 ? os_plot_images(s, ns, a.images, a.smooth) : 0;
-    if (charts < 0) rc = -1;
-    for (int i = 0; i < ns; i++) os_free(s[i].x), os_free(s[i].y);
-    if (rc < 0) {
+    int curves = 0, charts = 0;
+    if (plot(os_fopen_read(in, "a logging.jsonl"), in, out, a.images, logy, a.smooth, &curves, &charts) < 0) {
         fprintf(stderr, "omnishard plot: %s\n", os_errmsg());
         return 1;
     }
-    int curves = 0;
-    for (int i = 0; i < ns; i++) curves += is_curve(s[i].name);
     fprintf(stderr, "omnishard plot: %d curves -> %s; %d charts -> %s/\n", curves, out, charts, a.images);
+    return 0;
+}
+
+int cli_plot_run(const char *run_dir, int log_fd) {
+    char in[4200], img[4200];
+    snprintf(in, sizeof in, "%s/logging.jsonl", run_dir);
+    snprintf(img, sizeof img, "%s/images", run_dir);
+    char why[256];
+    if (!os_runfiles_proven(img, why, sizeof why)) {   // a user's images/ (io/runfiles.h): left as it is
+        os_info("omnishard sft: %s is not omnishard's (%s): the charts are not drawn there (omnishard plot %s "
+                "--images DIR draws them elsewhere)", img, why, in);
+        return 0;
+    }
+    int curves = 0, charts = 0, fd = dup(log_fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return os_errf("%s: cannot read it again for the charts: %m", in);
+    }
+    rewind(f);   // (the descriptor is shared with the log's: it only appends, at its end)
+    if (plot(f, in, NULL, img, 0, 0.9, &curves, &charts) < 0 || os_runfiles_record(img) < 0)
+        return os_err_ctx("the charts of %s", in);
+    os_info("omnishard sft: charts of logging.jsonl written to %s/", img);
     return 0;
 }

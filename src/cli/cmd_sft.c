@@ -56,7 +56,7 @@ int cmd_sft(int argc, char **argv) {
         comm_finalize();
         return 2;
     }
-    rc = os_sft_run(&a);
+    rc = os_sft_run(&a, cli_plot_run);   // + the charts of the run, as ms-swift's images/ (docs/dataset.md "Plot")
     os_cli_device_report();
     comm_finalize();
     return rc;

@@ -3,6 +3,7 @@
 #include "core/cpu.h"
 #include "core/err.h"
 #include "core/knobs.h"
+#include "core/version.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "model/omni.h"
@@ -22,14 +23,15 @@ static const struct {
     {"export", cmd_export, "write a transformers-loadable directory from a checkpoint"},
     {"plan", cmd_plan, "per-rank memory of a config for a world size and ZeRO stage"},
     {"tokenize", cmd_tokenize, "Qwen2 tokenizer: text lines on stdin -> JSON id arrays (--decode: reverse)"},
-    {"plot", cmd_plot, "draw the loss curves of a logging.jsonl as SVG"},
+    {"plot", cmd_plot, "draw the charts of a logging.jsonl (images/: PNG and SVG; the loss curves as SVG)"},
     {"infer", cmd_infer, "generate text and audio tokens from a trained model"},
     {"mel", cmd_mel, "Whisper log-mel spectrogram of a WAV file"},
     {"convert", cmd_convert, "SLAM-Omni Parquet shards (HF datasets) -> audio files + JSONL records for sft"},
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: omnishard <command> [options]   (omnishard <command> --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: omnishard <command> [options]   (omnishard <command> --help for its options)\n"
+               "       omnishard --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
 }
@@ -54,6 +56,10 @@ int main(int argc, char **argv) {
     os_model_force_logits_rows(kn->logits_rows);
     os_tok_force_ranges(kn->tok_ranges);
     comm_force_way(kn->comm);
+    if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+        printf("omnishard %s (git %s)\n", os_version(), os_git_commit());
+        return check_stdout(0);
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return check_stdout(argc < 2 ? 2 : 0);

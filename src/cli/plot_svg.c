@@ -2,6 +2,7 @@
 #include "cli/plot_svg.h"
 #include "core/alloc.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 void os_plot_add(os_plot_series *s, double x, double y) {
@@ -42,17 +43,29 @@ static double tick_step(double lo, double hi, int n) {
     return (r < 1.5 ? 1 : r < 3.5 ? 2 : r < 7.5 ? 5 : 10) * p;
 }
 
+int os_plot_ticks(const os_plot_frame *f, int y_axis, double *t, char (*label)[24], int max) {
+    double lo = y_axis ? f->y0 : f->x0, hi = y_axis ? f->y1 : f->x1;
+    double d = y_axis ? tick_step(lo, hi, 6) : fmax(1.0, tick_step(lo, hi, 8));   // steps are whole numbers
+    int n = 0;
+    for (double v = ceil(lo / d) * d; v <= hi + 1e-9 * d && n < max; v += d, n++) {
+        t[n] = v;
+        if (!y_axis) snprintf(label[n], sizeof label[n], "%.0f", v);
+        else snprintf(label[n], sizeof label[n], "%.4g", f->logy ? pow(10.0, v) : fabs(v) < 1e-12 * d ? 0.0 : v);
+    }
+    return n;
+}
+
 void os_plot_axes(FILE *o, const os_plot_frame *f, const char *ylabel) {
-    double dx = fmax(1.0, tick_step(f->x0, f->x1, 8)), dy = tick_step(f->y0, f->y1, 6);   // steps are whole numbers
-    double T = f->T, L = f->L, ph = f->ph, pw = f->pw;
-    for (double t = ceil(f->x0 / dx) * dx; t <= f->x1 + 1e-9 * dx; t += dx)
+    double T = f->T, L = f->L, ph = f->ph, pw = f->pw, t[64];
+    char label[64][24];
+    for (int k = 0, n = os_plot_ticks(f, 0, t, label, 64); k < n; k++)
         fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "text-anchor=\"middle\">%.0f</text>\n", os_plot_px(f, t), T, os_plot_px(f, t), T + ph, os_plot_px(f, t),
-                T + ph + 16, t);
-    for (double t = ceil(f->y0 / dy) * dy; t <= f->y1 + 1e-9 * dy; t += dy)
+                   "text-anchor=\"middle\">%s</text>\n", os_plot_px(f, t[k]), T, os_plot_px(f, t[k]), T + ph,
+                os_plot_px(f, t[k]), T + ph + 16, label[k]);
+    for (int k = 0, n = os_plot_ticks(f, 1, t, label, 64); k < n; k++)
         fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "text-anchor=\"end\">%.4g</text>\n", L, os_plot_py(f, t), L + pw, os_plot_py(f, t), L - 6,
-                os_plot_py(f, t) + 4, f->logy ? pow(10.0, t) : fabs(t) < 1e-12 * dy ? 0.0 : t);
+                   "text-anchor=\"end\">%s</text>\n", L, os_plot_py(f, t[k]), L + pw, os_plot_py(f, t[k]), L - 6,
+                os_plot_py(f, t[k]) + 4, label[k]);
     fprintf(o, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw, ph);
     fprintf(o, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", L + pw / 2, f->H - 10);
     if (!ylabel) return;

@@ -23,6 +23,9 @@ double os_plot_px(const os_plot_frame *f, double x);
 double os_plot_py(const os_plot_frame *f, double y);   // y in axis units
 // <svg>, a white background and the title (escaped)
 void os_plot_begin(FILE *o, const os_plot_frame *f, const char *title);
+// the ticks of the x axis (y_axis 0: whole steps, 1, 2 or 5 times a power of ten apart, about 8) or the y axis (about
+// 6; values in axis units, labels as shown: 10^v on a log axis): at most max into t and label; their count
+int os_plot_ticks(const os_plot_frame *f, int y_axis, double *t, char (*label)[24], int max);
 // grid lines and tick labels (x: whole steps, 1, 2 or 5 times a power of ten apart), the plot area's box, "step"
 // under it and ylabel beside it (NULL: none; the per-metric charts' titles name the metric)
 void os_plot_axes(FILE *o, const os_plot_frame *f, const char *ylabel);

@@ -3,6 +3,7 @@
 #include "core/err.h"
 #include "core/knobs.h"
 #include "core/opts.h"
+#include "core/version.h"
 #include "io/atomic.h"
 #include "io/runfiles.h"
 #include <cjson/cJSON.h>
@@ -43,6 +44,8 @@ int os_args_json_write(const os_sft_state *r) {
     set(o, "num_latency_tokens", cJSON_CreateNumber(oc->latency));
     set(o, "do_layershift", cJSON_CreateBool(oc->layershift));
     set(o, "head_balance", cJSON_CreateBool(r->trainer.head_balance));   // not given: the backend's default
+    cJSON_AddStringToObject(res, "omnishard_version", os_version());
+    cJSON_AddStringToObject(res, "git_commit", os_git_commit());
     cJSON_AddNumberToObject(res, "world_size", r->N);
     cJSON_AddNumberToObject(res, "global_batch_size", (double)r->GB);
     cJSON_AddNumberToObject(res, "total_steps", (double)r->total);

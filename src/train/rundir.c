@@ -18,14 +18,14 @@
 
 #define LOCK_NAME ".omnishard.lock"   // io/dirlock.c's
 
-// 1 + the highest N of the vN-* entries of dir (1 when none, or dir does not exist yet)
+// 1 + the highest N of the vN-* entries of dir (0 when none, or dir does not exist yet: the first is v0, as ms-swift)
 static long next_version(const char *dir) {
-    long top = 0;
+    long top = -1;
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
-        char *end;
-        long v = e->d_name[0] == 'v' ? strtol(e->d_name + 1, &end, 10) : 0;
-        if (v > top && end != e->d_name + 1 && *end == '-') top = v;
+        char *end = NULL;
+        long v = e->d_name[0] == 'v' && e->d_name[1] >= '0' && e->d_name[1] <= '9' ? strtol(e->d_name + 1, &end, 10) : -1;
+        if (v > top && end && *end == '-') top = v;
     }
     if (d) closedir(d);
     return top + 1;

@@ -194,8 +194,8 @@ static int train_step(os_sft_state *r, int64_t step) {
     return save_due(a, step, epoch_end) ? save(r, step) : 0;
 }
 
-// after the last step: the final checkpoint (unless the last step saved one) and final_model
-static int save_final(os_sft_state *r) {
+// after the last step: the final checkpoint (unless the last step saved one), final_model, and rank 0's after
+static int save_final(os_sft_state *r, os_sft_after_fn after) {
     const os_sft_args *a = r->a;
     if (r->start <= r->total && r->log.targets_total == 0)   // the same value on every rank (reduced each step)
         os_die("no step had a target token: every sample was skipped or has no trained position (%lld skipped; "
@@ -206,25 +206,43 @@ static int save_final(os_sft_state *r) {
     char out[4200];
     snprintf(out, sizeof out, "%s/final_model", a->output_dir);
     os_stop_if_failed(os_export(r->m, &r->s.rt, a->model, out, &r->dest.exp));
+    int failed = 0;
+    if (r->rank == 0 && after && after(r->run_dir, r->log.fd) < 0)
+        failed = 1, os_info("omnishard sft: %s (the model and checkpoints are written)", os_errmsg());
     os_stop_if_failed(os_steplog_close(&r->log));   // the log's last lines are on disk
     if (r->rank == 0) os_info("omnishard sft: done; model written to %s", out);
     os_sft_report_skips(r->ds, r->ev, a);
-    return 0;
+    return failed;
 }
 
-int os_sft_run(const os_sft_args *a) {
+// transformers' closing line: this run's seconds (its steps and saves, final_model included), the mean of its step
+// losses, samples and steps per second, the epochs reached
+static void summary(const os_sft_state *r, double seconds, int64_t samples) {
+    int64_t steps = r->total - r->start + 1;
+    double s = seconds > 0 ? seconds : 1e-9;
+    char loss[32] = "nan";
+    if (r->log.run_steps) snprintf(loss, sizeof loss, "%.4f", r->log.run_loss / (double)r->log.run_steps);
+    os_info("omnishard sft: {'train_runtime': %.4f, 'train_samples_per_second': %.3f, 'train_steps_per_second': %.3f, "
+            "'train_loss': %s, 'epoch': %.2f}", seconds, (double)samples / s, (double)(steps > 0 ? steps : 0) / s, loss,
+            (double)r->cur.epoch + (double)r->cur.pos / (double)r->nsamp);
+}
+
+int os_sft_run(const os_sft_args *a, os_sft_after_fn after) {
     os_sft_state r;
     os_sft_open(&r, a);
     os_stop_if_failed(r.rank == 0 ? os_args_json_write(&r) : 0);   // the run's settings, as resolved
     int exit_code = 0;
+    double t0 = os_now();
+    int64_t seen0 = r.seen;
     for (int64_t step = r.start; step <= r.total && !exit_code; step++) exit_code = train_step(&r, step);
     if (!exit_code) {
         os_stop_boundary(r.total);
         os_stop_final(0);
         os_test_fault(r.rank, 0);   // step 0: the start of the final save
-        exit_code = save_final(&r);
+        exit_code = save_final(&r, after);
         if (!exit_code) os_stop_final(1);
     }
+    if (!exit_code && r.rank == 0) summary(&r, os_now() - t0, r.seen - seen0);
     if (!exit_code) os_test_fault(r.rank, r.total + 1);   // step total + 1: after the work, before MPI_Finalize
     if (exit_code) os_stop_if_failed(os_steplog_close(&r.log));
     os_sft_close(&r);

@@ -53,7 +53,8 @@ int os_steplog_open(os_steplog *l, const char *output_dir, int root, int64_t tot
     snprintf(l->path, sizeof l->path, "%s/logging.jsonl", output_dir);
     l->sum = OS_FNV_BASIS;
     if (keep_through >= 0 && keep_steps(l, l->path, keep_through) < 0) return -1;
-    l->fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through >= 0 ? 0 : O_TRUNC), 0666);
+    // read-write: the charts at the end of the run read the log through this descriptor (os_sft_run's after)
+    l->fd = open(l->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through >= 0 ? 0 : O_TRUNC), 0666);
     if (l->fd < 0) return os_errf("%s: cannot write the log: %s", l->path, strerror(errno));
     return os_runfiles_record_appended(l->path, l->bytes, l->sum);
 }
@@ -190,6 +191,7 @@ static void swift_keys(FILE *f, const os_steplog *l, int64_t step, const step_va
     char t[64];
     num(f, "learning_rate", lr);
     num(f, "acc", sv->win[OS_WIN_ACC]);
+    num(f, "token_acc", sv->win[OS_WIN_ACC]);   // newer ms-swift's name of the same
     num(f, "memory(GiB)", sv->rss_max / OS_GIB);
     num(f, "train_speed(iter/s)", (double)(step - l->done) / (el > 0 ? el : 1e-9));
     fprintf(f, ", \"global_step/max_steps\": \"%lld/%lld\"", (long long)step, (long long)l->total);
@@ -208,6 +210,7 @@ void os_steplog_step(os_steplog *l, const os_model *m, int64_t step, double epoc
     step_values sv;
     reduce_step(l, G, loss_sum, nonempty, term_loss, acc, &sv);
     if (!l->root) return;
+    if (isfinite(sv.win[OS_WIN_LOSS])) l->run_loss += sv.win[OS_WIN_LOSS], l->run_steps++;
     window(l, sv.win, write);
     if (!write) return;
     // this run's steps so far set the pace (a resumed run's clock starts at its first step, not at step 1)
@@ -279,6 +282,9 @@ void os_steplog_eval(os_steplog *l, const os_model *m, int64_t step, double epoc
         num(f, k, r->count[t] ? r->sum[t] / (double)r->count[t] : NAN);
         num(f, a, r->count[t] ? (double)r->correct[t] / (double)r->count[t] : NAN);
     }
+    int64_t right = 0, all = 0;   // ms-swift's eval_token_acc: every term's targets, token-weighted
+    for (int t = 0; t <= m->oc.G; t++) right += r->correct[t], all += r->count[t];
+    num(f, "eval_token_acc", all ? (double)right / (double)all : NAN);
     num(f, "eval_samples", (double)r->samples);
     num(f, "eval_tokens", (double)r->tokens);
     num(f, "eval_runtime_s", r->seconds);

@@ -31,6 +31,8 @@ typedef struct {
     double phase[OS_NPHASE];   // this rank's phase times of the step being logged (set by the caller)
     double win_sum[OS_WIN_N];  // the window's sums of the per-step values (rank 0), and how many steps had each
     int64_t win_n[OS_WIN_N];
+    double run_loss;     // rank 0: the sum of this run's step losses (each the step's mean), over run_steps steps
+    int64_t run_steps;
     os_tfevents tb;   // --report_to tensorboard: every line's numbers as scalars too (tb.f NULL: off)
 } os_steplog;
 
