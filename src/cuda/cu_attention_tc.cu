@@ -52,6 +52,46 @@ __device__ static inline int seg_of(const tc_args &a, int64_t b, int64_t t) {
     return a.seg && t < a.S ? a.seg[b * a.S + t] : 0;
 }
 
+// Packed segments: tiles no row of the block may see are skipped, as under the causal mask. ids: shared scratch of
+// TBK ints. Every thread of the block calls these (block reductions); without segments they return at once.
+// the distinct runs of segment ids of positions [p0, p0 + n) of batch row b into ids (thread 0), their count
+__device__ static int seg_runs(const tc_args &a, int64_t b, int64_t p0, int64_t n, int *ids) {
+    __shared__ int nid;
+    if (threadIdx.x == 0) {
+        int c = 0;
+        for (int64_t p = p0; p < p0 + n; p++)
+            if (p == p0 || a.seg[b * a.S + p] != a.seg[b * a.S + p - 1]) ids[c++] = a.seg[b * a.S + p];
+        nid = c;
+    }
+    __syncthreads();
+    return nid;
+}
+__device__ static inline bool seg_in(int x, const int *ids, int nid) {
+    for (int i = 0; i < nid; i++)
+        if (x == ids[i]) return true;
+    return false;
+}
+// the first key (of [0, kend)) holding a segment id of rows [r0, r0 + n): no row sees a key before it (0 without
+// segments)
+__device__ static int64_t seg_first_key(const tc_args &a, int64_t b, int64_t r0, int64_t n, int64_t kend, int *ids) {
+    if (!a.seg) return 0;
+    int nid = seg_runs(a, b, r0, n, ids);
+    int64_t first = kend;
+    for (int64_t s = threadIdx.x; s < kend && first == kend; s += TTHREADS)
+        if (seg_in(a.seg[b * a.S + s], ids, nid)) first = s;
+    return cu_block_min(first);
+}
+// 1 + the last row (of [t0, Tq)) holding a segment id of keys [s0, s0 + n): no row after it sees them (Tq without
+// segments)
+__device__ static int64_t seg_row_end(const tc_args &a, int64_t b, int64_t s0, int64_t n, int64_t t0, int *ids) {
+    if (!a.seg) return a.Tq;
+    int nid = seg_runs(a, b, s0, n, ids);
+    int64_t last = t0 - 1;
+    for (int64_t t = a.Tq - 1 - threadIdx.x; t >= t0 && last < t0; t -= TTHREADS)
+        if (seg_in(a.seg[b * a.S + t], ids, nid)) last = t;
+    return cu_block_max(last) + 1;
+}
+
 // rows [r0, r0+ROWS) of a bf16 [B,T,heads,D] tensor (head hd of batch row b) into dst[ROWS][D+8] by cp.async;
 // rows at or past T are zero-filled
 template <int D, int ROWS> __device__ static inline void tile_async(uint16_t *dst, const uint16_t *src, int64_t b,
@@ -120,19 +160,26 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_fwd_kernel(t
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int rseg[2];   // the segment ids of the lane's rows g and g + 8 of the warp's strip
     for (int hr = 0; hr < 2; hr++) rseg[hr] = seg_of(a, b, t0 + 16 * warp + (lane >> 2) + 8 * hr);
-    const int64_t kend = cu_att_key_end(t0, a.Tq - t0 < TBQ ? a.Tq - t0 : (int64_t)TBQ, a.off, a.causal, a.Tk);
-    const int ntiles = (int)((kend + TBK - 1) / TBK);
+    const int64_t nrows = a.Tq - t0 < TBQ ? a.Tq - t0 : (int64_t)TBQ;
+    const int64_t kend = cu_att_key_end(t0, nrows, a.off, a.causal, a.Tk);
+    const int ntiles = (int)((kend + TBK - 1) / TBK), j0 = (int)(seg_first_key(a, b, t0, nrows, kend, kseg) / TBK);
     const float sl2 = a.scale * LOG2E;
     tile_async<D, TBQ>(Qs, a.q, b, t0, h, a.Tq, a.H);
-    if (ntiles > 0) tile_async<D, TBK>(Ks, a.k, b, 0, g, a.Tk, a.KH), tile_async<D, TBK>(Vs, a.v, b, 0, g, a.Tk, a.KH);
-    if (threadIdx.x < TBK) kok[threadIdx.x] = key_ok(a, b, threadIdx.x), kseg[threadIdx.x] = seg_of(a, b, threadIdx.x);
+    if (j0 < ntiles) {
+        tile_async<D, TBK>(Ks, a.k, b, (int64_t)j0 * TBK, g, a.Tk, a.KH);
+        tile_async<D, TBK>(Vs, a.v, b, (int64_t)j0 * TBK, g, a.Tk, a.KH);
+        if (threadIdx.x < TBK) {
+            int64_t s = (int64_t)j0 * TBK + threadIdx.x;
+            kok[threadIdx.x] = key_ok(a, b, s), kseg[threadIdx.x] = seg_of(a, b, s);
+        }
+    }
     cu_cp_async_commit();
     float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     uint32_t qf[D / 16][4];
 #pragma unroll
     for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    for (int j = 0; j < ntiles; j++) {
-        const int buf = j & 1;
+    for (int j = j0; j < ntiles; j++) {
+        const int buf = (j - j0) & 1;
         const int64_t s0 = (int64_t)j * TBK;
         if (j + 1 < ntiles) {   // the next tile into the other buffer, while this one is used
             tile_async<D, TBK>(Ks + (buf ^ 1) * TBK * LD, a.k, b, s0 + TBK, g, a.Tk, a.KH);
@@ -145,7 +192,7 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_fwd_kernel(t
         cu_cp_async_commit();
         cu_cp_async_wait<1>();
         __syncthreads();
-        if (j == 0)
+        if (j == j0)
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) frag_a<D>(qf[kk], Qs, 16 * warp, 16 * kk);
         const uint16_t *Kt = Ks + buf * TBK * LD, *Vt = Vs + buf * TBK * LD;
@@ -266,7 +313,8 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(t
     for (int64_t j = blockIdx.x; j < nkt; j += a.chunks) {
         const int64_t s0 = j * TBK;
         int64_t tq0 = a.causal && s0 - a.off > 0 ? (s0 - a.off) / BQ2 * BQ2 : 0;   // the first rows that see a key
-        const int nqt = tq0 < a.Tq ? (int)((a.Tq - tq0 + BQ2 - 1) / BQ2) : 0;
+        int64_t qend = seg_row_end(a, b, s0, a.Tk - s0 < TBK ? a.Tk - s0 : (int64_t)TBK, tq0, qseg);
+        const int nqt = tq0 < qend ? (int)((qend - tq0 + BQ2 - 1) / BQ2) : 0;
         tile_async<D, TBK>(Ks, a.k, b, s0, g, a.Tk, a.KH);
         tile_async<D, TBK>(Vs, a.v, b, s0, g, a.Tk, a.KH);
         if (nqt > 0) {

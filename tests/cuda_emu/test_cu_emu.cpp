@@ -585,6 +585,10 @@ int main(void) {
     tc_attention_case(1, 33, 7, 1, 128, 0, 1, false, false);
     tc_attention_case(2, 130, 2, 2, 64, 1, 2, true, true);
     tc_attention_case(1, 20, 2, 1, 128, 1, 0, false, true);
+    // segments alone skip key tiles (forward) and rows (backward); segment 1 starts at key 63, the last of a tile
+    // (T 188), and segment 0 ends at row 64, the first of a backward row tile (T 192)
+    tc_attention_case(1, 188, 1, 1, 64, 0, 0, true, true);
+    tc_attention_case(1, 192, 1, 1, 64, 0, 0, true, true);
     cached_tc_case(2, 9, 30, 64, 4, 2, 64);
     cached_tc_case(1, 70, 5, 80, 2, 2, 128);
     cached_case(1, 3, 200, 210, 2, 1, 64);   // decode: 4 key splits
