@@ -190,3 +190,25 @@ def test_a_test_set_without_answers(setup, tmp_path):
     recs[3].pop("target_text"), recs[3].pop("target_token")
     sref.write_jsonl(data, recs)
     assert infer(d, "--dataset", data, "--index", 3, "--max_new_tokens", MAX_NEW, "--show_prompt") == with_answer
+
+
+def test_resume_after_fixing_later_records_of_the_dataset(setup, tmp_path):
+    """the documented --on_error stop workflow: records after those already decoded are fixed, the file continues;
+    a change to a record whose line is kept is another dataset"""
+    d, _ = setup
+    recs = sref.make_records(5, A=A, seed=3)
+    data = tmp_path / "test.jsonl"
+    sref.write_jsonl(data, recs)
+    out = tmp_path / "out.jsonl"
+    batch(d, data, out)
+    out.write_text("".join(out.read_text().splitlines(keepends=True)[:2]))
+    recs[4]["source_text"] = "<USER>: A fixed question?"
+    sref.write_jsonl(data, recs)
+    p = batch(d, data, out, "--resume", "true")
+    assert "the dataset has changed since" in p.stderr and "2 of 5 records already" in p.stderr
+    assert [r["source_text"] for r in lines(out)] == [r["source_text"] for r in recs]
+    out.write_text("".join(out.read_text().splitlines(keepends=True)[:2]))
+    recs[1]["source_text"] = "<USER>: Another question?"
+    sref.write_jsonl(data, recs)
+    refused(batch(d, data, out, "--resume", "true", check=False), "another dataset", "record 1",
+            "its source_text differs")

@@ -3,7 +3,6 @@
 #include "infer/infer_dataset.h"
 #include "infer/infer_lines.h"
 #include "infer/infer_output.h"
-#include "infer/infer_stop.h"
 #include "infer/infer_speech.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -221,6 +220,15 @@ static int write_round(const run *c, int64_t base, int64_t nw, tally *t, double 
     return code;
 }
 
+// A signal on any rank (collective): every rank stops here, the first `in` records in the file; the exit status, or 0
+static int signalled(const run *c, int64_t in) {
+    if (!comm_any_failed(os_stop_signal != 0)) return 0;
+    if (comm_rank() == 0)
+        fprintf(stderr, "omnishard infer: stopped by a signal: the first %lld of %lld records are in %s; run again with "
+                "--resume true to decode the rest\n", (long long)in, (long long)c->ds->n, c->a->output_file);
+    return 128 + (os_stop_signal ? os_stop_signal : SIGTERM);
+}
+
 // The records in rounds of W per stream: split over the ranks (S = N: alone at ZeRO 0-2, g->local; in lockstep at
 // ZeRO-3, every rank running each forward), else (1 rank) S = 1. Each round: this rank's prompts, their spoken
 // questions K at a time through the encoder and the projector, the records decoded (one at a time, or B at once),
@@ -233,6 +241,7 @@ static int rounds(run *c, int64_t done, tally *t, double t0) {
                 c->g->lockstep ? "(ZeRO-3: every rank in every forward's gathers)" : "alone");
     c->sl = os_alloc(sizeof(slot) * (size_t)c->W, "round records");
     c->good = os_alloc(sizeof(int64_t) * (size_t)c->W, "round records decoded");
+    code = signalled(c, done);   // a signal while the model loaded: nothing decoded
     for (int64_t base = done; !code && base < n; base += S * c->W) {
         int64_t left = (n - base + S - 1) / S, nw = left < c->W ? left : c->W;
         char phase[200], note[4400];   // what a collective's timeout report names
@@ -246,13 +255,7 @@ static int rounds(run *c, int64_t done, tally *t, double t0) {
         prepare(c, nw);
         code = os_infer_failed(decode_round(c, nw));
         if (!code) code = write_round(c, base, nw, t, t0);
-        if (!code && comm_any_failed(os_stop_signal != 0)) {   // a signal on any rank: every rank stops here
-            int64_t in = base + S * nw < n ? base + S * nw : n;
-            code = 128 + (os_stop_signal ? os_stop_signal : SIGTERM);
-            if (comm_rank() == 0)
-                fprintf(stderr, "omnishard infer: stopped by a signal: the first %lld of %lld records are in %s; run "
-                        "again with --resume true to decode the rest\n", (long long)in, (long long)n, c->a->output_file);
-        }
+        if (!code) code = signalled(c, base + S * nw < n ? base + S * nw : n);
         for (int64_t j = 0; j < nw; j++) os_infer_prompt_free(&c->sl[j].p), os_free(c->sl[j].why), free(c->sl[j].line);
     }
     os_free(c->sl), os_free(c->good);
@@ -270,14 +273,13 @@ int os_infer_dataset(os_session *s, const os_tokenizer *tok, const infer_args *a
         if (ds->bad)
             os_info("omnishard infer: note: %lld of %lld records of %s failed the checks at open (each is named when it "
                     "is reached; --on_error %s)", (long long)ds->bad, (long long)n, a->dataset, skipping(a) ? "skip" : "stop");
-        rc = os_infer_output_start(out, n);
+        rc = os_infer_output_start(out, ds);
         done = out->done;
         if (rc == 0 && done) os_info("omnishard infer: --resume: %lld of %lld records already in %s", (long long)done,
                                      (long long)n, a->output_file);
     }
     int code = os_infer_failed(rc);
     comm_bcast(&done, sizeof done, 0);
-    os_infer_stop_install();
     tally t = {0};
     double t0 = os_now();
     int split = g->local || g->lockstep;

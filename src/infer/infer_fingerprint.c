@@ -43,10 +43,19 @@ static int hash_file(const char *path, int64_t size, uint64_t *h) {
     return rc;
 }
 
+// a file that lies in a model directory without being part of the model
+static int not_model(const char *name) {
+    static const char *const END[] = {".jsonl", ".log", ".md", ".png", ".svg", ".wav", ".run.json"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof END / sizeof END[0]; i++)
+        if (n >= strlen(END[i]) && !strcmp(name + n - strlen(END[i]), END[i])) return 1;
+    return 0;
+}
+
 static int by_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
 // path (rel: its name under the fingerprinted root) into h
-static int walk(const char *path, const char *rel, int depth, uint64_t *h) {
+static int walk(const char *path, const char *rel, int depth, int model, uint64_t *h) {
     struct stat st;
     if (stat(path, &st) < 0) return os_errf("%s: %s", path, strerror(errno));
     *h = os_fnv1a(*h, rel, strlen(rel) + 1);
@@ -58,7 +67,7 @@ static int walk(const char *path, const char *rel, int depth, uint64_t *h) {
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.' || (model && not_model(e->d_name))) continue;
         if (n == cap) names = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
         if (!names) os_die("out of memory listing %s", path);
         names[n++] = strdup(e->d_name);
@@ -70,14 +79,14 @@ static int walk(const char *path, const char *rel, int depth, uint64_t *h) {
         char sub[4400], subrel[4400];
         snprintf(sub, sizeof sub, "%s/%s", path, names[i]);
         snprintf(subrel, sizeof subrel, "%s/%s", rel, names[i]);
-        if (rc == 0) rc = walk(sub, subrel, depth + 1, h);
+        if (rc == 0) rc = walk(sub, subrel, depth + 1, model, h);
         free(names[i]);
     }
     free(names);
     return rc;
 }
 
-int os_fingerprint(const char *path, uint64_t *h) {
+int os_fingerprint(const char *path, int model, uint64_t *h) {
     *h = OS_FNV_BASIS;
-    return walk(path, ".", 0, h);
+    return walk(path, ".", 0, model, h);
 }

@@ -154,12 +154,12 @@ typedef struct {
     int n;
 } settings;
 
-static int fingerprint(const char *path, char *abs, char *hex) {
+static int fingerprint(const char *path, int model, char *abs, char *hex) {
     abs[0] = hex[0] = 0;
     if (!path) return 0;
     if (!realpath(path, abs)) snprintf(abs, PATH_MAX, "%s", path);
     uint64_t h;
-    if (os_fingerprint(path, &h) < 0) return -1;
+    if (os_fingerprint(path, model, &h) < 0) return -1;
     snprintf(hex, 24, "%016llx", (unsigned long long)h);
     return 0;
 }
@@ -184,8 +184,8 @@ static void put_real(settings *s, const char *name, double x) {
 // this run's settings: what it reads (with fingerprints) and the options that change its lines
 static int settings_of(settings *s, const infer_args *a, const os_gen_opts *g, const char *speech_encoder) {
     memset(s, 0, sizeof *s);
-    if (fingerprint(a->model, s->model, s->fp_model) < 0 || fingerprint(speech_encoder, s->speech, s->fp_speech) < 0 ||
-        fingerprint(a->dataset, s->dataset, s->fp_dataset) < 0)
+    if (fingerprint(a->model, 1, s->model, s->fp_model) < 0 || fingerprint(speech_encoder, 1, s->speech, s->fp_speech) < 0 ||
+        fingerprint(a->dataset, 0, s->dataset, s->fp_dataset) < 0)
         return -1;
     const os_choice_opts *c = &g->choice;
     put(s, "max_new_tokens", "%lld", (long long)g->max_new_tokens);
@@ -268,13 +268,16 @@ static void differ(char *w, size_t cap, const char *what, const char *was, const
                  now, was_fp, now_fp);
 }
 
-// --resume true: the file was begun with these settings; -1 + message naming every difference
-static int settings_match(const cJSON *o, const settings *s, const char *out) {
-    char w[6000] = "";
+// --resume true: the file was begun with these settings; -1 + message naming every difference. A dataset whose
+// content differs is named only beside another difference; alone, os_infer_output_start compares its records with
+// the lines kept (begun_with: the dataset the file was begun with)
+static int settings_match(const cJSON *o, const settings *s, const char *out, char *begun_with, size_t cap) {
+    char w[6000] = "", ds[1200] = "";
     differ(w, sizeof w, "model", str_of(o, "model"), str_of(o, "model_fingerprint"), s->model, s->fp_model);
     differ(w, sizeof w, "speech encoder", str_of(o, "speech_encoder"), str_of(o, "speech_encoder_fingerprint"),
            s->speech, s->fp_speech);
-    differ(w, sizeof w, "dataset", str_of(o, "dataset"), str_of(o, "dataset_fingerprint"), s->dataset, s->fp_dataset);
+    differ(ds, sizeof ds, "dataset", str_of(o, "dataset"), str_of(o, "dataset_fingerprint"), s->dataset, s->fp_dataset);
+    if (ds[0]) snprintf(begun_with, cap, "%s", str_of(o, "dataset"));
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "decoding");
     for (int i = 0; i < s->n; i++) {
         const char *was = str_of(d, s->names[i]);
@@ -284,6 +287,7 @@ static int settings_match(const cJSON *o, const settings *s, const char *out) {
                      was[0] ? was : "nothing recorded");
     }
     if (!w[0]) return 0;
+    if (ds[0]) snprintf(w + strlen(w), sizeof w - strlen(w), "; %s", ds);
     return os_errf("--resume true: %s was begun with other settings (its settings file %s.run.json): %s. Give the "
                    "same ones to continue it, or --overwrite true to decode it anew", out, out, w);
 }
@@ -320,19 +324,16 @@ static int checks(os_infer_out *o, const infer_args *a, const os_gen_opts *g, co
         return os_errf("--output_file %s exists: %s. Give --resume true to decode the rest, --overwrite true to "
                        "decode it anew, or another --output_file", out, what);
     cJSON *old;
-    settings s;
+    settings *s = os_alloc(sizeof *s, "infer settings");
+    o->settings = s;
     if (settings_read(out, &old) < 0) return -1;
-    int rc = settings_of(&s, a, g, speech_encoder);
+    int rc = settings_of(s, a, g, speech_encoder);
     if (rc == 0 && a->resume && h.size && !old)
         rc = os_errf("--resume true: %s has no settings file (%s.run.json), so what it continues cannot be checked: "
                      "give --overwrite true to decode it anew", out, out);
-    if (rc == 0 && a->resume && h.size) rc = settings_match(old, &s, out);
+    if (rc == 0 && a->resume && h.size) rc = settings_match(old, s, out, o->begun_with, sizeof o->begun_with);
     cJSON_Delete(old);
-    o->done = a->resume ? h.lines : 0, o->kept = a->resume ? h.kept : 0;
-    // --overwrite: emptied before the new settings are written (a file with other settings never has them)
-    if (rc == 0 && !a->resume && h.size && ftruncate(o->fd, 0) < 0)
-        rc = os_errf("--output_file %s: cannot empty it: %s", out, strerror(errno));
-    if (rc == 0) rc = settings_write(&s, out);
+    o->done = a->resume ? h.lines : 0, o->kept = a->resume ? h.kept : 0;   // --overwrite: 0, emptied at the start
     return rc;
 }
 
@@ -344,22 +345,74 @@ int os_infer_output_open(os_infer_out *o, const infer_args *a, const os_gen_opts
     o->fd = open(o->path, O_RDWR | O_CLOEXEC);
     if (o->fd < 0 && errno == ENOENT) o->fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644), created = 1;
     if (o->fd < 0) return os_errf("--output_file %s: cannot write it: %s", o->path, strerror(errno));
+    o->created = created;
     if (checks(o, a, g, speech_encoder) == 0) return 0;
+    os_free(o->settings);
+    o->settings = NULL;
     if (created) unlink(o->path);
     close(o->fd);
     o->fd = -1;
     return -1;
 }
 
-int os_infer_output_start(os_infer_out *o, int64_t n) {
+// the record's field k (missing: null) equals the line's
+static int same_field(const cJSON *rec, const cJSON *line, const char *k) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(rec, k), *b = cJSON_GetObjectItemCaseSensitive(line, k);
+    if (!a || cJSON_IsNull(a)) return !b || cJSON_IsNull(b);
+    return b && cJSON_Compare(a, b, 1);
+}
+
+// the kept lines are the lines of ds's records at their places (error lines not compared); -1 + message
+static int same_records(const os_infer_out *o, os_dataset *ds) {
+    static const char *const FIELDS[] = {"key", "source_text", "target_text"};
+    char *buf = os_alloc_uninit((size_t)o->kept + 1, "kept lines");
+    int64_t got = 0, line = 0;
+    while (got < o->kept) {
+        ssize_t k = pread(o->fd, buf + got, (size_t)(o->kept - got), (off_t)got);
+        if (k <= 0 && errno == EINTR) continue;
+        if (k <= 0) return os_free(buf), os_errf("--output_file %s: cannot read it: %s", o->path, strerror(errno));
+        got += k;
+    }
+    int rc = 0;
+    for (char *s = buf, *nl; rc == 0 && line < o->done && (nl = memchr(s, '\n', (size_t)(buf + o->kept - s)));
+         s = nl + 1, line++) {
+        const char *text = "{}";
+        size_t len = 2;
+        int64_t at = 0;
+        if (ds->record) ds->record(ds, line, &text, &len, &at);
+        cJSON *l = cJSON_ParseWithLength(s, (size_t)(nl - s)), *r = cJSON_ParseWithLength(text, len);
+        const char *differs = NULL;
+        for (size_t f = 0; f < 3 && r && !cJSON_GetObjectItemCaseSensitive(l, "error"); f++)
+            if (!differs && !same_field(r, l, FIELDS[f])) differs = FIELDS[f];
+        if (differs)
+            rc = os_errf("--resume true: %s was begun with another dataset%s%s%s: record %lld (%s:%lld) is not the one "
+                         "%s:%lld holds (its %s differs). Give the dataset it was begun with, or --overwrite true to "
+                         "decode it anew", o->path, o->begun_with[0] ? " (" : "", o->begun_with,
+                         o->begun_with[0] ? ")" : "", (long long)line, ds->path, (long long)at, o->path,
+                         (long long)line + 1, differs);
+        cJSON_Delete(l), cJSON_Delete(r);
+    }
+    os_free(buf);
+    return rc;
+}
+
+int os_infer_output_start(os_infer_out *o, os_dataset *ds) {
     if (o->fd < 0) return 0;
-    if (o->done > n)
+    if (o->done > ds->n)
         return os_errf("--resume true: %s holds %lld records' lines, the dataset %lld records", o->path,
-                       (long long)o->done, (long long)n);
+                       (long long)o->done, (long long)ds->n);
+    if (same_records(o, ds) < 0) {
+        if (o->created) unlink(o->path);
+        return -1;
+    }
+    if (o->begun_with[0] && o->done)
+        os_info("omnishard infer: note: the dataset has changed since %s was begun (with %s); its first %lld records, "
+                "whose lines are kept, are the same, so the run continues", o->path, o->begun_with, (long long)o->done);
     if (ftruncate(o->fd, (off_t)o->kept) < 0 || lseek(o->fd, 0, SEEK_END) < 0)
         return os_errf("--output_file %s: cannot cut off its unfinished last line: %s", o->path, strerror(errno));
     o->bytes = o->kept;
-    return 0;
+    // the settings file once the file holds only what they describe (its kept lines, or nothing)
+    return settings_write(o->settings, o->path);
 }
 
 int os_infer_output_write(os_infer_out *o, const char *buf, size_t n, int64_t records) {
@@ -384,6 +437,8 @@ int os_infer_output_write(os_infer_out *o, const char *buf, size_t n, int64_t re
 }
 
 int os_infer_output_close(os_infer_out *o) {
+    os_free(o->settings);
+    o->settings = NULL;
     if (o->fd < 0) return 0;
     int rc = fsync(o->fd) < 0 && errno != EINVAL ? os_errf("--output_file %s: %s", o->path, strerror(errno)) : 0;
     if (close(o->fd) < 0 && rc == 0) rc = os_errf("--output_file %s: %s", o->path, strerror(errno));

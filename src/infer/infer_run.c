@@ -4,6 +4,7 @@
 #include "infer/infer_json.h"
 #include "infer/infer_output.h"
 #include "infer/infer_progress.h"
+#include "infer/infer_stop.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -139,6 +140,7 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
     os_infer_out out = {.path = a->output_file, .fd = -1};
     if (a->output_file && os_infer_failed(comm_rank() == 0 ? os_infer_output_open(&out, a, g, so->speech_encoder) : 0))
         return 1;
+    if (a->output_file) os_infer_stop_install();   // a signal from here on stops at a round's end (infer_dataset.c)
     int64_t live0 = os_alloc_live_bytes();
     if (os_infer_failed(os_session_open(&c.s, so, comm_rank(), comm_size()))) return os_infer_output_close(&out), 1;
     int64_t session = os_alloc_live_bytes() - live0;
