@@ -79,8 +79,8 @@ def test_the_same_value_spelt_differently_agrees(tiny, tmp_path):
 
 def test_canonical_values_agree(tiny, tmp_path):
     # issue 24: an alias of a choice, a default and the same value given explicitly, a module list that selects
-    # every module are one setting each
-    a = base(tiny, tmp_path / "o")
+    # every module are one setting each (LoRA options need --train_type lora)
+    a = base(tiny, tmp_path / "o") + ["--train_type", "lora"]
     p = mpmd([(a + ["--torch_dtype", "bf16", "--lazy_tokenize", "True", "--check_model", "false"], tiny),
               (a + ["--torch_dtype", "bfloat16", "--adam_beta1", "0.90", "--learning_rate", "0.0001",
                     "--target_modules", "down_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj",

@@ -157,10 +157,12 @@ int cmd_plan(int argc, char **argv) {
     const os_opt *sft = os_sft_options(&nsft);
     const os_opt_group groups[] = {{"plan options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &p},
                                    {"training options (omnishard sft --help)", sft, nsft, &sa}};
-    const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2};
+    unsigned char *const given[] = {NULL, sa.given};
+    const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    if (rc == 0) rc = os_sft_args_lora_check(&sa);
     if (rc == 0) rc = os_tf32_check(sa.tf32, sa.device, os_sft_args_bf16(&sa));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     char one[2] = {(char)('0' + p.deepspeed), 0};

@@ -172,12 +172,14 @@ static int parse_value(void *obj, const os_opt *o, const char *v) {
     return 0;
 }
 
-// the option named name[0..len) (or spelt as its alias) and the struct it fills; NULL when none
+// the option named name[0..len) (or spelt as its alias) and the struct it fills, marked given; NULL when none
 static const os_opt *lookup(const os_opt_cmd *c, const char *arg, const char *name, size_t len, void **obj) {
     for (int g = 0; g < c->ngroups; g++)
         for (int i = 0; i < c->groups[g].n; i++) {
             const os_opt *o = &c->groups[g].opts[i];
-            if ((name && spells(o, name, len)) || (o->alias && !strcmp(o->alias, arg))) return *obj = c->groups[g].obj, o;
+            if (!(name && spells(o, name, len)) && !(o->alias && !strcmp(o->alias, arg))) continue;
+            if (c->given && c->given[g]) c->given[g][i] = 1;
+            return *obj = c->groups[g].obj, o;
         }
     return NULL;
 }

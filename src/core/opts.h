@@ -55,6 +55,8 @@ typedef struct {
     const char *positional;   // name of the one bare argument allowed ("LOGGING_JSONL"), or NULL for none
     const char **pos;         // where it goes
     const char *notes;        // printed after the options, or NULL
+    unsigned char *const *given;   // NULL, or per group NULL or its n flags: given[g][i] set to 1 when the group's
+                                   // option i is on the command line (any spelling, its default value included)
 } os_opt_cmd;
 
 // Parses argv[1..argc) (argv[0] is the command). Returns 0; 1 when --help or -h was given (nothing printed); -1

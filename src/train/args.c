@@ -185,8 +185,10 @@ static const char USAGE[] = "usage: omnishard sft --model DIR --dataset FILE --o
 
 static const os_opt_cmd *command(os_sft_args *a) {
     static os_opt_group g = {"options", opts, NOPTS, NULL};
-    static const os_opt_cmd c = {.command = "sft", .usage = USAGE, .groups = &g, .ngroups = 1};
-    g.obj = a;
+    static unsigned char *given[1];
+    static const os_opt_cmd c = {.command = "sft", .usage = USAGE, .groups = &g, .ngroups = 1, .given = given};
+    _Static_assert(NOPTS <= OS_SFT_MAX_OPTS, "os_sft_args.given holds a flag per option");
+    g.obj = a, given[0] = a ? a->given : NULL;
     return &c;
 }
 
@@ -357,6 +359,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
     int rc = os_opts_parse(command(a), argc, argv);
     if (rc != 0) return rc;
     if (a->data_seed < 0) a->data_seed = a->seed;
+    if (os_sft_args_lora_check(a) < 0) return -1;
     if (!a->model || !a->dataset || !a->output_dir)
         return os_errf("--model, --dataset and --output_dir are required (omnishard sft --help)");
     if (!a->freeze_encoder)
@@ -374,6 +377,22 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
 }
 
 int os_sft_args_count(void) { return NOPTS; }
+
+int os_sft_args_lora_check(const os_sft_args *a) {
+    if (!strcmp(a->train_type, "lora")) return 0;
+    static const char *const lora_only[] = {"lora_rank", "lora_alpha", "lora_dropout", "target_modules", "merge_lora"};
+    char names[200];
+    size_t k = 0;
+    names[0] = 0;
+    for (int i = 0; i < NOPTS; i++)
+        for (size_t j = 0; j < sizeof lora_only / sizeof lora_only[0]; j++)
+            if (a->given[i] && !strcmp(opts[i].name, lora_only[j]) && k < sizeof names)
+                k += (size_t)snprintf(names + k, sizeof names - k, "%s--%s", k ? ", " : "", opts[i].name);
+    if (!k) return 0;
+    return os_errf("%s: LoRA option%s given without --train_type lora (omnishard's default is full training of every "
+                   "weight; ms-swift's default is lora): add --train_type lora to train LoRA adapters, or drop %s to "
+                   "train every weight", names, strchr(names, ',') ? "s" : "", strchr(names, ',') ? "them" : "it");
+}
 
 int os_sft_args_bf16(const os_sft_args *a) {
     return a->torch_dtype && (!strcmp(a->torch_dtype, "bfloat16") || !strcmp(a->torch_dtype, "bf16"));

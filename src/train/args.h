@@ -7,7 +7,8 @@
 #include <stdio.h>
 
 #define OS_MAX_TERMS 8
-#define OS_DDP_TIMEOUT_DEFAULT 1800.0   // seconds, as torch.distributed and transformers' ddp_timeout
+#define OS_DDP_TIMEOUT_DEFAULT 1800.0
+#define OS_SFT_MAX_OPTS 256   // room for the options table's flags of what was given   // seconds, as torch.distributed and transformers' ddp_timeout
 
 typedef struct {
     const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
@@ -49,11 +50,15 @@ typedef struct {
     int ndatasets, nval_datasets;
     int dataset_shuffle;   // the mixed samples in one seeded order (ms-swift's default true)
     int64_t data_seed;     // the data's seed: sampling, mixing, split and epoch order (-1 given: --seed's)
+    unsigned char given[OS_SFT_MAX_OPTS];   // given[i]: option i of the table was on the command line
 } os_sft_args;
 
 // Parse argv (argv[0] is the command name). Returns 0, 1 when --help or -h was given (nothing printed), -1 +
 // message on error (unknown option, a value outside its range or its allowed values, a missing required option).
 int os_sft_args_parse(os_sft_args *a, int argc, char **argv);
+// -1 + message when a LoRA-only option (--lora_rank, --lora_alpha, --lora_dropout, --target_modules, --merge_lora)
+// was given without --train_type lora, naming both fixes; 0 otherwise (sft and plan call it after parsing)
+int os_sft_args_lora_check(const os_sft_args *a);
 // 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16)
 int os_sft_args_bf16(const os_sft_args *a);
 // The option list with help, ranges and allowed values (omnishard sft --help).
