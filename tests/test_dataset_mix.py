@@ -3,7 +3,7 @@ the same on every rank (2 ranks train exactly as 1 rank with accumulation 2), an
 run, PATH#N above the file's size repeats it, a resumed mixed run continues exactly, the resume refuses another
 sampling, --val_dataset mixes too, and a bad line is named with its own file. The sampling itself (ms-swift's
 sample_dataset: whole copies, then distinct samples) is checked sample by sample in tests/unit/test_mix.c."""
-import json
+import json, os
 import pytest
 
 from oracle import slam_omni_ref as ref
@@ -128,3 +128,35 @@ def test_speech_inputs_of_every_file(tmp_path):
     run(["sft", "--model", d / "model", "--dataset", d / "both.jsonl", "--output_dir", d / "one", *common])
     a, b = steps(d / "mixed"), steps(d / "one")
     assert [x["loss"] for x in a] == [x["loss"] for x in b]
+
+
+def test_a_mix_larger_than_the_hosts_memory_is_refused_at_once(tiny, tmp_path):
+    """a.jsonl#N with N samples' tables 1.5 times the host's available memory (the issue's #1000000000 on a 23 GB
+    host): one table entry per sample is needed (the run's order of samples), bounded by the host's available memory
+    with a message naming the count and the bytes, in seconds (before: the tables took the host's memory until the
+    OOM killer ended the run; do not run this test against such a build)"""
+    import re, time
+    avail = int(re.search(r"MemAvailable:\s+(\d+) kB", open("/proc/meminfo").read()).group(1)) * 1024
+    n = avail * 3 // 80   # 40 bytes per sample (shuffled): 1.5 x what is available
+    t = time.monotonic()
+    p = train(tiny, tmp_path / "o", 1, 1, [f"{tiny / 'a.jsonl'}#{n}", tiny / "b.jsonl"], ["--max_steps", 1],
+              check=False)
+    assert p.returncode == 1 and time.monotonic() - t < 60, p.stderr
+    assert f"{n + 5} samples; their tables" in p.stderr and "40 bytes per sample) need" in p.stderr, p.stderr
+    assert "give a smaller #N" in p.stderr and not (tmp_path / "o" / "logging.jsonl").exists()
+
+
+def test_sigterm_during_the_start_up_stops_before_the_first_step(tiny, tmp_path):
+    """a SIGTERM that arrives while the datasets are opened (the test hook OMNISHARD_FAULT=0:-1:term raises it just
+    before): the mix of 20 million samples is not finished, the run ends with 143 and the line saying so, and leaves
+    nothing that would block the same command later"""
+    out = tmp_path / "o"
+    p = run(["sft", "--model", tiny / "model", "--dataset", f"{tiny / 'a.jsonl'}#20000000", tiny / "b.jsonl",
+             "--output_dir", out, *COMMON, "--max_steps", 1], check=False,
+            env={"OMNISHARD_FAULT": "0:-1:term"}, timeout=120)
+    assert p.returncode == 143, p.stderr
+    assert "SIGTERM received while building the mixed dataset's sample list (0 of 20000000 samples): stopped before " \
+           "the first step" in p.stderr, p.stderr
+    assert "omnishard sft: stopped (error) before the first step" not in p.stderr
+    assert sorted(os.listdir(out)) == [".omnishard.lock"]
+    train(tiny, out, 1, 1, mix(tiny), ["--max_steps", 1])

@@ -402,3 +402,45 @@ def test_version_token_acc_and_the_closing_summary(tiny, tmp_path):
     assert 0 < s["train_runtime"] and s["train_samples_per_second"] * s["train_runtime"] == pytest.approx(5 * 2, rel=2e-2)
     assert s["train_steps_per_second"] * s["train_runtime"] == pytest.approx(5, rel=2e-2)
     assert s["epoch"] == pytest.approx(train[-1]["epoch"], abs=0.01)
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_a_dataset_file_changed_under_the_run_ends_every_rank_naming_it(tmp_path, how):
+    """The SLAM-Omni records file cut to half (or rewritten with other records) while 2 ranks train from it: each
+    record is read from the file when drawn (not through a mapping, whose pages past the new end gave every rank
+    SIGBUS with no message; an edit in place changed samples silently), so the run ends on every rank in bounded
+    time naming the file and what happened, and the last checkpoint is complete"""
+    import subprocess, time
+    from oracle import slam_samples_ref as sref
+    from omni_run import BIN, MPIRUN
+    sref.make_model_dir(str(tmp_path / "model"), T=512, A=80, G=3, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
+    data = tmp_path / "d.jsonl"
+    sref.write_jsonl(data, sref.make_records(16, A=80, seed=4))
+    out = tmp_path / "o"
+    cmd = [*MPIRUN, "-np", "2", str(BIN), "sft", "--model", str(tmp_path / "model"), "--dataset", str(data),
+           "--output_dir", str(out), "--max_length", "512", "--max_steps", "100000", "--save_steps", "2",
+           "--save_total_limit", "2", "--deepspeed", "zero3", "--ddp_timeout", "60"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint-4" / "manifest.json").exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert p.poll() is None, p.communicate()[1]
+        if how == "truncated":
+            os.truncate(data, data.stat().st_size // 2)
+        else:   # the same size, other text: a file edited in place
+            with open(data, "r+b") as f:
+                f.seek(data.stat().st_size // 2)
+                f.write(b" ")
+        t = time.monotonic()
+        _, err = p.communicate(timeout=90)
+        assert time.monotonic() - t < 60, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode not in (0, -7, 135), err   # not SIGBUS
+    assert f"{data}: the dataset file was {how} while the run reads it" in err, err
+    assert re.search(r"last complete checkpoint: \S+/checkpoint-(\d+)", err), err
+    last = int(re.search(r"last complete checkpoint: \S+/checkpoint-(\d+)", err).group(1))
+    assert (out / f"checkpoint-{last}" / "manifest.json").exists()

@@ -53,9 +53,10 @@ static void read_fault(void) {
     long long s;
     char kind[8] = "error";
     int n = sscanf(v, "%d:%lld%n:%7[a-z]%n", &r, &s, &used, kind, &used);
-    if (n < 2 || v[used] || r < 0 || s < 0 ||
+    if (n < 2 || v[used] || r < 0 || s < -1 ||
         (strcmp(kind, "error") && strcmp(kind, "crash") && strcmp(kind, "exit") && strcmp(kind, "stall") && strcmp(kind, "term"))) {
-        problem("expected RANK:STEP or RANK:STEP:KIND with KIND error, crash, exit, stall or term (a test hook), got '%s'",
+        problem("expected RANK:STEP or RANK:STEP:KIND with STEP >= -1 and KIND error, crash, exit, stall or term (a "
+                "test hook), got '%s'",
                 "OMNISHARD_FAULT", v);
         return;
     }

@@ -29,7 +29,8 @@ typedef struct {
     struct {                 // OMNISHARD_FAULT=RANK:STEP[:KIND]: os_test_fault injects KIND at that rank and step
         int rank;            // -1: none
         int64_t step;
-        char kind[8];        // error | crash | exit | stall | term (SIGTERM, then on); step 0: the final save
+        char kind[8];        // error | crash | exit | stall | term (SIGTERM, then on); step 0: the final save;
+                             // step -1: the start-up, before the datasets are opened
     } fault;
 } os_knobs_t;
 

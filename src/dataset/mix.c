@@ -5,6 +5,8 @@
 #include "core/rng.h"
 #include "dataset/sampler.h"
 #include <errno.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,24 @@ int os_dataset_sources(os_dataset *d, os_dataset **src) {
     return d->nsources;
 }
 
+// the memory this host has for new allocations (MemAvailable; else the free pages), bytes
+static int64_t host_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = -1;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb >= 0 ? (int64_t)kb * 1024 : (int64_t)sysconf(_SC_AVPHYS_PAGES) * (int64_t)sysconf(_SC_PAGESIZE);
+}
+
+// -1 + message when a stop signal came (SIGINT, SIGTERM): checked every 2^20 samples of the loops below
+static int stopped(int64_t i, int64_t n, const char *what) {
+    if ((i & 0xfffff) || !os_stop_signal) return 0;
+    return os_errf("%s received while %s (%lld of %lld samples): stopped before the first step",
+                   os_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", what, (long long)i, (long long)n);
+}
+
 // the sample list: each source's pick in turn, then (shuffle) one permutation of all; -1 + message
 static int mix_order(mix_ds *m, const int64_t *sample, int shuffle, uint64_t seed) {
     int64_t n = 0;
@@ -91,18 +111,36 @@ static int mix_order(mix_ds *m, const int64_t *sample, int shuffle, uint64_t see
             return os_errf("%s: #%lld asks for samples of a file that has none", m->src[k]->path, (long long)sample[k]);
         n += sample[k] < 0 ? m->src[k]->n : sample[k];
     }
+    // one table entry per sample (its source and index, and the run's order of them): bounded by this host's memory
+    int64_t per = OS_MIX_BYTES_PER_SAMPLE(shuffle), avail = host_available();
+    if (n > avail / per)
+        return os_errf("--dataset %s: %lld samples; their tables (the source and index of each sample, the shuffled "
+                       "order, each epoch's order: %lld bytes per sample) need %.3g GB, and this host has %.3g GB "
+                       "available: give a smaller #N (a file's samples are repeated, not copied, so its records take "
+                       "no more memory)", m->spec, (long long)n, (long long)per, (double)n * (double)per / 1e9,
+                       (double)avail / 1e9);
     int32_t *which = os_alloc(sizeof(int32_t) * (size_t)(n ? n : 1), "mixed sources");
     int64_t *index = os_alloc(sizeof(int64_t) * (size_t)(n ? n : 1), "mixed indices"), at = 0;
     for (int k = 0; k < m->nsrc; k++) {
         int64_t c = sample[k] < 0 ? m->src[k]->n : sample[k];
         os_data_source_pick(index + at, m->src[k]->n, sample[k], shuffle, os_rng_u64(seed ^ 0x5a3b1eULL, (uint64_t)k));
-        for (int64_t i = 0; i < c; i++) which[at + i] = k;
+        for (int64_t i = 0; i < c; i++) {
+            if (stopped(i, c, "building the mixed dataset's sample list") < 0) {
+                os_free(which), os_free(index);
+                return -1;
+            }
+            which[at + i] = k;
+        }
         at += c;
     }
     m->which = which, m->index = index, m->base.n = n;
     if (!shuffle || n < 2) return 0;
     int64_t *perm = os_alloc(sizeof(int64_t) * (size_t)n, "mixed order");
     os_epoch_perm(perm, n, seed ^ 0x3c0ffeeULL, 0);
+    if (stopped(0, n, "shuffling the mixed dataset") < 0) {
+        os_free(perm), os_free(which), os_free(index);
+        return -1;
+    }
     m->which = os_alloc(sizeof(int32_t) * (size_t)n, "mixed sources"), m->index = os_alloc(sizeof(int64_t) * (size_t)n, "mixed indices");
     for (int64_t i = 0; i < n; i++) m->which[i] = which[perm[i]], m->index[i] = index[perm[i]];
     os_free(perm), os_free(which), os_free(index);

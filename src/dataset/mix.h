@@ -5,6 +5,9 @@
 #include "dataset/dataset.h"
 
 #define OS_MAX_SOURCES 16
+// host memory a mixed dataset takes per sample: its source (4 bytes) and index (8), the run's order of samples (8),
+// and while a shuffled mix is built, its permutation and the shuffled copies (20)
+#define OS_MIX_BYTES_PER_SAMPLE(shuffle) ((shuffle) ? 40 : 20)
 
 // "PATH#N" -> *path (a copy of PATH, os_free it) and *sample = N >= 1; a plain PATH (or one whose text after its
 // last '#' is not a number): itself and *sample = -1 (every sample once). -1 + message for #0 or a number too large.

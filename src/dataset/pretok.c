@@ -163,6 +163,11 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
         line++;
         p->base.digest = os_fnv1a(p->base.digest, buf, (size_t)got), p->base.bytes += got;
         if ((rc = os_jsonrec_no_nul(buf, (size_t)got, path, line)) < 0) break;   // before a NUL could end the line early
+        if (!(line & 0xfff) && os_stop_signal) {   // a large file: a stop signal is acted on while it is read
+            rc = os_errf("%s: %s received while reading the dataset (line %lld): stopped before the first step", path,
+                         os_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)line);
+            break;
+        }
         char *s = buf;
         while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
         if (!*s) continue;

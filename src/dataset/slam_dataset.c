@@ -9,6 +9,7 @@
 #include "dataset/slam_record.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,8 +40,12 @@ typedef struct {
 typedef struct {
     os_dataset base;
     os_slam_config c;
-    char *map;
+    char *map;            // the file mapped while it is opened (scanned, checked, digested); NULL after
     size_t mapn;
+    int fd;               // the file, read with pread per record during the run: a file truncated or rewritten under
+    struct stat st;       // the run is an error naming it (a mapped file would end every rank with SIGBUS)
+    char *rec;            // scratch: the record read last
+    size_t rec_cap;
     os_tokenizer *tok;
     slam_item *item;
     uint8_t *skip;        // [n] 1 = found unusable on its first get (on this rank)
@@ -65,8 +70,45 @@ static int encode(slam_ds *d, const slam_item *it, const char *field, const char
     return 0;
 }
 
+// record it's text into d->rec (or in the map while the file is opened); NULL + message when the file is no longer
+// what was opened (its size or modification time changed: truncated, rewritten) or cannot be read
+static const char *record_text(slam_ds *d, const slam_item *it) {
+    if (d->map) return d->map + it->off;
+    struct stat now;
+    if (fstat(d->fd, &now) != 0) {
+        os_errf("%s: cannot read the dataset: %s", d->base.path, strerror(errno));
+        return NULL;
+    }
+    if (now.st_size != d->st.st_size || now.st_mtim.tv_sec != d->st.st_mtim.tv_sec || now.st_mtim.tv_nsec != d->st.st_mtim.tv_nsec) {
+        os_errf("%s: the dataset file was %s while the run reads it (%lld bytes when opened, %lld now; line %lld "
+                       "was to be read): a run reads its data files until it ends; restore the file, or resume from the "
+                       "last checkpoint with the new file (--resume_override_config true)", d->base.path,
+                       now.st_size < d->st.st_size ? "truncated" : "rewritten", (long long)d->st.st_size,
+                       (long long)now.st_size, (long long)it->line);
+        return NULL;
+    }
+    if ((size_t)it->len + 1 > d->rec_cap) {
+        os_free(d->rec);
+        d->rec = os_alloc_uninit(d->rec_cap = (size_t)it->len * 2 + 1, "dataset record");
+    }
+    for (size_t got = 0; got < (size_t)it->len;) {
+        ssize_t n = pread(d->fd, d->rec + got, (size_t)it->len - got, (off_t)it->off + (off_t)got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            os_errf("%s:%lld: cannot read the record: %s", d->base.path, (long long)it->line,
+                    n < 0 ? strerror(errno) : "the file ends early (truncated while the run reads it)");
+            return NULL;
+        }
+        got += (size_t)n;
+    }
+    d->rec[it->len] = 0;
+    return d->rec;
+}
+
 static int parse(slam_ds *d, const slam_item *it, cJSON **o, os_slam_record *r) {
-    *o = cJSON_ParseWithLength(d->map + it->off, (size_t)it->len);
+    const char *text = record_text(d, it);
+    if (!text) return -1;
+    *o = cJSON_ParseWithLength(text, (size_t)it->len);
     if (!*o) return os_errf("%s:%lld: malformed JSON (the file changed since it was opened?)", d->base.path, (long long)it->line);
     if (os_slam_record_read(*o, d->base.path, it->line, d->c.A, d->c.prompt_only, r) < 0) {
         cJSON_Delete(*o);
@@ -206,7 +248,8 @@ static const char *slam_wav(os_dataset *base, int64_t wav_index) {
 
 static void slam_record(os_dataset *base, int64_t i, const char **text, size_t *len, int64_t *line) {
     slam_ds *d = (slam_ds *)base;
-    *text = d->map + d->item[i].off, *len = (size_t)d->item[i].len, *line = d->item[i].line;
+    const char *t = record_text(d, &d->item[i]);
+    *text = t ? t : "", *len = t ? (size_t)d->item[i].len : 0, *line = d->item[i].line;
 }
 
 static void slam_free(os_dataset *base) {
@@ -214,7 +257,9 @@ static void slam_free(os_dataset *base) {
     for (int64_t i = 0; i < base->n; i++) os_free(d->item[i].wav), os_free(d->item[i].ids), os_free(d->item[i].err);
     for (int k = 0; k < RING; k++) os_free(d->ring[k].ids), os_free(d->ring[k].labels), os_free(d->ring[k].speech);
     if (d->map) munmap(d->map, d->mapn);
+    if (d->fd >= 0) close(d->fd);
     os_tok_free(d->tok);
+    os_free(d->rec);
     os_free(d->item), os_free(d->skip), os_free(d->audio), os_free(d);
 }
 
@@ -290,6 +335,9 @@ static int read_all(slam_ds *d) {
     int64_t line;
     int got;
     while ((got = os_jsonrec_next(&jr, &off, &len, &line)) == 1) {
+        if (!(line & 0xfff) && os_stop_signal)   // a large file: a stop signal is acted on while it is read
+            return os_errf("%s: %s received while reading the dataset (line %lld): stopped before the first step", path,
+                           os_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)line);
         char *wav;
         int empty;
         int rc = check_record(d, off, len, line, &wav, &empty);
@@ -321,7 +369,7 @@ os_dataset *os_slam_open(const char *path, const os_slam_config *c) {
     if (d->c.speech_positions <= 0) d->c.speech_positions = OS_SPEECH_POSITIONS;
     d->base.path = path, d->base.get = slam_get, d->base.free = slam_free, d->base.wav_path = slam_wav, d->base.live = RING;
     d->base.record = slam_record;
-    int fd = open(path, O_RDONLY);
+    int fd = d->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     int rc = 0;
     if (fd < 0 || fstat(fd, &st) < 0) rc = os_errf("%s: cannot open the dataset: %m", path);
@@ -329,15 +377,15 @@ os_dataset *os_slam_open(const char *path, const os_slam_config *c) {
     if (rc == 0) {
         d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (d->map == MAP_FAILED) d->map = NULL, rc = os_errf("%s: cannot map the dataset: %m", path);
-        else d->mapn = (size_t)st.st_size, d->base.bytes = (int64_t)d->mapn, d->base.digest = os_fnv1a(OS_FNV_BASIS, d->map, d->mapn);
+        else d->st = st, d->mapn = (size_t)st.st_size, d->base.bytes = (int64_t)d->mapn, d->base.digest = os_fnv1a(OS_FNV_BASIS, d->map, d->mapn);
     }
-    if (fd >= 0) close(fd);
     if (rc == 0 && !(d->tok = os_tok_load(c->tokenizer_json))) rc = -1;
     if (rc == 0 && os_tok_vocab_size(d->tok) > c->T - 64)
         rc = os_errf("%s: the tokenizer has %d ids but the model's text vocabulary (padded_text_vocabsize %lld) leaves %lld "
                      "for text before its 64 special ids", c->tokenizer_json, os_tok_vocab_size(d->tok), (long long)c->T,
                      (long long)(c->T - 64));
     if (rc == 0) rc = read_all(d);
+    if (d->map) munmap(d->map, d->mapn), d->map = NULL;   // from here on each record is read from the file (pread)
     if (rc < 0) {
         slam_free(&d->base);
         return NULL;

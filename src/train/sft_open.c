@@ -338,13 +338,17 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     r->args.output_dir = r->run_dir;
     a = r->a;
     open_session(r);
+    os_stop_boundary(0);   // a signal in any phase of the start-up stops the run at its end (and within the long ones)
+    os_test_fault(r->rank, -1);   // the test hook's step -1: before the datasets are opened
     open_data(r);
+    os_stop_boundary(0);
     data_position(r);
     count_steps(r);
     os_ckpt_new_run(&r->run, a->resume_from_checkpoint ? &r->was : NULL);
     if (r->rank == 0) os_checkpoint_cleanup(a->output_dir);
     if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->output_dir, a->save_total_limit, &r->run);
     if (a->resume_from_checkpoint) load_checkpoint(r);
+    os_stop_boundary(0);
     os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
     if (strcmp(a->report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
         char dir[4300];

@@ -149,7 +149,7 @@ void os_stop_if_failed(int rc) {
     if (v == 2 * N) return;
     share_and_report((int)(v % N));
     if (g_started) summary(g_step, 1, "error");
-    end_run(1);
+    end_run(g_sig && !g_started ? 128 + g_sig : 1);   // a start-up phase cut short by a signal: the signal's status
 }
 
 void os_stop_boundary(int64_t done) {
