@@ -239,6 +239,8 @@ def main():
     ap.add_argument("--cache", default=os.path.join(ROOT, "bench", ".cache"))
     ap.add_argument("--budget", type=float, default=200, help="seconds for all sides (each gets what is left)")
     ap.add_argument("--compile_budget", type=float, default=120, help="seconds for the torch.compile side (0: skip)")
+    ap.add_argument("--sides", default="gemm,omnishard,torch_eager,torch_compile",
+                    help="the sides to run, comma-separated (the device check's --quick: gemm,omnishard)")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
@@ -268,8 +270,15 @@ def main():
     # each side at most its cap (seconds), so that one that hangs leaves the others their time
     sides = [("gemm", None, 30), ("omnishard", None, 80), ("torch_eager", "eager", 70),
              ("torch_compile", "compile", a.compile_budget)]
+    want = a.sides.split(",")
+    bad = set(want) - {n for n, _, _ in sides}
+    if bad:
+        sys.exit(f"bench_device: --sides {a.sides}: unknown {sorted(bad)}; known: {[n for n, _, _ in sides]}")
     for name, kind, cap in sides:
         budget = min(left(), cap)
+        if name not in want:
+            res[name] = "skipped (--sides)"
+            continue
         if name == "torch_compile" and a.compile_budget <= 0:
             res[name] = "skipped (--compile_budget 0)"
             continue
@@ -298,7 +307,7 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
-    ok = all(isinstance(res.get(k), dict) for k in ("gemm", "omnishard", "torch_eager"))
+    ok = all(isinstance(res.get(k), dict) for k in ("gemm", "omnishard", "torch_eager") if k in want)
     sys.exit(0 if ok else 1)
 
 

@@ -1,7 +1,7 @@
 """The device check (tools/device-check.sh, issue 25 item 7) without a GPU: its op-by-op comparison against the guard
 backend (every member of the seam, all within tolerance; a wrong result is caught), and the whole script's dry run
 (the same stages on the CPU/guard backend with tiny shapes: a broken script fails here, not on the lent machine)."""
-import json, os, pathlib, re, subprocess
+import json, os, pathlib, re, signal, subprocess, time
 
 import pytest
 
@@ -91,6 +91,64 @@ def test_dry_run_skips_stages_past_the_deadline(tmp_path):
     res = json.load(open(tmp_path / "results.json"))
     st = {s["stage"]: s["status"] for s in res["stages"]}
     assert p.returncode == 1 and st == {"setup": "SKIPPED", "ops": "SKIPPED"}, (st, p.stdout)
+
+
+def plan(*mode):
+    p = subprocess.run([ROOT / "tools/device-check.sh", *mode, "--budgets"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    rows = [l.split() for l in p.stdout.splitlines()]
+    return {k: int(v) for k, v in rows[:-1]}, (rows[-1][0], int(rows[-1][1]))
+
+
+@pytest.mark.parametrize("mode,limit", [((), 420), (("--quick",), 240), (("--dry-run",), 320),
+                                        (("--dry-run", "--quick"), 240)])
+def test_stage_budgets_add_up_to_the_deadline(mode, limit):
+    """Two runs fit in 15 device-minutes with the machine's start: the full run 420 s at most, --quick 240 s, and
+    every stage's budget inside the deadline (a stage never counts on time another one leaves)."""
+    budgets, (word, deadline) = plan(*mode)
+    assert word == "deadline" and deadline <= limit, (budgets, deadline)
+    assert sum(budgets.values()) <= deadline, (budgets, deadline)
+    want = ["setup", "build", "ops", "bench"] if "--quick" in mode else ["setup", "build", "ops", "oracle", "bench"]
+    assert list(budgets) == want and all(b >= 10 for b in budgets.values()), budgets
+
+
+def test_dry_run_quick_builds_checks_the_ops_and_runs_one_bench_point(tmp_path):
+    p = dry_run(tmp_path, "--quick")
+    res = json.load(open(tmp_path / "results.json"))
+    stages = {s["stage"]: s["status"] for s in res["stages"]}
+    assert p.returncode == 0 and stages == dict.fromkeys(["setup", "build", "ops", "bench"], "PASS"), \
+        (stages, p.stdout[-3000:])
+    b = res["bench"]
+    assert b["omnishard"]["tokens_per_s"] > 0 and len(b["omnishard"]["times"]) == 4, b["omnishard"]
+    assert b["torch_eager"] == b["torch_compile"] == "skipped (--sides)", b
+    assert res["ops"] and all(o["pass"] for o in res["ops"]) and not res["oracle"]
+
+
+def test_dry_run_stopped_from_outside_leaves_the_finished_stages_in_the_report(tmp_path):
+    """The device tool stops a run at its limit: the stages that ended are in report.md and results.json already."""
+    e = dict(os.environ, OUT=str(tmp_path), OMNISHARD_BUILD=str(BUILD))
+    p = subprocess.Popen([ROOT / "tools/device-check.sh", "--dry-run", "--stages", "setup,ops,bench"], env=e, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    res, t0 = None, time.time()
+    try:
+        while time.time() - t0 < 200 and p.poll() is None:   # until ops has ended (the bench runs then)
+            time.sleep(0.5)
+            try:
+                res = json.load(open(tmp_path / "results.json"))
+            except (OSError, ValueError):
+                continue
+            if any(s["stage"] == "ops" for s in res["stages"]):
+                break
+        assert p.poll() is None, "the run ended before it could be stopped: " + p.stdout.read()[-3000:]
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    res = json.load(open(tmp_path / "results.json"))
+    assert [(s["stage"], s["status"]) for s in res["stages"]] == [("setup", "PASS"), ("ops", "PASS")], res["stages"]
+    assert res["ops"] and all(o["pass"] for o in res["ops"])
+    report = open(tmp_path / "report.md").read()
+    assert "| setup | PASS |" in report and "| ops | PASS |" in report and "## ops:" in report, report
+    assert "| bench |" not in report
 
 
 def test_device_debs_lists_the_build_and_runtime_packages_without_the_base_system():
