@@ -44,7 +44,7 @@ def find_header(rel, prefixes):
 def build(prefix, out):
     prefixes = ([prefix] if prefix else []) + ["/usr"]
     cmd = ["mpicc", "-std=c11", "-D_GNU_SOURCE", "-O3", "-march=native", "-fopenmp", "-Isrc", "bench/gemm_libs.c"]
-    cmd += [os.path.join("src/core", f) for f in sorted(os.listdir(os.path.join(ROOT, "src/core"))) if f.endswith(".c")]
+    cmd += [os.path.join("src/core", f) for f in sorted(os.listdir(os.path.join(ROOT, "src/core"))) if f.endswith(".c") and f != "version.c"]   # version.c: the build's generated os_version.h
     libs, rpath = ["-lopenblas"], []
     dnnl = find_header("oneapi/dnnl/dnnl.h", prefixes)
     if dnnl:
