@@ -7,6 +7,7 @@
 #include "dataset/pack.h"
 #include "dataset/sampler.h"
 #include "dataset/slam_dataset.h"
+#include "io/hfconfig.h"
 #include "io/atomic.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -80,6 +81,8 @@ os_dataset *os_dataset_open(const char *path, const os_data_sizes *z, const char
     if (pre) return os_pretok_open(path, R, max_length, truncation);
     char tok[4200];
     snprintf(tok, sizeof tok, "%s/tokenizer.json", model_dir);
+    struct stat st;
+    if (stat(tok, &st) != 0) return os_model_dir_check("--model", model_dir, "tokenizer.json"), NULL;   // SLAM-Omni records need it
     os_slam_config c = {.G = z->G, .T = z->T, .A = z->A, .max_length = max_length, .truncation = truncation,
                         .tokenizer_json = tok, .speech_positions = z->speech_positions > 0 ? z->speech_positions : OS_SPEECH_POSITIONS,
                         .latency = z->latency, .layershift = z->layershift, .mask_equal = z->mask_equal,

@@ -274,3 +274,24 @@ int os_hub_id_check(const char *option, const char *dir) {
                    "(it reads local directories only). Download it first, e.g. `huggingface-cli download %s "
                    "--local-dir models/%s`, then pass %s models/%s", option, dir, dir, slash + 1, option, slash + 1);
 }
+
+int os_model_dir_check(const char *option, const char *dir, const char *missing_file) {
+    struct stat st;
+    char p[4200];
+    if (!dir) return 0;
+    if (missing_file) snprintf(p, sizeof p, "%s/%s", dir, missing_file);
+    else snprintf(p, sizeof p, "%s/config.json", dir);
+    int speech = !strcmp(option, "--speech_encoder");
+    const char *missing = stat(dir, &st) != 0                ? " (no such directory)"
+                          : !S_ISDIR(st.st_mode)             ? " (not a directory)"
+                          : missing_file || stat(p, &st) != 0 ? ""
+                                                             : NULL;
+    if (!missing) return 0;
+    return os_errf("%s '%s': %s not found%s; a model directory holds %s. Get one with e.g. `%s` (omnishard downloads "
+                   "nothing; README.md \"Use\")", option, dir, p, missing,
+                   speech ? "config.json and model.safetensors, as a Hugging Face Whisper download has"
+                          : "config.json, tokenizer.json (for SLAM-Omni records) and model.safetensors (or "
+                            "model.safetensors.index.json with its shards), as a Hugging Face Qwen2 download has",
+                   speech ? "huggingface-cli download openai/whisper-small --local-dir whisper-small"
+                          : "huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct --local-dir Qwen2.5-0.5B-Instruct");
+}

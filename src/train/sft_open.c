@@ -17,6 +17,7 @@
 #include "zero/comm.h"
 #include <math.h>
 #include <stdarg.h>
+#include "io/hfconfig.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,9 @@ static void open_session(os_sft_state *r) {
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
     agree_on_config(a);
     if (a->ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->ds_notes);
+    // a --model or --speech_encoder that is no model directory: named with what one holds and how to get one
+    os_stop_if_failed(os_model_dir_check("--model", a->model, NULL) < 0 ? -1
+                      : os_model_dir_check("--speech_encoder", a->speech_encoder, NULL));
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
     os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
     // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
