@@ -29,3 +29,14 @@ def test_missing_model_directory_and_files_name_the_flag(tmp_path):
     os.remove(tmp_path / "model" / "config.json")
     check(run(["sft", "--model", tmp_path / "model", *args], check=False, timeout=120), tmp_path / "model",
           "config.json not found;")
+
+
+def test_a_parquet_dataset_names_omnishard_convert(tmp_path):
+    """a Parquet file passed straight to --dataset (a real one, written by pyarrow) names omnishard convert"""
+    import pyarrow as pa, pyarrow.parquet as pq
+    ref.make_model_dir(str(tmp_path / "model"), T=T, A=A, G=3, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
+    pq.write_table(pa.table({"question": ["q"], "answer": ["a"]}), tmp_path / "train.parquet")
+    p = run(["sft", "--model", tmp_path / "model", "--dataset", tmp_path / "train.parquet", "--output_dir",
+             tmp_path / "o", "--max_steps", 1], check=False, timeout=120)
+    assert p.returncode != 0 and "train.parquet: a Parquet file" in p.stderr, p.stderr
+    assert "omnishard convert" in p.stderr and "got 'P'" not in p.stderr, p.stderr

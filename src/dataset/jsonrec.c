@@ -15,6 +15,9 @@ int os_jsonrec_begin(os_jsonrec *it, const char *buf, size_t n, const char *path
     skip_ws(it);
     if (it->pos == n) return os_errf("%s: the dataset is empty", path);
     char c = buf[it->pos];
+    if (it->pos == 0 && n >= 4 && !memcmp(buf, "PAR1", 4))   // Parquet's magic: a Hugging Face dataset file
+        return os_errf("%s: a Parquet file; --dataset reads JSON Lines, JSON or an `omnishard convert` folder: convert it "
+                       "first with `omnishard convert` (docs/dataset.md), then pass the folder it writes", path);
     if (c != '[' && c != '{')
         return os_errf("%s:%lld: expected JSON Lines (one object per line) or a JSON array of objects, got '%c'",
                        path, (long long)it->line, c);
