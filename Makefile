@@ -54,7 +54,8 @@ endif
 # the CUDA kernels of cuda/cu_ops.h run on the CPU as tests/cuda_emu/test_cu_emu: C++ against the stand-in runtime
 # tests/cuda_emu/cuda_runtime.h, each launch `k<<<grid, block, smem, stream>>>(args)` rewritten by sed into
 # `cu_emu::launch(k, grid, block, smem, stream)(args)`. Not in sanitizer builds (their fibers switch stacks).
-CU_EMU_KERNELS := activation adamw attention attention_tc attention_decode conv1d dropout elementwise embedding norm reshape rope xent
+# Every src/cuda/cu_*.cu is in it: a new kernel file compiles for the emulator too.
+CU_EMU_KERNELS := $(patsubst src/cuda/cu_%.cu,%,$(wildcard src/cuda/cu_*.cu))
 CU_EMU_OBJ := $(CU_EMU_KERNELS:%=$(BUILD)/obj/cu_emu/cu_%.o) $(BUILD)/obj/cu_emu/test_cu_emu.o
 CU_EMU_CXX := mpicxx -std=c++17 -O1 -g -Wall -Wextra -ffp-contract=off -U_FORTIFY_SOURCE -Wno-unknown-pragmas -Itests/cuda_emu -Isrc/cuda -Isrc -MMD -MP
 CU_EMU_BIN := $(if $(SAN),,$(BUILD)/tests/test_cu_emu)

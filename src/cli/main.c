@@ -6,11 +6,13 @@
 #include "core/version.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "model/omni.h"
 #include "tokenizer/tokenizer.h"
 #include "zero/comm.h"
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // The commands: a plain table (a new command: its cmd_NAME.c, its line in cli/commands.h and here)
@@ -43,6 +45,15 @@ static int check_stdout(int rc) {
     return rc ? rc : 1;
 }
 
+// OMNISHARD_COUNT_OPS=PATH: rank 0 writes PATH, rank r PATH.r
+static void write_op_counts(void) {
+    char path[4096];
+    const char *base = os_knobs()->count_ops;
+    if (os_rank > 0) snprintf(path, sizeof path, "%s.%d", base, os_rank);
+    else snprintf(path, sizeof path, "%s", base);
+    if (os_ops_count_write(path) < 0) fprintf(stderr, "omnishard: %s\n", os_errmsg());
+}
+
 int main(int argc, char **argv) {
     os_cpu_setup(argc, argv);   // may start the program again (OpenBLAS's core type): the check below runs once
     if (os_knobs_check() < 0) {   // the OMNISHARD_* variables, read once, checked before any command starts
@@ -56,6 +67,7 @@ int main(int argc, char **argv) {
     os_model_force_logits_rows(kn->logits_rows);
     os_tok_force_ranges(kn->tok_ranges);
     comm_force_way(kn->comm);
+    if (kn->count_ops) atexit(write_op_counts);   // the seam's calls counted (cli/device.c), written at exit
     if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
         printf("omnishard %s (git %s)\n", os_version(), os_git_commit());
         return check_stdout(0);

@@ -12,7 +12,7 @@
 // every variable, in the order of docs/operations.md's table (describe lists them in this order)
 static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
                                     "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
-                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_FAULT", "OMNISHARD_COMM",
+                                    "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_COUNT_OPS", "OMNISHARD_FAULT", "OMNISHARD_COMM",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
 // variables that became options: set, they stop the program naming the option
@@ -94,6 +94,7 @@ static void read_all(void) {
             snprintf(fmt, sizeof fmt, "no longer read (got '%%s'): it is %s now", RETIRED[i][1]);
             problem(fmt, RETIRED[i][0], getenv(RETIRED[i][0]));
         }
+    g.count_ops = set("OMNISHARD_COUNT_OPS");
     read_fault();
     if ((v = set("OMNISHARD_COMM"))) {
         if (strcmp(v, "mpi") && strcmp(v, "nccl"))

@@ -25,6 +25,7 @@ typedef struct {
     int comm;
     // Test hooks (for tests only; never needed by a run):
     int64_t logits_rows;     // OMNISHARD_LOGITS_ROWS: rows per logits chunk instead of 2^25 / V; 0: not set
+    const char *count_ops;   // OMNISHARD_COUNT_OPS=PATH: the seam's calls counted per member, written to PATH at exit
     int tok_ranges;          // OMNISHARD_TOK_RANGES=1: the tokenizer's Unicode classes as explicit ranges
     struct {                 // OMNISHARD_FAULT=RANK:STEP[:KIND]: os_test_fault injects KIND at that rank and step
         int rank;            // -1: none

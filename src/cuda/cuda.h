@@ -32,5 +32,3 @@ int64_t os_cuda_attention_stats_floats(int64_t B, int64_t T, int64_t H);
 const os_devcomm *os_cuda_devcomm(void);
 // the table itself, opened or not (NULL in a build without CUDA)
 const os_ops *os_ops_cuda(void);
-// make CUDA=1 only (tests): the members whose kernel is not linked yet, named into buf ("rmsnorm_fwd, adamw"); how many (0: none)
-int cu_ops_missing(char *buf, size_t n);

@@ -5,8 +5,16 @@
 //  - Linear weights use PyTorch's layout w[out, in].
 //  - kernels parallelise with OpenMP / BLAS internally; they are safe to call with any sizes >= 0.
 #pragma once
+#include "kernels/ops_list.h"
 #include "core/tensor.h"
 #include <stdint.h>
+
+// k_<member>(its arguments), for every member of the device seam the CPU backend runs as k_<member> (the list's
+// CPU column K: k_gemm, k_linear_fwd, k_add, ...); their shapes and rules are written here and at their lines there
+#define K_DECLARE(name, R, GUARD, CPU, ...) K_DECLARE_##CPU(name, R, __VA_ARGS__)
+#define K_DECLARE_K(name, R, ...) OS_T(R) k_##name(OS_PARAMS(__VA_ARGS__));
+#define K_DECLARE_OWN(name, R, ...)
+OS_OPS_LIST(K_DECLARE)
 
 // ---- precision ----
 // The kernels that multiply matrices take the precision of their products as an argument (the *_prec variants;
@@ -16,17 +24,15 @@
 
 // ---- linear (BLAS sgemm) ----
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)
-void k_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
+// k_linear_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_linear_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I,
                        int64_t O);
 // dinp[N,I] += dout[N,O] @ w[O,I];  dw[O,I] += dout^T @ inp;  dbias[O] += sum_n dout[n,:]
-void k_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
-                  int64_t N, int64_t I, int64_t O);
+// k_linear_bwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_linear_bwd_prec(int bf16, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                        const float *w, int64_t N, int64_t I, int64_t O);
 // general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row strides
-void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
-            const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+// k_gemm(...): declared from the seam's list (kernels/ops_list.h)
 void k_gemm_prec(int bf16, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 // bf16 mixed precision (gemm_bf16.c). Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has
@@ -57,9 +63,8 @@ const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
 // in the path's format (k_gemm_bf16_esz bytes an element). k_gemm_rounded: a bf16 k_gemm (K > 0) whose a (pre bit 0)
 // and/or b (pre bit 1) are such rounded copies (their row strides lda/ldb in elements); an operand not flagged is a
 // float matrix rounded as k_gemm rounds it.
-void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
-void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
-                    const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
+// k_gemm_round(...): declared from the seam's list (kernels/ops_list.h)
+// k_gemm_rounded(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- matmul on typed views (matmul.c; the seam's matmul member, docs/design.md "Tensor views and the matmul
 // member") ----
@@ -74,7 +79,7 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
 //         when a = dout^T: k_linear_bwd's column sums)
 // c with NULL data: no product (the dbias sums only). Sizes of 0 are allowed. A view of another shape or with no
 // unit stride stops the program naming it (a caller's error).
-void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias);
+// k_matmul(...): declared from the seam's list (kernels/ops_list.h)
 void k_matmul_prec(int bf16, os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias,
                    os_tensor dbias);
 // the product's dimensions and its operands as BLAS reads them (trans, row stride), from views checked as k_matmul
@@ -88,34 +93,32 @@ void k_matmul_check(const os_tensor *c, const os_tensor *a, const os_tensor *b, 
 
 // ---- embedding ----
 // out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)
-void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+// k_embedding_fwd(...): declared from the seam's list (kernels/ops_list.h)
 // out[N,C] += scale * table[ids[n], :]
-void k_embedding_acc(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale);
+// k_embedding_acc(...): declared from the seam's list (kernels/ops_list.h)
 // dtable[ids[n], :] += scale * dout[n, :]
-void k_embedding_bwd(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t C, float scale);
+// k_embedding_bwd(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- RMSNorm (Qwen2: y = x * rsqrt(mean(x^2) + eps) * w) ----
 // out[N,C], rstd[N] saved for backward
-void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps);
-void k_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                   int64_t N, int64_t C);
+// k_rmsnorm_fwd(...): declared from the seam's list (kernels/ops_list.h)
+// k_rmsnorm_bwd(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- LayerNorm (Whisper) ----
 // out[N,C], mean[N], rstd[N]
-void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                     int64_t N, int64_t C, float eps);
+// k_layernorm_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *mean,
                      const float *rstd, const float *w, int64_t N, int64_t C);
 
 // ---- RoPE (rotate-half form, as Hugging Face Qwen2) ----
 // tables cos[T, D/2], sin[T, D/2] for positions pos[T]: inv_freq[j] = 1 / theta^(2j/D) computed in float32,
 // angle = (float)pos * inv_freq[j] in float32, cos/sin of it.
-void k_rope_table(float *cos_t, float *sin_t, const int32_t *pos, int64_t T, int64_t D, float theta);
+// k_rope_table(...): declared from the seam's list (kernels/ops_list.h)
 // in place on x[B,T,H,D] (H heads of dim D): for j < D/2, (x1, x2) = (x[j], x[j+D/2])
 //   x[j] = x1*cos - x2*sin ; x[j+D/2] = x2*cos + x1*sin
-void k_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+// k_rope_fwd(...): declared from the seam's list (kernels/ops_list.h)
 // in place on dx[B,T,H,D]: applies the transpose (inverse) rotation (this is an overwrite, not an accumulate)
-void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+// k_rope_bwd(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- attention (scaled dot product, grouped KV heads) ----
 // q[B,T,H,D], k[B,T,KH,D], v[B,T,KH,D] (H % KH == 0; query head h uses kv head h / (H/KH)),
@@ -125,17 +128,15 @@ void k_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, in
 // out[B,T,H,D]; att: the stats, k_attention_stats_floats(B,T,H) = B*H*T*T floats [B,H,T,T], the softmax
 // probabilities (saved for backward; masked entries are 0; a query row with no allowed key gets all-zero
 // probabilities and a zero output). scale = 1/sqrt(D).
-int64_t k_attention_stats_floats(int64_t B, int64_t T, int64_t H);
-void k_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, const uint8_t *keymask,
-                     const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+// k_attention_stats_floats(...): declared from the seam's list (kernels/ops_list.h)
+// k_attention_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_attention_fwd_prec(int bf16, float *out, float *att, const float *q, const float *k, const float *v,
                           const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
                           int64_t KH, int64_t D);
 // Inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]
 // (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t
 // (causal, no padding). out[B,T,H,D]. No probabilities are kept (forward only). scale = 1/sqrt(D).
-void k_attention_cached_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
-                            int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
+// k_attention_cached_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const float *kc, const float *vc, int64_t B,
                                  int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
 // dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate, from the forward's att and the same seg (out, keymask
@@ -144,36 +145,33 @@ void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const flo
 enum { K_ATTN_BQ = 128 };
 // elementwise kernels run on one thread below this many elements (an OpenMP fork/join costs more than the work)
 enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
-void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                     const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
-                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+// k_attention_bwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q,
                           const float *k, const float *v, const float *out, const float *att, const uint8_t *keymask,
                           const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
 
 // ---- activations ----
 // SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))
-void k_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N);
-void k_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N);
+// k_swiglu_fwd(...): declared from the seam's list (kernels/ops_list.h)
+// k_swiglu_bwd(...): declared from the seam's list (kernels/ops_list.h)
 // GELU, exact erf form: 0.5 x (1 + erf(x / sqrt 2)); in place allowed (out == inp)
-void k_gelu_fwd(float *out, const float *inp, int64_t N);
+// k_gelu_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
 // ReLU; in place allowed
-void k_relu_fwd(float *out, const float *inp, int64_t N);
+// k_relu_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_relu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
 // dy[N] through a ReLU, in place, from the ReLU's output y[N]: dy[i] = 0 where !(y[i] > 0) (relu(h) > 0 exactly
 // where h > 0), else unchanged
-void k_relu_grad(float *dy, const float *y, int64_t N);
+// k_relu_grad(...): declared from the seam's list (kernels/ops_list.h)
 // inverted dropout of probability p (< 1) with the mask of stream key: keep_i = os_rng_uniform(key, i) >= p;
 // acc 0: out[i] = keep_i ? inp[i] / (1 - p) : 0; acc 1: out[i] += inp[i] / (1 - p) where keep_i (else unchanged).
 // inp, out [N] (dropout.c)
-void k_dropout(float *out, const float *inp, int64_t N, float p, uint64_t key, int acc);
+// k_dropout(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- conv1d (Whisper front, forward only; cross-correlation like PyTorch) ----
 // inp[Cin, Tin], w[Cout, Cin, K], b[Cout] -> out[Cout, Tout], Tout = (Tin + 2*pad - K) / stride + 1,
 // out[o,t] = b[o] + sum_{i,k} w[o,i,k] * inp[i, stride*t + k - pad] (zero outside)
-void k_conv1d_fwd(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
-                  int64_t Cout, int64_t K, int64_t stride, int64_t pad);
+// k_conv1d_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_conv1d_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *b, int64_t Cin,
                        int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad);
 
@@ -193,14 +191,13 @@ int64_t k_xent_chunk_rows(int64_t V, int64_t N, int64_t forced);
 // g is multiplied by gscale first (gradient clipping) and zeroed as it is read. step is the 1-based step count.
 //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-void k_adamw(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps, float wd,
-             float gscale, int64_t step);
+// k_adamw(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- elementwise helpers ----
 // nb batches of inp[R, C] transposed: out[b][c, r] = inp[b][r, c] (out [nb, C, R]; not in place; reshape.c)
-void k_transpose(float *out, const float *inp, int64_t nb, int64_t R, int64_t C);
-void k_add(float *out, const float *a, const float *b, int64_t N);    // out = a + b (out may alias)
-void k_axpy(float *y, float a, const float *x, int64_t N);            // y += a*x
-void k_scale(float *x, float a, int64_t N);                           // x *= a
+// k_transpose(...): declared from the seam's list (kernels/ops_list.h)
+// k_add: out = a + b (out may alias)
+// k_axpy: y += a*x
+// k_scale: x *= a
 double k_sumsq(const float *x, int64_t N);                            // sum x^2 in double
 int64_t k_first_nonfinite(const float *x, int64_t N);                // index of the first NaN/Inf in x[N], -1 if none

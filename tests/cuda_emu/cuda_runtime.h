@@ -348,6 +348,11 @@ inline uint32_t __float_as_uint(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
+inline float __uint_as_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 // ---- host API (the calls src/cuda/ makes; all synchronous here) ----
 inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
