@@ -161,19 +161,19 @@ int cmd_plan(int argc, char **argv) {
     const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
-    if (rc == 0 && !sa.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
-    if (rc == 0) rc = os_tf32_check(sa.tf32, sa.device, os_sft_args_bf16(&sa));   // as sft would refuse it
+    if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     char one[2] = {(char)('0' + p.deepspeed), 0};
-    const char *model = sa.model, *config = p.config, *type = sa.model_type, *stages = p.deepspeed >= 0 ? one : p.stages;
-    const char *ckpts = p.ckpts, *new_rows = sa.new_rows_init, *speech = sa.speech_encoder;
-    long nproc = (long)p.nproc, L = (long)sa.max_length, B = (long)(p.batch ? p.batch : sa.per_device_train_batch_size);
-    long G = sa.code_layer >= 0 ? sa.code_layer : 3, accum = (long)sa.gradient_accumulation_steps;
-    int bf16 = !strcmp(sa.torch_dtype, "bfloat16");
+    const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type, *stages = p.deepspeed >= 0 ? one : p.stages;
+    const char *ckpts = p.ckpts, *new_rows = sa.model.new_rows_init, *speech = sa.model.speech_encoder;
+    long nproc = (long)p.nproc, L = (long)sa.data.max_length, B = (long)(p.batch ? p.batch : sa.training.per_device_train_batch_size);
+    long G = sa.model.code_layer >= 0 ? sa.model.code_layer : 3, accum = (long)sa.training.gradient_accumulation_steps;
+    int bf16 = !strcmp(sa.training.torch_dtype, "bfloat16");
     double dev = p.device_memory;
-    os_freeze_opts fz = {sa.freeze_llm, sa.freeze_encoder_projector, sa.freeze_group_decode_adapter, sa.trainable_embed_rows};
-    os_lora_config lora = {0, (float)sa.lora_alpha, (float)sa.lora_dropout, 0};
+    os_freeze_opts fz = {sa.model.freeze_llm, sa.model.freeze_encoder_projector, sa.model.freeze_group_decode_adapter, sa.model.trainable_embed_rows};
+    os_lora_config lora = {0, (float)sa.model.lora_alpha, (float)sa.model.lora_dropout, 0};
     os_qwen2_config cfg;
     if (load_config(model, config, &cfg) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     os_omni_config oc;
@@ -183,9 +183,9 @@ int cmd_plan(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/slam_omni.json", model);
         if (os_omni_config_load(p, &oc) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 1;
     }
-    if (!strcmp(sa.train_type, "lora")) {
-        if (os_lora_parse_targets(sa.target_modules, &lora.targets) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
-        lora.rank = sa.lora_rank;
+    if (!strcmp(sa.model.train_type, "lora")) {
+        if (os_lora_parse_targets(sa.model.target_modules, &lora.targets) < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+        lora.rank = sa.model.lora_rank;
         oc.lora = lora;
     }
     int recorded = !speech && oc.speech_encoder[0];
@@ -207,7 +207,7 @@ int cmd_plan(int argc, char **argv) {
            (long long)m.V, m.oc.G, cfg.tie_word_embeddings ? "tied" : "untied", nproc, L, B);
     // --device cuda: device memory per GPU, as the CUDA backend lays it out (bf16 copies of 2 bytes, attention
     // stats of the fused kernel: a log-sum-exp per query row)
-    int index, cuda = os_device_parse(sa.device, &index) == 1;
+    int index, cuda = os_device_parse(sa.device.device, &index) == 1;
     os_ops planned = *os_k;
     if (cuda) planned.attention_stats_floats = os_cuda_attention_stats_floats, os_k = &planned;
     const char *path = cuda ? "cuBLASLt" : "sgemm";

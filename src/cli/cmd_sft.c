@@ -3,6 +3,7 @@
 #include "cli/device.h"
 #include "core/device.h"
 #include "core/err.h"
+#include "core/knobs.h"
 #include "io/hfconfig.h"
 #include "persist/checkpoint_limit.h"
 #include "train/agree.h"
@@ -15,14 +16,14 @@
 // what the options name, looked at before the run: a --deepspeed JSON file applied; a Hub id instead of a directory (nothing is downloaded);
 // --resume_from_checkpoint true (or a run directory): its latest complete checkpoint; false: no resume
 static int settle(os_sft_args *a, int argc, char **argv) {
-    if (a->deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
-    if (os_tf32_check(a->tf32, a->device, os_sft_args_bf16(a)) < 0) return -1;    // its bf16.enabled counts too
-    if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
+    if (a->parallelism.deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
+    if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(a)) < 0) return -1;    // its bf16.enabled counts too
+    if (os_hub_id_check("--model", a->model.model) < 0 || os_hub_id_check("--speech_encoder", a->model.speech_encoder) < 0) return -1;
     static char resume[4300];
-    int found = os_checkpoint_resolve(a->resume_from_checkpoint, a->output_dir, resume, sizeof resume);
-    if (found == 2) a->resume_from_checkpoint = NULL;
-    if (found == 1) a->resume_from_checkpoint = resume;   // named by the "resumed from" line
-    if (found >= 0 && a->resume_only_model && !a->resume_from_checkpoint)
+    int found = os_checkpoint_resolve(a->checkpoint.resume_from_checkpoint, a->checkpoint.output_dir, resume, sizeof resume);
+    if (found == 2) a->checkpoint.resume_from_checkpoint = NULL;
+    if (found == 1) a->checkpoint.resume_from_checkpoint = resume;   // named by the "resumed from" line
+    if (found >= 0 && a->checkpoint.resume_only_model && !a->checkpoint.resume_from_checkpoint)
         return os_errf("--resume_only_model true needs --resume_from_checkpoint (the checkpoint whose parameters it "
                        "loads; this run resumes none)");
     return found < 0 ? -1 : 0;
@@ -33,11 +34,12 @@ int cmd_sft(int argc, char **argv) {
     // a rank with invalid options still takes part in the agreement, so that every rank can say why the job stops;
     // the options are read before MPI starts so that --ddp_timeout bounds MPI_Init (and MPI_Finalize) as well
     int rc = os_sft_args_parse(&a, argc, argv);
+    a.debug.log_samples = os_knobs()->log_samples;   // a test hook (core/knobs.h)
     if (rc == 0) rc = settle(&a, argc, argv);
     // the device before MPI starts (each rank its GPU by the launcher's local rank); a rank that cannot open it
     // says why in the agreement below
-    if (rc == 0) rc = os_cli_device_open(a.device, a.tf32, os_sft_args_bf16(&a));
-    comm_set_timeout(rc == 0 ? a.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
+    if (rc == 0) rc = os_cli_device_open(a.device.device, a.device.tf32, os_sft_args_bf16(&a));
+    comm_set_timeout(rc == 0 ? a.parallelism.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);
     if (rc == 1) {

@@ -7,49 +7,95 @@
 #include <stdio.h>
 
 #define OS_MAX_TERMS 8
-#define OS_DDP_TIMEOUT_DEFAULT 1800.0
-#define OS_SFT_MAX_OPTS 256   // room for the options table's flags of what was given   // seconds, as torch.distributed and transformers' ddp_timeout
+#define OS_DDP_TIMEOUT_DEFAULT 1800.0   // seconds, as torch.distributed and transformers' ddp_timeout
+#define OS_SFT_MAX_OPTS 256   // room for the options table's flags of what was given
 
-typedef struct {
-    const char *model, *dataset, *output_dir, *resume_from_checkpoint, *model_type, *dump_grads, *dump_logits, *speech_encoder,
-        *cache_speech_features, *new_rows_init;
-    const char *lr_scheduler_type, *truncation_strategy, *val_dataset, *trainable_embed_rows;
-    // ms-swift flags accepted only with the values omnishard implements (the options table lists them)
-    const char *train_type, *torch_dtype, *ddp_backend, *device, *lazy_tokenize, *check_model, *report_to;
-    const char *target_modules;   // LoRA targets (docs/training.md "LoRA")
-    const char *system;           // --system: the default system prompt of every task (a record's system_prompt wins)
-    const char *save_strategy, *eval_strategy, *attn_impl, *logging_dir;   // docs/training.md
-    double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
-        adam_epsilon, split_dataset_ratio, ddp_timeout, lora_alpha, lora_dropout;
-    int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, max_length,
-        save_steps, save_total_limit, logging_steps, eval_steps, seed, dataloader_num_workers;
-    int zero_stage, gradient_checkpointing, code_layer, save_only_model, resume_override_config;
-    int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;   // docs/training.md
-    int num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 0, false)
+// The options in sections, as torchtitan's job config groups them; each part of the run takes its section.
+typedef struct {   // the model and what is built into it (docs/training.md)
+    const char *model, *model_type, *new_rows_init, *speech_encoder, *trainable_embed_rows;
+    const char *train_type, *target_modules;   // LoRA: train_type lora, its targets (docs/training.md "LoRA")
+    const char *attn_impl, *check_model;       // ms-swift flags accepted only with the values omnishard implements
+    int code_layer, num_latency_tokens, do_layershift;   // -1: slam_omni.json's (else 3, 0, false)
     int mask_equal_length_audio;
+    float loss_weights[OS_MAX_G + 1];
+    int n_loss_weights;
+    int freeze_llm, freeze_encoder, freeze_encoder_projector, freeze_group_decode_adapter;
+    int lora_rank;
+    double lora_alpha, lora_dropout;
+} os_sft_model_opts;
+
+typedef struct {   // the samples (docs/dataset.md)
+    // --dataset / --val_dataset: each "PATH" or "PATH#N" (docs/dataset.md "Mixing datasets"); dataset and
+    // val_dataset are the first of each (NULL: none given)
+    const char *dataset, *val_dataset, *datasets[OS_MAX_SOURCES], *val_datasets[OS_MAX_SOURCES];
+    int ndatasets, nval_datasets;
+    int64_t max_length;
+    int packing;   // --packing: training samples packed into rows of up to max_length (dataset/pack.h)
+    const char *truncation_strategy;
+    double split_dataset_ratio;
+    int dataset_shuffle;   // the mixed samples in one seeded order (ms-swift's default true)
+    int64_t data_seed;     // the data's seed: sampling, mixing, split and epoch order (-1 given: --seed's)
+    const char *system;    // --system: the default system prompt of every task (a record's system_prompt wins)
+    const char *cache_speech_features, *lazy_tokenize;
+    int64_t dataloader_num_workers;
+} os_sft_data_opts;
+
+typedef struct {   // the optimisation: steps, batch, AdamW, schedule, precision, evaluation
+    double num_train_epochs, learning_rate, weight_decay, max_grad_norm, warmup_ratio, adam_beta1, adam_beta2,
+        adam_epsilon;
+    int64_t max_steps, per_device_train_batch_size, gradient_accumulation_steps, warmup_steps, seed, eval_steps;
+    const char *lr_scheduler_type, *torch_dtype, *eval_strategy;
+    int gradient_checkpointing;
+    os_param_term terms[OS_MAX_TERMS];   // --param_loss
+    int nterms;
+} os_sft_training_opts;
+
+typedef struct {   // the output directory, checkpoints, resume, saved models (docs/operations.md)
+    const char *output_dir, *resume_from_checkpoint, *save_strategy;
     int overwrite_output_dir, add_version;   // docs/operations.md, "Output directories"
-    int head_balance;   // 1: the head's rows move between ranks, 0: stay, -1: not given (the backend decides: train/sft_open.c)
-    int lora_rank, merge_lora;
+    int64_t save_steps, save_total_limit;
+    int save_only_model, resume_override_config, resume_only_model, merge_lora;
     const char *save_dtype;    // --save_dtype: auto (the model config's torch_dtype) or a dtype (persist/export.h)
     int64_t max_shard_size;    // --max_shard_size in bytes
     int save_consolidated;     // --save_consolidated: each checkpoint holds the model transformers loads
-    int resume_only_model;
-    int packing;   // --packing: training samples packed into rows of up to max_length (dataset/pack.h)
-    int tf32;   // --tf32: fp32 products in TF32 on --device cuda (core/device.h)
-    // --deepspeed FILE.json (train/ds_config.h): the file, its FNV-1a 64, train_batch_size (0: auto), what it did
+} os_sft_checkpoint_opts;
+
+typedef struct {   // the ranks: ZeRO stage, collectives
+    int zero_stage;
+    // --deepspeed FILE.json (train/ds_config.h): the file, its notes, its FNV-1a 64, train_batch_size (0: auto)
     const char *deepspeed_file, *ds_notes;
     uint64_t ds_hash;
-    int64_t ds_train_batch_size;   // the checkpoint's parameters only: AdamW moments from zero (docs/operations.md)
-    float loss_weights[OS_MAX_G + 1];
-    int n_loss_weights;
-    os_param_term terms[OS_MAX_TERMS];
-    int nterms;
-    // --dataset / --val_dataset: each "PATH" or "PATH#N" (docs/dataset.md "Mixing datasets"); dataset and
-    // val_dataset above are the first of each (NULL: none given)
-    const char *datasets[OS_MAX_SOURCES], *val_datasets[OS_MAX_SOURCES];
-    int ndatasets, nval_datasets;
-    int dataset_shuffle;   // the mixed samples in one seeded order (ms-swift's default true)
-    int64_t data_seed;     // the data's seed: sampling, mixing, split and epoch order (-1 given: --seed's)
+    int64_t ds_train_batch_size;
+    const char *ddp_backend;
+    double ddp_timeout;
+    int head_balance;   // 1: the head's rows move between ranks, 0: stay, -1: not given (the backend decides)
+} os_sft_parallelism_opts;
+
+typedef struct {   // what is logged besides logging.jsonl
+    int64_t logging_steps;
+    const char *report_to, *logging_dir;
+} os_sft_logging_opts;
+
+typedef struct {   // the backend (core/device.h)
+    const char *device;
+    int tf32;   // --tf32: fp32 products in TF32 on --device cuda
+} os_sft_device_opts;
+
+typedef struct {   // test hooks and dumps
+    const char *dump_grads, *dump_logits;
+    int log_samples;   // not an option: the test hook OMNISHARD_LOG_SAMPLES=1 (cmd_sft sets it): each step's sample
+                       // ids in logging.jsonl
+} os_sft_debug_opts;
+
+typedef struct {
+    os_sft_model_opts model;
+    os_sft_data_opts data;
+    os_sft_training_opts training;
+    os_sft_checkpoint_opts checkpoint;
+    os_sft_parallelism_opts parallelism;
+    os_sft_logging_opts logging;
+    os_sft_device_opts device;
+    os_sft_debug_opts debug;
     unsigned char given[OS_SFT_MAX_OPTS];   // given[i]: option i of the table was on the command line
 } os_sft_args;
 

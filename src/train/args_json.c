@@ -52,7 +52,7 @@ int os_args_json_write(const os_sft_state *r) {
     cJSON_AddNumberToObject(res, "warmup_steps", (double)r->warmup);
     cJSON_AddNumberToObject(res, "train_samples", (double)r->nsamp);
     cJSON_AddNumberToObject(res, "eval_samples", r->ev ? (double)r->ev->n : 0.0);
-    if (a->resume_from_checkpoint) cJSON_AddStringToObject(res, "resumed_from", a->resume_from_checkpoint);
+    if (a->checkpoint.resume_from_checkpoint) cJSON_AddStringToObject(res, "resumed_from", a->checkpoint.resume_from_checkpoint);
     else cJSON_AddNullToObject(res, "resumed_from");
     cJSON_AddNumberToObject(res, "resumed_at_step", (double)r->done);
     cJSON *env = cJSON_CreateObject();   // the OMNISHARD_* variables set (core/knobs.h)
@@ -65,7 +65,7 @@ int os_args_json_write(const os_sft_state *r) {
     char *text = cJSON_Print(o), path[4300];
     cJSON_Delete(o);
     if (!text) return os_errf("args.json: out of memory");
-    snprintf(path, sizeof path, "%s/args.json", a->output_dir);
+    snprintf(path, sizeof path, "%s/args.json", a->checkpoint.output_dir);
     size_t n = strlen(text);
     text[n++] = '\n';   // cJSON_Print's text ends at "}"; its NUL becomes the newline
     int rc = os_write_file_atomic(path, text, n);

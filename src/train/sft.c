@@ -31,8 +31,8 @@ static int stop_nonfinite(os_sft_state *r, int64_t step, const char *what, const
     if (!grads) bad = zr_first_nonfinite(&r->s.rt, 0);
     char last[4400];
     if (r->saved > r->start - 1)
-        snprintf(last, sizeof last, "the last checkpoint written is %s/checkpoint-%lld", a->output_dir, (long long)r->saved);
-    else if (a->resume_from_checkpoint) snprintf(last, sizeof last, "no checkpoint written since %s", a->resume_from_checkpoint);
+        snprintf(last, sizeof last, "the last checkpoint written is %s/checkpoint-%lld", a->checkpoint.output_dir, (long long)r->saved);
+    else if (a->checkpoint.resume_from_checkpoint) snprintf(last, sizeof last, "no checkpoint written since %s", a->checkpoint.resume_from_checkpoint);
     else snprintf(last, sizeof last, "no checkpoint was written");
     if (r->rank == 0)
         os_info("omnishard: step %lld: %s; first parameter with a non-finite %s: %s%s%s; stopping without saving "
@@ -49,9 +49,9 @@ static int save(os_sft_state *r, int64_t step) {
         return stop_nonfinite(r, step, "non-finite parameters after the optimizer step", TRAIN_HINT);
     os_stop_if_failed(os_checkpoint_save(r->m, &r->s.rt, &r->dest, step, &r->run));
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a->output_dir, (long long)step);
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a->checkpoint.output_dir, (long long)step);
     os_stop_checkpoint(dir, step);
-    if (r->rank == 0) os_ckpt_keeper_saved(&r->keep, r->a->output_dir, step);
+    if (r->rank == 0) os_ckpt_keeper_saved(&r->keep, r->a->checkpoint.output_dir, step);
     if (os_steplog_record(&r->log) < 0) os_stop_write_failed();   // the log so far, in the run's manifest
     r->saved = step;
     return 0;
@@ -59,8 +59,8 @@ static int save(os_sft_state *r, int64_t step) {
 
 // --save_strategy: steps (every --save_steps), epoch (where an epoch ends) or no; the last step saves unless no
 static int save_due(const os_sft_args *a, int64_t step, int epoch_end) {
-    if (!strcmp(a->save_strategy, "epoch")) return epoch_end;
-    return !strcmp(a->save_strategy, "steps") && a->save_steps > 0 && step % a->save_steps == 0;
+    if (!strcmp(a->checkpoint.save_strategy, "epoch")) return epoch_end;
+    return !strcmp(a->checkpoint.save_strategy, "steps") && a->checkpoint.save_steps > 0 && step % a->checkpoint.save_steps == 0;
 }
 
 // what a step's micro-batches report: their data losses, parameter terms, per-term sums and times
@@ -77,14 +77,14 @@ typedef struct {
 // write ends every rank at the step boundary).
 static double micro_step(os_sft_state *r, int64_t step, const os_micro *mb, float dscale, os_step_stats *st) {
     os_trainer *t = &r->trainer;
-    t->lora_key = os_lora_dropout_key((uint64_t)r->a->seed, step, mb->g);
-    int dump = r->a->dump_logits && step == 1 && mb->g == 0;
+    t->lora_key = os_lora_dropout_key((uint64_t)r->a->training.seed, step, mb->g);
+    int dump = r->a->debug.dump_logits && step == 1 && mb->g == 0;
     if (dump) t->dump_logits = os_alloc(sizeof(float) * (size_t)(mb->b.B * mb->b.L * r->m->V), "logits dump");
     double t0 = os_now();
     os_train_micro(t, &mb->b, dscale, st);
     double took = os_now() - t0;
     if (!dump) return took;
-    if (os_dump_logits(r->a->dump_logits, t->dump_logits, mb->b.B * mb->b.L, r->m->V) < 0) os_stop_write_failed();
+    if (os_dump_logits(r->a->debug.dump_logits, t->dump_logits, mb->b.B * mb->b.L, r->m->V) < 0) os_stop_write_failed();
     os_free(t->dump_logits);
     t->dump_logits = NULL;
     return took;
@@ -148,13 +148,13 @@ static int evaluate(os_sft_state *r, int64_t step, double epoch) {
 static double optimizer_step(os_sft_state *r, int64_t step, double gnorm) {
     const os_sft_args *a = r->a;
     float clip = 1.0f;
-    if (a->max_grad_norm > 0) {
-        double c = a->max_grad_norm / (gnorm + 1e-6);
+    if (a->training.max_grad_norm > 0) {
+        double c = a->training.max_grad_norm / (gnorm + 1e-6);
         if (c < 1.0) clip = (float)c;
     }
-    double lr = os_lr_at(a->lr_scheduler_type, a->learning_rate, step - 1, r->warmup, r->total);
-    zr_adamw_step(&r->s.rt, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                  (float)a->weight_decay, clip, step - r->adam_base);
+    double lr = os_lr_at(a->training.lr_scheduler_type, a->training.learning_rate, step - 1, r->warmup, r->total);
+    zr_adamw_step(&r->s.rt, (float)lr, (float)a->training.adam_beta1, (float)a->training.adam_beta2, (float)a->training.adam_epsilon,
+                  (float)a->training.weight_decay, clip, step - r->adam_base);
     return lr;
 }
 
@@ -180,7 +180,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     micro_report sl;
     micro_batches(r, step, &sl);
     zr_reduce_grads(&r->s.rt);
-    if (a->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(&r->s.rt, a->dump_grads));
+    if (a->debug.dump_grads && step == 1) os_stop_if_failed(os_dump_grads(&r->s.rt, a->debug.dump_grads));
     double gnorm = zr_grad_norm(&r->s.rt, r->bucket_norms);
     if (check_finite(r, step, &sl, gnorm)) return 1;
     double lr = optimizer_step(r, step, gnorm);
@@ -188,7 +188,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     phase_times(r, &sl, cpu0);
     os_steplog_step(&r->log, r->m, step, epoch, sl.loss_sum, sl.nonempty, sl.term_loss, &sl.acc, lr, gnorm,
                     r->bucket_norms, os_now() - t0, &r->s.rt,
-                    a->logging_steps > 0 && (step % a->logging_steps == 0 || step == r->total));
+                    a->logging.logging_steps > 0 && (step % a->logging.logging_steps == 0 || step == r->total));
     int epoch_end = r->cur.pos == 0;   // os_data_advance moved to the next epoch's start
     if (r->ev && os_sft_eval_due(a, step, r->total, epoch_end) && evaluate(r, step, epoch)) return 1;
     return save_due(a, step, epoch_end) ? save(r, step) : 0;
@@ -200,12 +200,12 @@ static int save_final(os_sft_state *r, os_sft_after_fn after) {
     if (r->start <= r->total && r->log.targets_total == 0)   // the same value on every rank (reduced each step)
         os_die("no step had a target token: every sample was skipped or has no trained position (%lld skipped; "
                "--max_length %lld, --truncation_strategy %s; docs/dataset.md); no model written",
-               (long long)os_dataset_skipped_total(r->ds, comm_allreduce_max_i64), (long long)a->max_length,
-               a->truncation_strategy);
-    if (strcmp(a->save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
+               (long long)os_dataset_skipped_total(r->ds, comm_allreduce_max_i64), (long long)a->data.max_length,
+               a->data.truncation_strategy);
+    if (strcmp(a->checkpoint.save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
     char out[4200];
-    snprintf(out, sizeof out, "%s/final_model", a->output_dir);
-    os_stop_if_failed(os_export(r->m, &r->s.rt, a->model, out, &r->dest.exp));
+    snprintf(out, sizeof out, "%s/final_model", a->checkpoint.output_dir);
+    os_stop_if_failed(os_export(r->m, &r->s.rt, a->model.model, out, &r->dest.exp));
     int failed = 0;
     if (r->rank == 0 && after && after(r->run_dir, r->log.fd) < 0)
         failed = 1, os_info("omnishard sft: %s (the model and checkpoints are written)", os_errmsg());

@@ -26,7 +26,7 @@
 // data files once read (os_dataset.digest, hashed while they were read)
 static void agree_on_config(const os_sft_args *a) {
     char cfg[4200], v[128];
-    snprintf(cfg, sizeof cfg, "%s/config.json", a->model);
+    snprintf(cfg, sizeof cfg, "%s/config.json", a->model.model);
     os_file_digest_text(cfg, v, sizeof v);
     const char *name = "the model's config.json", *val = v;
     if (os_agree_values(&name, &val, 1) < 0) os_die_err();
@@ -68,7 +68,7 @@ static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) {
 static void dataset_text(const os_sft_args *a, char *buf, size_t n) {
     size_t k = 0;
     buf[0] = 0;
-    for (int i = 0; i < a->ndatasets && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " " : "", a->datasets[i]);
+    for (int i = 0; i < a->data.ndatasets && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " " : "", a->data.datasets[i]);
 }
 
 // a checkpoint from before --data_seed existed: its data order came from --seed
@@ -93,23 +93,23 @@ static void was_default(os_ckpt_run *was, const char *key, const char *val) {
 
 // --system as recorded: the text, or its FNV-1a 64 when longer than a record's value holds
 static void run_system(const os_sft_args *a, os_ckpt_run *r) {
-    if (!a->system) run_set(r, "--system", TASK_SYSTEM);
-    else if (strlen(a->system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", a->system);
-    else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(a->system),
-                 (unsigned long long)os_fnv1a(OS_FNV_BASIS, a->system, strlen(a->system)));
+    if (!a->data.system) run_set(r, "--system", TASK_SYSTEM);
+    else if (strlen(a->data.system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", a->data.system);
+    else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(a->data.system),
+                 (unsigned long long)os_fnv1a(OS_FNV_BASIS, a->data.system, strlen(a->data.system)));
 }
 
 // the settings as given
 static void run_args(const os_sft_args *a, os_ckpt_run *r) {
     memset(r, 0, sizeof *r);
     dataset_text(a, r->dataset, sizeof r->dataset);
-    run_set(r, "--seed", "%lld", (long long)a->seed);
-    run_set(r, "--data_seed", "%lld", (long long)a->data_seed);
-    run_set(r, "--max_length", "%lld", (long long)a->max_length);
-    run_set(r, "--truncation_strategy", "%s", a->truncation_strategy);
-    run_set(r, "--split_dataset_ratio", "%.17g", a->split_dataset_ratio);
-    run_set(r, "--model_type", "%s", a->model_type);
-    run_set(r, "--packing", "%s", a->packing ? "true" : "false");
+    run_set(r, "--seed", "%lld", (long long)a->training.seed);
+    run_set(r, "--data_seed", "%lld", (long long)a->data.data_seed);
+    run_set(r, "--max_length", "%lld", (long long)a->data.max_length);
+    run_set(r, "--truncation_strategy", "%s", a->data.truncation_strategy);
+    run_set(r, "--split_dataset_ratio", "%.17g", a->data.split_dataset_ratio);
+    run_set(r, "--model_type", "%s", a->model.model_type);
+    run_set(r, "--packing", "%s", a->data.packing ? "true" : "false");
     run_system(a, r);
 }
 
@@ -127,17 +127,17 @@ static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
 
 // the session's settings from the options; -1 + message (an unknown --target_modules name)
 static int session_opts(const os_sft_args *a, os_session_opts *o) {
-    *o = (os_session_opts){.model = a->model, .speech_encoder = a->speech_encoder,
-                           .cache_speech_features = a->cache_speech_features, .slam = !strcmp(a->model_type, "slam_omni"),
-                           .code_layer = a->code_layer, .num_latency_tokens = a->num_latency_tokens,
-                           .do_layershift = a->do_layershift, .loss_weights = a->loss_weights,
-                           .n_loss_weights = a->n_loss_weights, .zero_stage = a->zero_stage, .bf16 = os_sft_args_bf16(a),
-                           .seed = (uint64_t)a->seed, .new_rows_init = a->new_rows_init,
-                           .freeze = {a->freeze_llm, a->freeze_encoder_projector, a->freeze_group_decode_adapter,
-                                      a->trainable_embed_rows}};
-    if (a->train_type && !strcmp(a->train_type, "lora")) {
-        o->lora = (os_lora_config){a->lora_rank, (float)a->lora_alpha, (float)a->lora_dropout, 0};
-        if (os_lora_parse_targets(a->target_modules, &o->lora.targets) < 0) return -1;
+    *o = (os_session_opts){.model = a->model.model, .speech_encoder = a->model.speech_encoder,
+                           .cache_speech_features = a->data.cache_speech_features, .slam = !strcmp(a->model.model_type, "slam_omni"),
+                           .code_layer = a->model.code_layer, .num_latency_tokens = a->model.num_latency_tokens,
+                           .do_layershift = a->model.do_layershift, .loss_weights = a->model.loss_weights,
+                           .n_loss_weights = a->model.n_loss_weights, .zero_stage = a->parallelism.zero_stage, .bf16 = os_sft_args_bf16(a),
+                           .seed = (uint64_t)a->training.seed, .new_rows_init = a->model.new_rows_init,
+                           .freeze = {a->model.freeze_llm, a->model.freeze_encoder_projector, a->model.freeze_group_decode_adapter,
+                                      a->model.trainable_embed_rows}};
+    if (a->model.train_type && !strcmp(a->model.train_type, "lora")) {
+        o->lora = (os_lora_config){a->model.lora_rank, (float)a->model.lora_alpha, (float)a->model.lora_dropout, 0};
+        if (os_lora_parse_targets(a->model.target_modules, &o->lora.targets) < 0) return -1;
     }
     return 0;
 }
@@ -149,26 +149,26 @@ void os_sft_resolve_model_defaults(os_sft_args *a) {
     if (session_opts(a, &so) < 0 || os_session_model_config(&so, &cfg, &oc) < 0)
         return;   // left as given: opening the model names the cause on every rank
     if (so.slam) {
-        if (a->code_layer < 0) a->code_layer = oc.G;
-        if (a->num_latency_tokens < 0) a->num_latency_tokens = oc.latency;
-        if (a->do_layershift < 0) a->do_layershift = oc.layershift;
-        if (!a->n_loss_weights) {
-            a->n_loss_weights = oc.G + 1;
-            for (int i = 0; i <= oc.G; i++) a->loss_weights[i] = oc.loss_w[i];
+        if (a->model.code_layer < 0) a->model.code_layer = oc.G;
+        if (a->model.num_latency_tokens < 0) a->model.num_latency_tokens = oc.latency;
+        if (a->model.do_layershift < 0) a->model.do_layershift = oc.layershift;
+        if (!a->model.n_loss_weights) {
+            a->model.n_loss_weights = oc.G + 1;
+            for (int i = 0; i <= oc.G; i++) a->model.loss_weights[i] = oc.loss_w[i];
         }
     }
-    a->trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
+    a->model.trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
 }
 
 // --head_balance as the run takes it
 static int head_balance_of(const os_sft_args *a) {
-    if (a->head_balance >= 0) return a->head_balance;   // given (or OMNISHARD_HEAD_BALANCE=0)
+    if (a->parallelism.head_balance >= 0) return a->parallelism.head_balance;   // given (or OMNISHARD_HEAD_BALANCE=0)
     // not given: on where the backend's memory is the host's; where it is not, moving rows costs a download and an
     // upload of the rows and sums every micro-batch, so they stay. The guard backend (--device guard, a test
     // backend: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
     // CPU backend's numbers for the same options
     int index;
-    return os_k->host_memory || os_device_parse(a->device, &index) == OS_DEVICE_GUARD;
+    return os_k->host_memory || os_device_parse(a->device.device, &index) == OS_DEVICE_GUARD;
 }
 
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
@@ -177,16 +177,18 @@ static int trainer_open(os_sft_state *r) {
     const os_sft_args *a = r->a;
     os_model *m = &r->s.model;
     os_trainer *t = &r->trainer;
-    t->m = m, t->rt = &r->s.rt, t->grad_ckpt = a->gradient_checkpointing, t->head_balance = head_balance_of(a);
+    t->m = m, t->rt = &r->s.rt, t->head_balance = head_balance_of(a);
+    t->train_opts = (os_model_opts){.recompute = a->training.gradient_checkpointing, .lora_dropout = m->oc.lora.dropout};
+    t->eval_opts = (os_model_opts){0};
     t->acts = &r->s.acts;
     t->speech = r->s.speech.on ? &r->s.speech : NULL;
-    t->terms = (os_param_term *)a->terms, t->nterms = a->nterms;
-    for (int k = 0; k < a->nterms; k++) {
+    t->terms = (os_param_term *)a->training.terms, t->nterms = a->training.nterms;
+    for (int k = 0; k < a->training.nterms; k++) {
         int hit = 0;
-        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->terms[k].prefix, strlen(a->terms[k].prefix));
-        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->terms[k].prefix);
+        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->training.terms[k].prefix, strlen(a->training.terms[k].prefix));
+        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->training.terms[k].prefix);
     }
-    if (a->nterms) t->term_vals = os_k->alloc((int64_t)sizeof(double) * m->reg.np * a->nterms, "parameter term sums");
+    if (a->training.nterms) t->term_vals = os_k->alloc((int64_t)sizeof(double) * m->reg.np * a->training.nterms, "parameter term sums");
     return 0;
 }
 
@@ -194,29 +196,29 @@ static int trainer_open(os_sft_state *r) {
 // against a resumed checkpoint's, then the session and the trainer over it
 static void open_session(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    if (a->zero_stage == 0 && r->N > 1 && r->rank == 0)
+    if (a->parallelism.zero_stage == 0 && r->N > 1 && r->rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
     agree_on_config(a);
-    if (a->ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->ds_notes);
+    if (a->parallelism.ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->parallelism.ds_notes);
     // a --model or --speech_encoder that is no model directory: named with what one holds and how to get one
-    os_stop_if_failed(os_model_dir_check("--model", a->model, NULL) < 0 ? -1
-                      : os_model_dir_check("--speech_encoder", a->speech_encoder, NULL));
+    os_stop_if_failed(os_model_dir_check("--model", a->model.model, NULL) < 0 ? -1
+                      : os_model_dir_check("--speech_encoder", a->model.speech_encoder, NULL));
     // one run per output directory: locked before anything in it is touched (docs/operations.md)
-    os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->output_dir) : 0);
+    os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->checkpoint.output_dir) : 0);
     // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
-    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->output_dir, a->resume_from_checkpoint, a->overwrite_output_dir,
-                                                       strcmp(a->report_to, "none") && !a->logging_dir) : 0);
+    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->checkpoint.output_dir, a->checkpoint.resume_from_checkpoint, a->checkpoint.overwrite_output_dir,
+                                                       strcmp(a->logging.report_to, "none") && !a->logging.logging_dir) : 0);
     os_stop_install();
-    if (a->resume_from_checkpoint) {
+    if (a->checkpoint.resume_from_checkpoint) {
         run_args(a, &r->run);
-        if (a->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->code_layer);
-        int rc = os_checkpoint_read_run(a->resume_from_checkpoint, &r->was);
+        if (a->model.code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->model.code_layer);
+        int rc = os_checkpoint_read_run(a->checkpoint.resume_from_checkpoint, &r->was);
         if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
         if (rc == 0) was_default(&r->was, "--packing", "false");   // before --packing: unpacked
         os_stop_if_failed(rc);
         // differing settings are named once the dataset's digest is known too, in one message with it; should
         // opening the model or the data fail first, the stop message names them beside that failure
-        if (os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &r->run, a->resume_override_config) < 0)
+        if (os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &r->run, a->checkpoint.resume_override_config) < 0)
             os_stop_note(os_errmsg());
     }
     os_session_opts so;
@@ -231,12 +233,12 @@ static void open_session(os_sft_state *r) {
 // same rows from the same samples
 static void pack_training(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    int64_t n = r->ds->n, Bm = a->per_device_train_batch_size;
+    int64_t n = r->ds->n, Bm = a->training.per_device_train_batch_size;
     int rc = 0;
-    if (os_knobs()->log_samples)
+    if (a->debug.log_samples)
         rc = os_errf("--packing true with OMNISHARD_LOG_SAMPLES=1: the ids of a step would be packed rows, not "
                      "samples; leave one of them out");
-    os_dataset *p = rc == 0 ? os_pack_open(r->ds, a->max_length) : NULL;
+    os_dataset *p = rc == 0 ? os_pack_open(r->ds, a->data.max_length) : NULL;
     if (p && Bm > p->live)
         rc = os_errf("--per_device_train_batch_size %lld: at most %lld packed rows with --packing true", (long long)Bm,
                      (long long)p->live);
@@ -244,13 +246,13 @@ static void pack_training(os_sft_state *r) {
     r->ds = p;
     if (r->rank == 0)
         os_info("omnishard sft: --packing true: %lld training samples in %lld rows of up to %lld positions", (long long)n,
-                (long long)p->n, (long long)a->max_length);
+                (long long)p->n, (long long)a->data.max_length);
 }
 
 // the datasets read, agreed on and (--split_dataset_ratio) split; their loaders
 static void open_data(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    int64_t T_s = os_speech_positions(r->m), Bm = a->per_device_train_batch_size;
+    int64_t T_s = os_speech_positions(r->m), Bm = a->training.per_device_train_batch_size;
     os_stop_if_failed(os_sft_datasets(a, r->m, T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
@@ -259,10 +261,10 @@ static void open_data(os_sft_state *r) {
         for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
     }
     os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
-    if (a->packing) pack_training(r);
-    r->nsamp = r->ds->n, r->K = a->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
+    if (a->data.packing) pack_training(r);
+    r->nsamp = r->ds->n, r->K = a->training.gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
     os_stop_if_failed(os_ds_config_check_batch(a, r->N, r->GB));
-    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data_seed);
+    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data.data_seed);
     if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
 }
 
@@ -270,35 +272,35 @@ static void open_data(os_sft_state *r) {
 // data position; then this run's settings as its checkpoints record them
 static void data_position(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    if (a->resume_from_checkpoint) {
+    if (a->checkpoint.resume_from_checkpoint) {
         os_ckpt_run late = {.n = 0};   // every setting (the options' differences warned of already under override)
-        if (!a->resume_override_config) run_args(a, &late);
+        if (!a->checkpoint.resume_override_config) run_args(a, &late);
         dataset_text(a, late.dataset, sizeof late.dataset);
         run_model(r->m, r->digest, &late);
         os_stop_note(NULL);
-        os_stop_if_failed(os_checkpoint_check_run(a->resume_from_checkpoint, &r->was, &late, a->resume_override_config));
+        os_stop_if_failed(os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &late, a->checkpoint.resume_override_config));
         r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
         if (r->cur.pos >= r->nsamp) r->cur.epoch++, r->cur.pos = 0;   // (a smaller dataset under --resume_override_config)
     }
     run_args(a, &r->run);
     run_model(r->m, r->digest, &r->run);
     r->run.samples = r->nsamp, r->run.global_batch = r->GB;
-    r->dest = (os_ckpt_dest){a->output_dir, a->model, a->seed, a->save_only_model, a->save_consolidated,
-                             {.merge_lora = a->merge_lora, .max_shard_bytes = a->max_shard_size}};
-    os_stop_if_failed(os_export_dtype(a->save_dtype, a->model, &r->dest.exp.dtype));   // the same on every rank
+    r->dest = (os_ckpt_dest){a->checkpoint.output_dir, a->model.model, a->training.seed, a->checkpoint.save_only_model, a->checkpoint.save_consolidated,
+                             {.merge_lora = a->checkpoint.merge_lora, .max_shard_bytes = a->checkpoint.max_shard_size}};
+    os_stop_if_failed(os_export_dtype(a->checkpoint.save_dtype, a->model.model, &r->dest.exp.dtype));   // the same on every rank
 }
 
 // the last step (--max_steps, or where --num_train_epochs ends the stream) and the warm-up
 static void count_steps(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    r->total = a->max_steps > 0 ? a->max_steps
-                                : r->done + os_data_steps(r->cur, os_data_end(a->num_train_epochs, r->nsamp), r->nsamp, r->GB);
-    if (r->total < 1 && !a->resume_from_checkpoint) r->total = 1;
-    r->warmup = a->warmup_steps > 0 ? a->warmup_steps : (int64_t)ceil(a->warmup_ratio * (double)r->total);
+    r->total = a->training.max_steps > 0 ? a->training.max_steps
+                                : r->done + os_data_steps(r->cur, os_data_end(a->training.num_train_epochs, r->nsamp), r->nsamp, r->GB);
+    if (r->total < 1 && !a->checkpoint.resume_from_checkpoint) r->total = 1;
+    r->warmup = a->training.warmup_steps > 0 ? a->training.warmup_steps : (int64_t)ceil(a->training.warmup_ratio * (double)r->total);
     if (r->rank == 0)
         os_info("omnishard sft: %lld %s, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
                 "%lld parameters (%lld trained)",
-                (long long)r->nsamp, a->packing ? "packed rows" : "samples", r->N, a->zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
+                (long long)r->nsamp, a->data.packing ? "packed rows" : "samples", r->N, a->parallelism.zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
                 (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);
@@ -312,34 +314,34 @@ static void count_steps(os_sft_state *r) {
 static void load_checkpoint(os_sft_state *r) {
     const os_sft_args *a = r->a;
     int64_t loaded = 0;
-    os_stop_if_failed((a->resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
-                                                                     a->resume_from_checkpoint, &loaded));
+    os_stop_if_failed((a->checkpoint.resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
+                                                                     a->checkpoint.resume_from_checkpoint, &loaded));
     r->start = r->done + 1;
     if (r->rank == 0)
         os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples trained on; global "
-                "batch %lld, was %lld)", a->resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
+                "batch %lld, was %lld)", a->checkpoint.resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
                 (long long)r->cur.pos, (long long)r->nsamp, (long long)r->seen, (long long)r->GB,
                 (long long)r->was.global_batch);
-    if (a->resume_only_model) {
+    if (a->checkpoint.resume_only_model) {
         r->adam_base = r->done;   // as below, by request
         if (r->rank == 0)
             os_info("omnishard: --resume_only_model: the parameters of %s only; the AdamW moments start from zero "
-                    "(bias correction restarts at 1), the step, data position and schedule continue", a->resume_from_checkpoint);
+                    "(bias correction restarts at 1), the step, data position and schedule continue", a->checkpoint.resume_from_checkpoint);
     } else if (!r->was.optimizer_state) {
         r->adam_base = r->done;   // zero moments: the bias correction restarts with them
         if (r->rank == 0)
             os_info("omnishard: WARNING: %s was saved with --save_only_model: it holds no optimizer state, so the "
                     "AdamW moments START FROM ZERO (bias correction restarts at 1); this is not the same run as an "
-                    "uninterrupted one", a->resume_from_checkpoint);
+                    "uninterrupted one", a->checkpoint.resume_from_checkpoint);
     }
-    os_stop_checkpoint(a->resume_from_checkpoint, r->done);
+    os_stop_checkpoint(a->checkpoint.resume_from_checkpoint, r->done);
 }
 
 void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     memset(r, 0, sizeof *r);
     r->args = *a, r->a = &r->args, r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
-    os_rundir_version(a->output_dir, a->add_version, r->run_dir, sizeof r->run_dir);
-    r->args.output_dir = r->run_dir;
+    os_rundir_version(a->checkpoint.output_dir, a->checkpoint.add_version, r->run_dir, sizeof r->run_dir);
+    r->args.checkpoint.output_dir = r->run_dir;
     a = r->a;
     open_session(r);
     os_stop_boundary(0);   // a signal in any phase of the start-up stops the run at its end (and within the long ones)
@@ -348,18 +350,18 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     os_stop_boundary(0);
     data_position(r);
     count_steps(r);
-    os_ckpt_new_run(&r->run, a->resume_from_checkpoint ? &r->was : NULL);
-    if (r->rank == 0) os_checkpoint_cleanup(a->output_dir);
-    if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->output_dir, a->save_total_limit, &r->run);
-    if (a->resume_from_checkpoint) load_checkpoint(r);
+    os_ckpt_new_run(&r->run, a->checkpoint.resume_from_checkpoint ? &r->was : NULL);
+    if (r->rank == 0) os_checkpoint_cleanup(a->checkpoint.output_dir);
+    if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->checkpoint.output_dir, a->checkpoint.save_total_limit, &r->run);
+    if (a->checkpoint.resume_from_checkpoint) load_checkpoint(r);
     os_stop_boundary(0);
-    os_stop_if_failed(os_steplog_open(&r->log, a->output_dir, r->rank == 0, r->total, a->resume_from_checkpoint ? r->done : -1));
-    if (strcmp(a->report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
+    os_stop_if_failed(os_steplog_open(&r->log, a->checkpoint.output_dir, r->rank == 0, r->total, a->checkpoint.resume_from_checkpoint ? r->done : -1));
+    if (strcmp(a->logging.report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
         char dir[4300];
-        snprintf(dir, sizeof dir, "%s/runs", a->output_dir);
-        os_stop_if_failed(os_steplog_tensorboard(&r->log, a->logging_dir ? a->logging_dir : dir));
+        snprintf(dir, sizeof dir, "%s/runs", a->checkpoint.output_dir);
+        os_stop_if_failed(os_steplog_tensorboard(&r->log, a->logging.logging_dir ? a->logging.logging_dir : dir));
     }
-    r->log_samples = os_knobs()->log_samples;
+    r->log_samples = a->debug.log_samples;
     r->saved = r->start - 1;
     r->bucket_norms = os_alloc(sizeof(double) * (size_t)r->m->reg.nb, "bucket grad norms");
 }

@@ -84,8 +84,8 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     grad_ctx gc = {.t = t};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
     int fo = t->forward_only, below = !fo && trains_below_head(t);
-    os_model_opts o = {.grads = fo ? NULL : &g, .recompute = t->grad_ckpt && !fo,
-                       .lora_dropout = fo ? 0.0f : m->oc.lora.dropout, .lora_key = t->lora_key};
+    os_model_opts o = fo ? t->eval_opts : t->train_opts;   // the run's, built once
+    o.grads = fo ? NULL : &g, o.lora_key = t->lora_key;
 
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_model_forward(t->acts, &in, &w, &o);

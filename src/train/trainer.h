@@ -2,6 +2,7 @@
 // and what it reports (os_step_stats); the step (train/step.h), the head and the speech path share these.
 #pragma once
 #include "model/activations.h"
+#include "model/forward.h"
 #include "model/omni.h"
 #include "zero/runtime.h"
 
@@ -19,7 +20,9 @@ typedef struct {
     os_model *m;
     zr_runtime *rt;
     struct os_speech *speech;   // speech input path (NULL: the model has no speech encoder); prepared per batch
-    int grad_ckpt;        // recompute each layer in the backward
+    // the model's options of the run, built once at open: training (recompute per --gradient_checkpointing, LoRA
+    // dropout) and evaluation (neither); a micro-batch adds only its gradients and its dropout stream
+    os_model_opts train_opts, eval_opts;
     int head_balance;     // with several ranks, the loss's rows move between them (train/head_balance.h)
     os_param_term *terms;
     int nterms;
