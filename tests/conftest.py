@@ -22,4 +22,5 @@ if os.environ.get("OMNISHARD_TEST_DEVICE") == "guard":
     _wrap_dir = pathlib.Path(tempfile.mkdtemp(prefix="omnishard-guard-"))
     (_wrap_dir / "omnishard").write_text(WRAP % (BIN.resolve(), BIN.resolve()))
     (_wrap_dir / "omnishard").chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    (_wrap_dir / "tests").symlink_to(BUILD.resolve() / "tests")   # the build's test programs beside BIN, as there
     BIN = _wrap_dir / "omnishard"
