@@ -101,7 +101,12 @@ def test_an_existing_file_is_refused_naming_what_it_holds(setup, tmp_path):
 
 
 def test_a_second_run_is_refused_with_the_first_ones_pid(setup, tmp_path):
-    d, data = setup
+    d, _ = setup
+    # enough records that the first run is still decoding when it is stopped, however fast the machine (5 records
+    # took 3 ms on an idle one: it could end between the settings file appearing and the SIGSTOP)
+    n = 1000
+    data = tmp_path / "many.jsonl"
+    sref.write_jsonl(data, sref.make_records(n, A=A, seed=3))
     out = tmp_path / "out.jsonl"
     first = subprocess.Popen([str(BIN), "infer", "--model", str(d), "--dataset", str(data), "--output_file", str(out),
                               "--max_new_tokens", str(MAX_NEW)], stderr=subprocess.PIPE, text=True)
@@ -110,13 +115,14 @@ def test_a_second_run_is_refused_with_the_first_ones_pid(setup, tmp_path):
         while not os.path.exists(f"{out}.run.json") and first.poll() is None and time.time() - t0 < 60:
             time.sleep(0.01)
         first.send_signal(signal.SIGSTOP)   # it holds the lock (the settings file is written under it)
+        assert first.poll() is None, "the first run ended before it was stopped: " + first.stderr.read()
         second = batch(d, data, out, "--overwrite", "true", check=False)
         refused(second, f"is being written by another omnishard infer (PID {first.pid})")
         first.send_signal(signal.SIGCONT)
         assert first.wait(timeout=120) == 0, first.stderr.read()
     finally:
         first.kill() if first.poll() is None else None
-    assert [r["index"] for r in lines(out)] == [0, 1, 2, 3, 4]   # the first run's lines alone, once each
+    assert [r["index"] for r in lines(out)] == list(range(n))   # the first run's lines alone, once each
 
 
 def test_every_line_is_utf8_json_with_invalid_bytes_in_a_record(setup, tmp_path):
