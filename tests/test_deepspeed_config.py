@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from omni_run import logs, sft, tiny_slam, weights
+from omni_run import logs, run, sft, tiny_slam, weights
 from test_agreement import base, mpmd
 from test_input_checks import parse_error
 
@@ -173,3 +173,30 @@ def test_a_file_past_the_bound_is_refused_unread(tmp_path):
     f.write_text('{"x": "' + "a" * 2000000 + '"}')
     err = parse_error(tmp_path, "--deepspeed", str(f))
     assert f"{f}: 2000009 bytes; a JSON configuration file is at most 1048576 bytes" in err, err
+
+
+def plan_table(*args):
+    return run(["plan", "--model", "qwen2.5-0.5b", "--nproc", 4, *args], timeout=60)
+
+
+@pytest.mark.parametrize("name,cfg", [("zero2", ZERO2), ("zero3", ZERO3)])
+def test_plan_takes_a_deepspeed_file_as_sft_does(tmp_path, name, cfg):
+    """an sft line with --deepspeed zero3.json plans as it is: ms-swift's file plans as its stage name does; the file's
+    micro-batch and bf16 are the plan's; a stage against --zero_stage is refused as sft refuses it"""
+    f = write(tmp_path / f"{name}.json", cfg)
+    p = plan_table("--deepspeed", f)
+    assert p.stdout == plan_table("--deepspeed", name).stdout, p.stdout
+    assert f"--deepspeed {f}: ZeRO stage {name[-1]}, micro-batch 1" in p.stderr, p.stderr
+    g = write(tmp_path / "set.json", dict(cfg, train_micro_batch_size_per_gpu=4, bf16={"enabled": True}))
+    assert (plan_table("--deepspeed", g).stdout ==
+            plan_table("--deepspeed", name, "--per_device_train_batch_size", 4, "--torch_dtype", "bfloat16").stdout)
+    other = "2" if name == "zero3" else "3"
+    bad = run(["plan", "--model", "qwen2.5-0.5b", "--deepspeed", f, "--zero_stage", other], check=False, timeout=60)
+    assert bad.returncode != 0 and f'"stage" is {name[-1]} but --zero_stage is {other}' in bad.stderr, bad.stderr
+
+
+def test_plan_with_a_deepspeed_file_without_a_stage_shows_the_stages(tmp_path):
+    """a file that names no ZeRO stage leaves it to the flags: plan's --zero_stage list (default every stage)"""
+    f = write(tmp_path / "auto.json", {"zero_optimization": {"overlap_comm": True}, **TAIL})
+    assert plan_table("--deepspeed", f).stdout == plan_table().stdout
+    assert plan_table("--deepspeed", f, "--zero_stage", 1).stdout == plan_table("--zero_stage", 1).stdout

@@ -13,6 +13,7 @@
 #include "model/freeze.h"
 #include "model/omni.h"
 #include "train/args.h"
+#include "train/ds_config.h"
 #include "train/plan.h"
 #include <math.h>
 #include <stddef.h>
@@ -32,7 +33,6 @@
 typedef struct {
     const char *config, *stages, *ckpts;
     int64_t nproc, batch;   // batch 0: --per_device_train_batch_size's
-    int deepspeed;          // -1: not given
     double device_memory;   // bytes; 0: not given
 } plan_args;
 
@@ -84,7 +84,6 @@ static const os_opt OPTS[] = {
     {F(nproc), .type = OS_OPT_I64, .range = "[1,1048576]", .help = "ranks (default 1)"},
     {.name = "zero_stage", .type = OS_OPT_CUSTOM, .parse = parse_stages, .show = show_stages, .metavar = "S,S,..",
      .help = "the ZeRO stages to show, a list of 0-3 (default 0,1,2,3)"},
-    {F(deepspeed), .type = OS_OPT_STAGE, .help = "zero0 | zero1 | zero2 | zero3: that stage only"},
     {.name = "gradient_checkpointing", .type = OS_OPT_CUSTOM, .parse = parse_ckpts, .show = show_ckpts,
      .metavar = "B,B", .help = "with and/or without recomputation: true, false or true,false (default true,false)"},
     {F(batch), .type = OS_OPT_I64, .range = "[1,2147483647]", .help = "same as --per_device_train_batch_size"},
@@ -149,24 +148,42 @@ static int load_sources(const char *model, const os_model *m, const os_qwen2_con
     return 0;
 }
 
+// --deepspeed as sft reads it: a stage name sets that stage; a DeepSpeed JSON file is applied as sft applies it
+// (its batch sizes, accumulation and bf16 set the options the plan reads; its ZeRO stage, unless "auto", is the one
+// row shown, and must agree with a --zero_stage naming one stage). a->parallelism.zero_stage: the stage, or -1 (all of
+// --zero_stage's list)
+static int deepspeed_stage(os_sft_args *a, const plan_args *p, int stages_given, int argc, char **argv) {
+    if (!a->parallelism.deepspeed_file) return 0;
+    if (stages_given && strlen(p->stages) > 1)   // the file's stage is compared with the flag's, as sft does: one stage
+        return os_errf("--deepspeed %s with --zero_stage %s: give --zero_stage one stage (the file's "
+                       "\"zero_optimization.stage\" must agree with it) or leave it out", a->parallelism.deepspeed_file, p->stages);
+    if (stages_given) a->parallelism.zero_stage = p->stages[0] - '0';
+    if (os_ds_config_apply(a, argc, argv) < 0) return -1;
+    fprintf(stderr, "omnishard plan: %s\n", a->parallelism.ds_notes);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
-    plan_args p = {.stages = "0,1,2,3", .ckpts = "true,false", .nproc = 1, .deepspeed = -1};
+    plan_args p = {.stages = "0,1,2,3", .ckpts = "true,false", .nproc = 1};
     os_sft_args sa;
     os_sft_args_defaults(&sa);
+    sa.parallelism.zero_stage = -1;   // set only by sft's --deepspeed (plan's own --zero_stage takes the list)
     int nsft;
     const os_opt *sft = os_sft_options(&nsft);
     const os_opt_group groups[] = {{"plan options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &p},
                                    {"training options (omnishard sft --help)", sft, nsft, &sa}};
-    unsigned char *const given[] = {NULL, sa.given};
+    unsigned char pgiven[sizeof OPTS / sizeof OPTS[0]] = {0}, *const given[] = {pgiven, sa.given};
     const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    if (rc == 0) rc = deepspeed_stage(&sa, &p, pgiven[2], argc, argv);   // OPTS[2]: --zero_stage
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
     if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
-    char one[2] = {(char)('0' + p.deepspeed), 0};
-    const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type, *stages = p.deepspeed >= 0 ? one : p.stages;
+    char one[2] = {(char)('0' + sa.parallelism.zero_stage), 0};
+    const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type;
+    const char *stages = sa.parallelism.zero_stage >= 0 ? one : p.stages;
     const char *ckpts = p.ckpts, *new_rows = sa.model.new_rows_init, *speech = sa.model.speech_encoder;
     long nproc = (long)p.nproc, L = (long)sa.data.max_length, B = (long)(p.batch ? p.batch : sa.training.per_device_train_batch_size);
     long G = sa.model.code_layer >= 0 ? sa.model.code_layer : 3, accum = (long)sa.training.gradient_accumulation_steps;

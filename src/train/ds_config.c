@@ -251,8 +251,10 @@ int os_ds_config_apply(os_sft_args *a, int argc, char **argv) {
     int rc = apply(&c, root, sched, sizeof sched);
     cJSON_Delete(root);
     if (rc < 0) return -1;
-    int k = snprintf(notes, sizeof notes, "--deepspeed %s: ZeRO stage %d, micro-batch %lld, accumulation %lld, gradient "
-                     "clipping %g, %s", a->parallelism.deepspeed_file, a->parallelism.zero_stage, (long long)a->training.per_device_train_batch_size,
+    char stage[16] = "auto";   // plan's: "auto" without --zero_stage shows every stage
+    if (a->parallelism.zero_stage >= 0) snprintf(stage, sizeof stage, "%d", a->parallelism.zero_stage);
+    int k = snprintf(notes, sizeof notes, "--deepspeed %s: ZeRO stage %s, micro-batch %lld, accumulation %lld, gradient "
+                     "clipping %g, %s", a->parallelism.deepspeed_file, stage, (long long)a->training.per_device_train_batch_size,
                      (long long)a->training.gradient_accumulation_steps, a->training.max_grad_norm, a->training.torch_dtype);
     if (*sched) k += snprintf(notes + k, sizeof notes - (size_t)k, "; %s", sched);
     if (*c.noeffect && k < (int)sizeof notes)
