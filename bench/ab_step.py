@@ -19,8 +19,9 @@ their losses are printed for comparison. Examples:
     --side base=/tmp/base/build:2x1 --side new=build:2x1                       # a change, A/B
     --side ranks=build:2x1:1x1 --side threads=build:1x2:1x2                      # 2 ranks vs 1 rank x 2 threads
     --side fp32=build:2x1:1x1:3:float32 --side bf16=build:2x1:1x1:3:bfloat16       # precision
-    --side move=build:2x1 --side stay=build:2x1 --env stay:OMNISHARD_HEAD_BALANCE=0  # a setting, A/B
---env NAME:VAR=VALUE sets an environment variable for side NAME's runs only (repeatable). The table's "moved" is
+    --side move=build:2x1 --side stay=build:2x1 --flag stay:--head_balance=false     # an option, A/B
+--flag NAME:--OPTION=VALUE adds an sft option to side NAME's runs only, --env NAME:VAR=VALUE an environment
+variable (both repeatable). The table's "moved" is
 the median of logging.jsonl's head_rows_moved (rows the head moved between ranks per step; "-" from a build that
 does not log it).
 """
@@ -57,7 +58,7 @@ def run(side, a, mdir, data):
            "--learning_rate", "1e-5", "--lr_scheduler_type", "constant", "--warmup_steps", "0", "--weight_decay", "0",
            "--max_grad_norm", "1", "--gradient_checkpointing", "true", "--per_device_train_batch_size",
            str(side["batch"]), "--gradient_accumulation_steps", str(side["accum"]), "--save_only_model", "true",
-           "--torch_dtype", side["dtype"], "--output_dir", out]
+           "--torch_dtype", side["dtype"], "--output_dir", out, *side["flags"]]
     with tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, ru = os.wait4(p.pid, 0)   # the tree's usage: sums, and the largest maxrss of any process in it
@@ -84,10 +85,11 @@ def main():
     ap.add_argument("--labels", default="random", choices=LABELS,
                     help="the samples' label layout (bench/bench_step.py write_samples)")
     ap.add_argument("--env", action="append", default=[], help="NAME:VAR=VALUE, for side NAME only")
+    ap.add_argument("--flag", action="append", default=[], help="NAME:--OPTION=VALUE, for side NAME only")
     a = ap.parse_args()
     sides = [parse_side(x, a.stage, a.torch_dtype) for x in a.side]
     for x in sides:
-        x["env"] = {}
+        x["env"], x["flags"] = {}, []
     for e in a.env:
         name, _, kv = e.partition(":")
         var, eq, val = kv.partition("=")
@@ -95,6 +97,12 @@ def main():
         if not hit or not eq or not var:
             sys.exit(f"--env {e}: expected NAME:VAR=VALUE with NAME one of the sides")
         hit[0]["env"][var] = val
+    for f in a.flag:
+        name, _, opt = f.partition(":")
+        hit = [x for x in sides if x["name"] == name]
+        if not hit or not opt.startswith("--"):
+            sys.exit(f"--flag {f}: expected NAME:--OPTION=VALUE with NAME one of the sides")
+        hit[0]["flags"].append(opt)
     s = dict(SHAPE, layers=a.layers)
     os.makedirs(a.cache, exist_ok=True)
     mdir = model_dir(a.cache, s)

@@ -1,6 +1,6 @@
 """The head's rows moved between ranks (src/train/head_balance.h, docs/training.md "Balancing the head across
 ranks"). Samples whose answers differ in how much is text and how much audio give the ranks different head work;
-rows then move, and the run must be the same run as with OMNISHARD_HEAD_BALANCE=0, where they stay: the moved rows'
+rows then move, and the run must be the same run as with --head_balance false, where they stay: the moved rows'
 losses, weight gradients and input gradients are the same sums, in another order. Invariant tests only; the
 N ranks == 1 rank tests (test_zero_equivalence.py, test_bf16.py) compare the moving runs with accumulation too."""
 import json
@@ -53,13 +53,14 @@ def setup(tmp_path_factory):
 
 
 def run(d, name, np_, balance, extra=(), rows="16"):
+    """balance "1": the rows move (--head_balance true), "0": they stay (--head_balance false)"""
     out = d / name
     grads = d / f"{name}.grads"
-    env = {"OMNISHARD_HEAD_BALANCE": balance}
+    env = {}
     if rows:
         env["OMNISHARD_LOGITS_ROWS"] = rows   # many chunks, some across owners
     run_bin(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", STEPS,
-             *ARGS, grads, *extra], np_=np_, env=env)
+             *ARGS, grads, "--head_balance", {"1": "true", "0": "false"}[balance], *extra], np_=np_, env=env)
     return logs(out), load_file(str(grads)), weights(out / "final_model")
 
 
@@ -129,36 +130,37 @@ def test_evaluation_and_empty_micro_batches(setup):
         assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
 
 
-def test_bad_value_rejected(setup):
+def test_the_variable_is_retired(setup):
+    """OMNISHARD_HEAD_BALANCE set, to any value, stops every rank naming the option that replaced it"""
     p = run_bin(["sft", "--model", setup / "model", "--dataset", setup / "data.jsonl", "--output_dir", setup / "bad",
-                 "--max_steps", 1, "--max_length", "160"], np_=2, check=False, env={"OMNISHARD_HEAD_BALANCE": "yes"})
+                 "--max_steps", 1, "--max_length", "160"], np_=2, check=False, env={"OMNISHARD_HEAD_BALANCE": "0"})
     assert p.returncode != 0
-    assert "OMNISHARD_HEAD_BALANCE: expected 1" in p.stderr and "got 'yes'" in p.stderr, p.stderr
+    assert "OMNISHARD_HEAD_BALANCE: no longer read (got '0'): it is the option --head_balance" in p.stderr, p.stderr
+    assert not (setup / "bad").exists()
 
 
 def test_ranks_must_agree(setup):
-    """rank 1 told to keep its rows, rank 0 not: the start-up agreement stops both, each naming the setting, the
+    """rank 1 told to keep its rows, rank 0 not: the start-up agreement stops both, each naming the option, the
     values and the ranks (src/train/agree.c)"""
     args = [str(BIN), "sft", "--model", str(setup / "model"), "--dataset", str(setup / "data.jsonl"), "--output_dir",
             str(setup / "mixed"), "--max_steps", "1", "--max_length", "160"]
-    cmd = [*MPIRUN, "-np", "1", *args, ":", "-np", "1", "-x", "OMNISHARD_HEAD_BALANCE=0", *args]
+    cmd = [*MPIRUN, "-np", "1", *args, ":", "-np", "1", *args, "--head_balance", "false"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode != 0
     for r in (0, 1):
-        assert f"omnishard: rank {r}: ranks disagree on OMNISHARD_HEAD_BALANCE: rank 0 has '1', rank 1 has '0'" in \
-            p.stderr, p.stderr
+        assert f"omnishard: rank {r}: ranks disagree on --head_balance: rank 0 has '(not given)', rank 1 has " \
+            "'false'" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("case,extra,env,want", [
     ("default", [], {}, None),
     ("guard", ["--device", "guard"], {}, True),
     ("off", ["--head_balance", "false"], {}, False),
-    ("given-over-env", ["--head_balance", "true"], {"OMNISHARD_HEAD_BALANCE": "0"}, True),
-    ("env-off", [], {"OMNISHARD_HEAD_BALANCE": "0"}, False)])
+    ("on", ["--head_balance", "true"], {}, True)])
 def test_setting_as_the_run_takes_it(setup, tmp_path, case, extra, env, want):
     """--head_balance not given: true where the backend's memory is the host's (the CPU), false on a device
     (OMNISHARD_TEST_DEVICE=cuda runs this on the GPU); the guard backend keeps the CPU's (a run on it computes the
-    CPU's numbers); given, it is honoured, over OMNISHARD_HEAD_BALANCE too. args.json records what the run took."""
+    CPU's numbers); given, it is honoured. args.json records what the run took."""
     from omni_run import DEVICE
     if want is None:
         want = not (DEVICE or "cpu").startswith("cuda")

@@ -10,8 +10,7 @@
 #include <unistd.h>
 
 // every variable, in the order of docs/operations.md's table (describe lists them in this order)
-static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HEAD_BALANCE",
-                                    "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
+static const char *const NAMES[] = {"OMNISHARD_BF16_GEMM", "OMNISHARD_GEMM_TIMES", "OMNISHARD_HUGEPAGES", "OMNISHARD_LOGITS_ROWS", "OMNISHARD_LOG_SAMPLES",
                                     "OMNISHARD_NO_BLAS_FIX", "OMNISHARD_TOK_RANGES", "OMNISHARD_COUNT_OPS", "OMNISHARD_FAULT", "OMNISHARD_COMM",
                                     "OMNISHARD_HOME", "OMNISHARD_PYTHON"};
 enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
@@ -19,6 +18,7 @@ enum { NKNOBS = sizeof NAMES / sizeof NAMES[0] };
 static const char *const RETIRED[][2] = {
     {"OMNISHARD_BACKEND", "the option --device guard (sft, infer, export, mel --encoder)"},
     {"OMNISHARD_GUARD_STRICT", "the option --device guard (strict) or --device guard:lax"},
+    {"OMNISHARD_HEAD_BALANCE", "the option --head_balance of sft (--head_balance false: the head's rows stay on their rank)"},
 };
 
 static os_knobs_t g;
@@ -74,8 +74,6 @@ static void read_all(void) {
     g.gemm_times = v && !strcmp(v, "1");
     if (v && strcmp(v, "0") && !g.gemm_times)
         snprintf(g_notes, sizeof g_notes, "OMNISHARD_GEMM_TIMES: expected 1 or 0, got '%s'; not timing the products", v);
-    g.head_balance = zero_one("OMNISHARD_HEAD_BALANCE", 1, "expected 1 (the head's rows move between ranks to even "
-                                                           "out its work, the default) or 0 (they stay), got '%s'");
     g.hugepages = zero_one("OMNISHARD_HUGEPAGES", 1, "expected 1 (the pool asks for huge pages, the default) or 0 (the "
                                                      "system's setting), got '%s'");
     g.log_samples = zero_one("OMNISHARD_LOG_SAMPLES", 0, "expected 1 (each step's sample ids in logging.jsonl) or 0, "

@@ -1,7 +1,6 @@
 #include "train/agree.h"
 #include "core/alloc.h"
 #include "core/err.h"
-#include "core/knobs.h"
 #include "core/rng.h"
 #include "io/atomic.h"
 #include "zero/comm.h"
@@ -117,9 +116,7 @@ int os_agree_table(const os_opt *opts, int n, const void *obj, const char *const
 int os_agree_options(const os_sft_args *a) {
     int n;
     const os_opt *opts = os_sft_options(&n);
-    // the environment settings that change the run's collectives (OMNISHARD_HEAD_BALANCE: --head_balance's default)
-    const char *xn[] = {"OMNISHARD_HEAD_BALANCE"}, *xv[] = {os_knobs()->head_balance ? "1" : "0"};
-    return os_agree_table(opts, n, a, xn, xv, 1);
+    return os_agree_table(opts, n, a, NULL, NULL, 0);
 }
 
 void os_digest_text(int64_t bytes, uint64_t digest, char *out, size_t n) {

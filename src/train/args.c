@@ -5,7 +5,6 @@
 #include "core/device.h"
 #include "core/err.h"
 #include "core/numtext.h"
-#include "core/knobs.h"
 #include "core/opts.h"
 #include "model/omni.h"
 #include "persist/export.h"
@@ -141,8 +140,7 @@ static const os_opt opts[] = {
     {.name = "param_loss", .type = OS_OPT_CUSTOM, .parse = parse_param_loss, .show = show_param_loss,
      .metavar = "TERM", .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     B(parallelism, head_balance, "the head's rows move between ranks to even out its work (default true on the CPU, false on a "
-                    "device such as --device cuda; OMNISHARD_HEAD_BALANCE=0 makes it false; docs/training.md "
-                    "\"Balancing the head across ranks\")"),
+                    "device such as --device cuda; docs/training.md \"Balancing the head across ranks\")"),
     N(parallelism, ddp_timeout, F64, "[0,31536000]", "seconds a rank waits in one collective before the job ends with a report naming the "
                                       "ranks that did not arrive; 0 = wait forever, at most a year (default 1800, docs/operations.md)"),
     D(debug, dump_grads, "FILE", "write the first step's reduced gradients to this safetensors file"),
@@ -217,7 +215,7 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->model.target_modules = "all-linear", a->logging.report_to = "none", a->device.device = "cpu";
     a->model.lora_rank = 8, a->model.lora_alpha = 32, a->model.lora_dropout = 0.05, a->checkpoint.merge_lora = 1;
     a->checkpoint.max_shard_size = OS_SHARD_DEFAULT, a->checkpoint.save_consolidated = 1;
-    a->parallelism.head_balance = os_knobs()->head_balance ? -1 : 0;   // -1: not given, decided by the backend (trainer_open)
+    a->parallelism.head_balance = -1;   // not given: decided by the backend (trainer_open)
     a->data.dataset_shuffle = 1, a->data.data_seed = -1;
 }
 

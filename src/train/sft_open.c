@@ -162,7 +162,7 @@ void os_sft_resolve_model_defaults(os_sft_args *a) {
 
 // --head_balance as the run takes it
 static int head_balance_of(const os_sft_args *a) {
-    if (a->parallelism.head_balance >= 0) return a->parallelism.head_balance;   // given (or OMNISHARD_HEAD_BALANCE=0)
+    if (a->parallelism.head_balance >= 0) return a->parallelism.head_balance;   // given
     // not given: on where the backend's memory is the host's; where it is not, moving rows costs a download and an
     // upload of the rows and sums every micro-batch, so they stay. The guard backend (--device guard, a test
     // backend: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
