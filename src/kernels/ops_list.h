@@ -85,6 +85,15 @@
     /* and dbias (fp32 [M] += row sums of a: a linear layer's bias gradient) optional (os_tensor_none())          */  \
     X(matmul, VOID, MUL, K, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),              \
       (V, float, beta), (T, os_tensor, bias), (T, os_tensor, dbias))                                                  \
+    /* ---- rows moved by an index list idx[n] (int32, the backend's; each < the source's rows, checked by the     */  \
+    /* caller) ---- gather: out[i, :] = src[idx[i], :] for i < n, rows of C floats (a row with idx[i] < 0 is left   */  \
+    /* as it is: a scatter of rows is a gather through the inverse list); scatter-add: dst[idx[i], :] += src[i, :]  */  \
+    /* for i = 0, 1, .., n-1 in that order (rows repeated in idx add in it, so every backend gives the same bits;  */  \
+    /* idx[i] < 0: skipped)                                                                                        */  \
+    X(gather_rows, VOID, RUN, K, (P, float *, out), (P, const float *, src), (P, const int32_t *, idx),              \
+      (V, int64_t, n), (V, int64_t, C))                                                                               \
+    X(scatter_add_rows, VOID, RUN, K, (P, float *, dst), (P, const float *, src), (P, const int32_t *, idx),         \
+      (V, int64_t, n), (V, int64_t, C))                                                                               \
     /* ---- attention (scaled dot product, scale 1/sqrt(D), grouped KV heads: query head h uses kv head           */  \
     /* h / (H/KH)) ----                                                                                           */  \
     /* q/out [B,T,H,D], k/v [B,T,KH,D]; keymask [B,T] (1 = key may be seen; NULL = all); seg [B,T] (a query at t  */  \

@@ -6,7 +6,8 @@
 
 typedef struct {
     int64_t B, R, L, C;
-    const int32_t *ids;          // [B, R, L]
+    const int32_t *ids;          // [B, R, L] on the backend
+    const int32_t *hids;         // the same on the host
     const uint8_t *speech;       // [B, L] 1 = speech position (NULL: none)
     const float *const *proj;    // [B] projector output [T_s, C] of each sample (NULL, or a NULL entry: no speech)
 } os_embed_task;

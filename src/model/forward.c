@@ -63,16 +63,22 @@ LAYER_RESOLVER(layer_grads, os_layer_grads, os_grads, os_grad)
 
 // ids: in's ids on the backend (os_model_acts.ids)
 static os_embed_task embed_task(const os_model *m, const os_model_input *in, const int32_t *ids) {
-    return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = ids, .speech = in->speech,
-                           .proj = in->proj};
+    return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = ids, .hids = in->ids,
+                           .speech = in->speech, .proj = in->proj};
 }
 
 static os_layer_act *act_of(os_model_acts *a, int64_t l) { return &a->acts[a->nacts == 1 ? 0 : l]; }
 
-// the embedding forward: only the rows the batch reads when the owner can fetch rows (w->rows: the ids renumbered
-// into the fetched table, both on the backend), else the whole bucket gathered. ids: in's ids on the backend
+// the embedding forward: the table itself where the owner keeps it whole (w->resident: ZeRO 0-2), else only the
+// rows the batch reads when the owner can fetch rows (w->rows: the ids renumbered into the fetched table, both on
+// the backend), else the whole bucket gathered. ids: in's ids on the backend
 static void embed_fwd(const os_model *m, const os_model_input *in, const int32_t *ids, const os_weights *w, float *x0) {
     os_embed_task et = embed_task(m, in, ids);
+    const float *E = w->resident ? w->resident(w->ctx, m->embed) : NULL;
+    if (E) {
+        os_embed_fwd(&et, E, x0);
+        return;
+    }
     if (!w->rows) {
         w->gather(w->ctx, m->b_embed);
         os_embed_fwd(&et, os_weight(w, m->embed), x0);
@@ -88,7 +94,7 @@ static void embed_fwd(const os_model *m, const os_model_input *in, const int32_t
     int32_t *dlocal = os_k->alloc((int64_t)sizeof(int32_t) * (n ? n : 1), "embedding ids (backend)");
     w->rows(w->ctx, m->embed, u, nu, table);
     os_k->upload(dlocal, local, (int64_t)sizeof(int32_t) * n);
-    et.ids = dlocal;
+    et.ids = dlocal, et.hids = local;
     os_embed_fwd(&et, table, x0);
     os_free(u), os_free(local), os_k->free(table), os_k->free(dlocal);
 }

@@ -17,6 +17,9 @@ typedef struct {
     // rows ids[0..n) (sorted, distinct) of 2-D parameter pid into out[n, cols], its bucket not open; every rank calls
     // it at the same point (the sharding runtime: a collective moving only those rows). NULL: the caller gathers
     void (*rows)(void *ctx, int pid, const int32_t *ids, int64_t n, float *out);
+    // parameter pid's data when the owner keeps it whole between gathers (readable with its bucket closed: the
+    // sharding runtime at ZeRO 0-2), else NULL (ZeRO-3: rows or a gather). NULL member: never
+    const float *(*resident)(void *ctx, int pid);
 } os_weights;
 
 typedef struct {

@@ -41,8 +41,9 @@ static void w_gather(void *rt, int b) { zr_gather_compute(rt, b); }   // the pro
 static void w_release(void *rt, int b) { zr_release(rt, b); }
 static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
 static void w_rows(void *rt, int pid, const int32_t *ids, int64_t n, float *out) { zr_read_rows(rt, pid, ids, n, out); }
+static const float *w_resident(void *rt, int pid) { return zr_resident(rt, pid); }
 
 os_weights os_runtime_weights(zr_runtime *rt) {
     return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param,
-                        .rows = w_rows};
+                        .rows = w_rows, .resident = w_resident};
 }

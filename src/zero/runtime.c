@@ -299,12 +299,56 @@ static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const c
            rt->reg->b[rt->reg->p[pid].bucket].name);
 }
 
+// a backend copy of the host's int32 list h[n] (freed by the caller with os_k->free)
+static int32_t *ids_up(const int32_t *h, int64_t n) {
+    int32_t *d = os_k->alloc((int64_t)sizeof(int32_t) * (n ? n : 1), "row indexes (backend)");
+    os_k->upload(d, h, (int64_t)sizeof(int32_t) * n);
+    return d;
+}
+
+const float *zr_resident(const zr_runtime *rt, int pid) {
+    const zr_tensor *p = &rt->reg->p[pid];
+    return params_sharded(rt) ? NULL : rt->bk[p->bucket].full + p->offset;
+}
+
+// this rank's elements of rows all[0..U) (sorted, distinct) of parameter p into buf[U, C]: the rows wholly inside
+// its slice [lo, hi) in one gather, the two rows across its ends (when p has them) by a copy of their part each
+// (of no elements when the union has not that row), so the calls are as many whatever the rows
+static void slice_rows(const zr_runtime *rt, const zr_tensor *p, const int32_t *all, int64_t U, float *buf) {
+    const zr_bucket_state *k = &rt->bk[p->bucket];
+    int64_t C = p->shape[1], rows = p->shape[0], lo = rt->rank * k->slice, hi = lo + k->slice;
+    int64_t first = lo > p->offset ? (lo - p->offset + C - 1) / C : 0;   // the first row starting inside
+    int64_t end = hi > p->offset ? (hi - p->offset) / C : 0;           // rows [first, end) wholly inside
+    if (end > rows) end = rows;
+    int64_t j0 = 0, j1;
+    while (j0 < U && all[j0] < first) j0++;
+    for (j1 = j0; j1 < U && all[j1] < end; j1++) {}
+    if (j1 > j0) {
+        int32_t *idx = os_alloc(sizeof(int32_t) * (size_t)(j1 - j0), "row indexes");
+        for (int64_t j = j0; j < j1; j++) idx[j - j0] = (int32_t)(all[j] - first);
+        int32_t *d = ids_up(idx, j1 - j0);
+        os_k->gather_rows(buf + j0 * C, k->pshard + (p->offset + first * C - lo), d, j1 - j0, C);
+        os_k->free(d), os_free(idx);
+    }
+    // the rows across the slice's ends: first - 1 (begins before lo) and end (ends after hi)
+    int64_t across[2] = {first - 1, end};
+    for (int e = 0; e < 2; e++) {
+        int64_t r = across[e], e0 = p->offset + r * C;
+        if (r < 0 || r >= rows || e0 >= hi || e0 + C <= lo) continue;   // p has no row across this end
+        int64_t s = e0 > lo ? e0 : lo, t = e0 + C < hi ? e0 + C : hi, j = os_ids_find(all, U, (int32_t)r);
+        if (j < 0) s = t;   // not wanted: a copy of nothing keeps the calls the same
+        os_k->copy(buf + (j < 0 ? 0 : j * C) + (s - e0), k->pshard + (s - lo), t - s);
+    }
+}
+
 void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float *out) {
     const zr_tensor *p = &rt->reg->p[pid];
     const zr_bucket_state *k = &rt->bk[p->bucket];
     int64_t C = p->shape[1];
-    if (!params_sharded(rt)) {
-        for (int64_t i = 0; i < n; i++) os_k->copy(out + i * C, k->full + p->offset + ids[i] * C, C);
+    if (!params_sharded(rt)) {   // replicated: one gather of the rows
+        int32_t *d = ids_up(ids, n);
+        os_k->gather_rows(out, k->full + p->offset, d, n, C);
+        os_k->free(d);
         return;
     }
     double t0 = os_now();
@@ -319,14 +363,12 @@ void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float 
         for (int64_t i = 0; i < cnt[r]; i++) all[U++] = all[r * most + i];
     U = os_ids_unique(all, U);
     float *buf = floats(U * C, "gathered rows");
-    int64_t lo = rt->rank * k->slice, hi = lo + k->slice;
-    for (int64_t j = 0; j < U; j++) {   // this rank's elements of each row: the part inside its slice
-        int64_t e0 = p->offset + all[j] * C, s = e0 > lo ? e0 : lo, e = e0 + C < hi ? e0 + C : hi;
-        if (s < e) os_k->copy(buf + j * C + (s - e0), k->pshard + (s - lo), e - s);
-    }
+    slice_rows(rt, p, all, U, buf);
     comm_allreduce_sum_f32(buf, U * C);
-    for (int64_t i = 0; i < n; i++) os_k->copy(out + i * C, buf + os_ids_find(all, U, ids[i]) * C, C);
-    os_free(cnt), os_free(mine), os_free(all), os_k->free(buf);
+    for (int64_t i = 0; i < n; i++) mine[i] = (int32_t)os_ids_find(all, U, ids[i]);   // this rank's rows in buf
+    int32_t *d = ids_up(mine, n);
+    os_k->gather_rows(out, buf, d, n, C);
+    os_free(cnt), os_free(mine), os_free(all), os_k->free(buf), os_k->free(d);
     rt->times.gather += os_now() - t0;
 }
 

@@ -95,8 +95,12 @@ void zr_grad_close(zr_runtime *rt, int b);
 // scope. Parameters sharded: collective (every rank calls it at the same point, each with its own ids): the ranks' row
 // lists are exchanged and every row of their union is all-reduced from the slices holding its elements (one non-zero
 // term per element: the values exactly, except that a stored -0.0 reads as +0.0), so a rank moves rows x cols values in
-// place of the whole bucket. Replicated: a copy.
+// place of the whole bucket (this rank's part of them in one gather_rows, the rows across its slice's ends a copy
+// each). Replicated: one gather_rows. Either way the seam calls are as many whatever the rows.
 void zr_read_rows(zr_runtime *rt, int pid, const int32_t *ids, int64_t n, float *out);
+// parameter pid's values when they stay whole on this rank between gathers (parameters replicated: ZeRO 0-2),
+// readable without a gather scope; NULL when sharded (ZeRO-3)
+const float *zr_resident(const zr_runtime *rt, int pid);
 #define zr_param(rt, pid) zr_param_at(rt, pid, __func__)
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);

@@ -558,6 +558,19 @@ static void cached_tc_case(int64_t B, int64_t T, int64_t p0, int64_t S, int64_t 
           (long long)T, (long long)p0, worst);
 }
 
+static void test_rows(void) {
+    int64_t V = 40, C = 37, n = 300;   // more columns than a warp, fewer than a block
+    std::vector<int32_t> idx(n);
+    for (int64_t i = 0; i < n; i++) idx[i] = i % 7 == 3 ? -1 : i % 4 == 1 ? 7 : (int32_t)((i * i + 1) % V);
+    vec src = rnd(V * C, 12), o1 = rnd(n * C, 13), o2 = o1;
+    cu_gather_rows(o1.data(), src.data(), idx.data(), n, C), k_gather_rows(o2.data(), src.data(), idx.data(), n, C);
+    CHECK(same(o1, o2), "gather_rows equals k_gather_rows (rows with idx < 0 kept)");
+    vec rows = rnd(n * C, 14), d1 = rnd(V * C, 15), d2 = d1;
+    cu_scatter_add_rows(d1.data(), rows.data(), idx.data(), n, C);
+    k_scatter_add_rows(d2.data(), rows.data(), idx.data(), n, C);
+    CHECK(same(d1, d2), "scatter_add_rows equals k_scatter_add_rows bit for bit (repeated rows in order)");
+}
+
 int main(void) {
     test_fragment_table();
     test_mma_ldmatrix();
@@ -565,6 +578,7 @@ int main(void) {
     test_elementwise();
     test_adamw();
     test_embedding();
+    test_rows();
     test_rope();
     test_norms();
     test_activations();

@@ -781,6 +781,28 @@ static void t_adamw(void) {
     }
 }
 
+// ---- rows by an index list: gather (a row with idx < 0 left as it is), scatter-add (repeated rows in order) ----
+static void t_rows(void) {
+    int64_t V = 1001, C = 97, n = 1000;
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = i % 7 == 3 ? -1 : i % 5 == 1 ? 17 : (int32_t)(os_rng_u64(g_key, (uint64_t)i) % (uint64_t)V);
+    g_key++;
+    float *src = rnd(V * C, -1, 1), *out = rnd(n * C, -1, 1), *want = hdup(out, 4 * n * C);
+    R->gather_rows(want, src, idx, n, C);
+    float *dsrc = UPF(src, V * C), *dout = UPF(out, n * C);
+    int32_t *didx = UPI(idx, n);
+    X->gather_rows(dout, dsrc, didx, n, C);
+    checkd("gather_rows", "fp32", "V1001 C97 n1000, idx < 0 kept", dout, want, n * C, 0);
+    float *rows = rnd(n * C, -1, 1), *dst = rnd(V * C, -1, 1), *wd = hdup(dst, 4 * V * C);
+    R->scatter_add_rows(wd, rows, idx, n, C);
+    float *drows = UPF(rows, n * C), *ddst = UPF(dst, V * C);
+    X->scatter_add_rows(ddst, drows, didx, n, C);
+    checkd("scatter_add_rows", "fp32", "V1001 C97 n1000, rows repeated", ddst, wd, V * C, 0);
+    X->free(dsrc), X->free(didx), X->free(drows);
+    free(idx), free(src), free(out), free(want), free(rows), free(dst), free(wd);
+}
+
 // ---- the checks, in the order they run; the members each covers ----
 typedef struct {
     const char *name, *members;
@@ -802,6 +824,7 @@ static const check_fn TESTS[] = {
     {"layernorm", "layernorm_fwd", t_layernorm},
     {"rope", "rope_table rope_fwd rope_bwd", t_rope},
     {"embedding", "embedding_fwd embedding_acc embedding_bwd", t_embedding},
+    {"rows", "gather_rows scatter_add_rows", t_rows},
     {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd relu_grad dropout", t_activations},
     {"transpose", "transpose", t_transpose},
     {"conv1d", "conv1d_fwd", t_conv1d},

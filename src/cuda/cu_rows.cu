@@ -1,0 +1,34 @@
+// Row gathers and scatter-adds over an index list on the device (CPU: kernels/rows.c): both equal the CPU bit for
+// bit. The gather is a copy; the scatter-add gives each column to one thread, which adds the rows in increasing i
+// (no atomics: the CPU's order of each element's sum, whatever the rows' repeats).
+#include "cu_kern.cuh"
+#include "cu_ops.h"
+
+__global__ void gather_rows_kernel(float *out, const float *src, const int32_t *idx, int64_t n, int64_t C) {
+    CU_FOR(k, n * C) {
+        int64_t i = k / C, c = k % C;
+        if (idx[i] >= 0) out[k] = src[(int64_t)idx[i] * C + c];
+    }
+}
+
+void cu_gather_rows(float *out, const float *src, const int32_t *idx, int64_t n, int64_t C) {
+    if (n <= 0 || C <= 0) return;
+    gather_rows_kernel<<<cu_grid(n * C), CU_THREADS, 0, cu_stream()>>>(out, src, idx, n, C);
+    CU_LAUNCHED("gather_rows_kernel");
+}
+
+// thread c: dst[idx[i], c] += src[i, c] for i = 0, 1, ... (rows with idx < 0 skipped)
+__global__ void scatter_add_rows_kernel(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C) {
+    CU_FOR(c, C) {
+        for (int64_t i = 0; i < n; i++) {
+            int32_t r = idx[i];
+            if (r >= 0) dst[(int64_t)r * C + c] = __fadd_rn(dst[(int64_t)r * C + c], src[i * C + c]);
+        }
+    }
+}
+
+void cu_scatter_add_rows(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C) {
+    if (n <= 0 || C <= 0) return;
+    scatter_add_rows_kernel<<<cu_grid(C), CU_THREADS, 0, cu_stream()>>>(dst, src, idx, n, C);
+    CU_LAUNCHED("scatter_add_rows_kernel");
+}
