@@ -98,3 +98,22 @@ def test_temporaries_of_a_killed_export_or_run_are_removed(trained, tmp_path):
             ["--save_steps", "1", "--max_length", "64", "--resume_from_checkpoint", out / "checkpoint-2"])
     assert not fm.exists(), p.stderr
     assert f"removed {fm}" in p.stderr
+
+
+def test_ms_swifts_export_line(trained, tmp_path):
+    """`swift export --adapters CKPT --merge_lora true`: --adapters is --checkpoint, and without --output_dir the model
+    goes to CKPT-merged beside the checkpoint, as ms-swift writes it; the same files as --checkpoint/--output_dir"""
+    d = trained
+    sft(d / "model", d / "data.jsonl", tmp_path / "lora", 2, ["--save_steps", "2", "--max_length", "64",
+                                                              "--train_type", "lora", "--lora_rank", "4"])
+    ck = tmp_path / "lora" / "checkpoint-2"
+    p = run(["export", "--adapters", str(ck) + "/", "--merge_lora", "true"], timeout=120)
+    merged = tmp_path / "lora" / "checkpoint-2-merged"
+    assert f"written to {merged}" in p.stderr, p.stderr
+    export(ck, tmp_path / "want", check=True)
+    wa, wb = weights(merged), weights(tmp_path / "want")
+    assert set(wa) == set(wb) and all((wa[k] == wb[k]).all() for k in wa)
+    p = run(["export", "--adapters", ck, "--merge_lora", "false"], check=False, timeout=60)
+    assert p.returncode != 0 and "--output_dir is required with --merge_lora false" in p.stderr, p.stderr
+    p = run(["export", "--output_dir", tmp_path / "x"], check=False, timeout=60)
+    assert p.returncode != 0 and "--checkpoint (or ms-swift's --adapters) is required" in p.stderr, p.stderr

@@ -44,8 +44,12 @@ static void show_max_shard_size(const void *obj, char *buf, size_t n) {
 
 #define F(n) .name = #n, .off = offsetof(export_args, n)
 static const os_opt OPTS[] = {
-    {F(checkpoint), .type = OS_OPT_STR, .help = "OUTPUT_DIR/checkpoint-STEP of omnishard sft (required)"},
-    {F(output_dir), .type = OS_OPT_STR, .help = "the directory to write (required)"},
+    {F(checkpoint), .type = OS_OPT_STR, .alias = "--adapters", .metavar = "DIR",
+     .help = "OUTPUT_DIR/checkpoint-STEP of omnishard sft (required; ms-swift's --adapters is the same option: the "
+             "checkpoint holds its base model)"},
+    {F(output_dir), .type = OS_OPT_STR, .metavar = "DIR",
+     .help = "the directory to write (default with --merge_lora true: CHECKPOINT-merged beside the checkpoint, as "
+             "ms-swift's export)"},
     {F(merge_lora), .type = OS_OPT_BOOL, .help = "LoRA checkpoints: true (default) merges the adapters into the weights; "
                                                  "false writes the base weights and OUT/lora_adapter/ for "
                                                  "PeftModel.from_pretrained (docs/training.md)"},
@@ -62,17 +66,34 @@ static const os_opt OPTS[] = {
 };
 #undef F
 
+// --output_dir not given: CHECKPOINT-merged beside the checkpoint under --merge_lora true, as ms-swift's
+// `swift export --adapters DIR --merge_lora true` writes DIR-merged; --checkpoint is required
+static int default_output_dir(export_args *a) {
+    static char merged[4200];
+    if (!a->checkpoint) return os_errf("--checkpoint (or ms-swift's --adapters) is required: the OUTPUT_DIR/checkpoint-STEP to export");
+    if (a->output_dir) return 0;
+    if (!a->merge_lora)
+        return os_errf("--output_dir is required with --merge_lora false (with --merge_lora true it defaults to "
+                       "CHECKPOINT-merged)");
+    size_t n = strlen(a->checkpoint);
+    while (n > 1 && a->checkpoint[n - 1] == '/') n--;
+    if (n + 8 >= sizeof merged) return os_errf("--checkpoint: path too long");
+    snprintf(merged, sizeof merged, "%.*s-merged", (int)n, a->checkpoint);
+    a->output_dir = merged;
+    return 0;
+}
+
 int cmd_export(int argc, char **argv) {
     export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT, .device = "cpu"};
     const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
     const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
-                          .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP --output_dir OUT "
+                          .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP [--output_dir OUT] "
                                    "[--merge_lora true|false] [--save_dtype auto|float32|bfloat16|float16]\n"
                                    "       [--max_shard_size 5GB] [--overwrite_output_dir true|false] [--device D]\n"
                                    "       mpirun -np N omnishard export ... (each rank holds a slice)\n"};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
-    if (rc == 0 && (!a.checkpoint || !a.output_dir)) rc = os_errf("--checkpoint and --output_dir are required");
+    if (rc == 0) rc = default_output_dir(&a);
     if (rc == 0) rc = os_cli_device_open(a.device, 0, 0);
     os_export_opts eo = {.merge_lora = a.merge_lora, .max_shard_bytes = a.max_shard_size};
     if (rc < 0) return fprintf(stderr, "omnishard export: %s\n", os_errmsg()), 2;
