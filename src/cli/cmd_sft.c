@@ -1,9 +1,11 @@
 // omnishard sft: parse the ms-swift style flags, start MPI, agree on them across ranks, run the training loop.
 #include "cli/commands.h"
 #include "cli/device.h"
+#include "core/alloc.h"
 #include "core/device.h"
 #include "core/err.h"
 #include "core/knobs.h"
+#include "dataset/mix.h"
 #include "io/hfconfig.h"
 #include "persist/checkpoint_limit.h"
 #include "train/agree.h"
@@ -19,6 +21,16 @@ static int settle(os_sft_args *a, int argc, char **argv) {
     if (a->parallelism.deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
     if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(a)) < 0) return -1;    // its bf16.enabled counts too
     if (os_hub_id_check("--model", a->model.model) < 0 || os_hub_id_check("--speech_encoder", a->model.speech_encoder) < 0) return -1;
+    for (int i = 0; i < a->data.ndatasets + a->data.nval_datasets; i++) {   // a Hub dataset id: how to get the files
+        int val = i >= a->data.ndatasets;
+        const char *spec = val ? a->data.val_datasets[i - a->data.ndatasets] : a->data.datasets[i];
+        char *path;
+        int64_t n;
+        if (os_data_source_parse(spec, &path, &n) < 0) return -1;
+        int rc = os_dataset_hub_id_check(val ? "--val_dataset" : "--dataset", spec, path);
+        os_free(path);
+        if (rc < 0) return -1;
+    }
     static char resume[4300];
     int found = os_checkpoint_resolve(a->checkpoint.resume_from_checkpoint, a->checkpoint.output_dir, resume, sizeof resume);
     if (found == 2) a->checkpoint.resume_from_checkpoint = NULL;

@@ -76,6 +76,7 @@ int os_infer_settle(const infer_args *a, os_gen_opts *g, os_session_opts *so, in
     g->max_new_tokens = a->max_new_tokens, g->seed = (uint64_t)a->seed, g->text_only = a->text_only, g->kv_cache = a->kv_cache;
     if (!a->model) return os_errf("--model DIR is required (omnishard infer --help)");
     if (os_hub_id_check("--model", a->model) < 0 || os_hub_id_check("--speech_encoder", a->speech_encoder) < 0) return -1;
+    if (os_dataset_hub_id_check("--dataset", a->dataset, a->dataset) < 0) return -1;
     if (a->multi_round && (a->question || a->wav || a->dataset))
         return os_errf("--multi_round: the questions come from stdin, one per line (no --question/--wav/--dataset)");
     if (a->multi_round && a->task && strcmp(a->task, "s2s"))

@@ -263,16 +263,41 @@ int os_whisper_config_load(const char *path, os_whisper_config *c) {
     return rc;
 }
 
+// dir[0..n) reads like a Hub id "org/name" (letters, digits, '.', '_', '-'; one '/' inside)
+static int hub_id_like(const char *dir, size_t n) {
+    const char *slash = memchr(dir, '/', n);
+    if (!slash || slash == dir || slash + 1 == dir + n || memchr(slash + 1, '/', (size_t)(dir + n - slash - 1)) ||
+        dir[0] == '.' || dir[0] == '~')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)dir[i]) && !strchr("._-/", dir[i])) return 0;
+    return 1;
+}
+
 int os_hub_id_check(const char *option, const char *dir) {
     struct stat st;
-    if (!dir || stat(dir, &st) == 0) return 0;
+    if (!dir || stat(dir, &st) == 0 || !hub_id_like(dir, strlen(dir))) return 0;
     const char *slash = strchr(dir, '/');
-    if (!slash || slash == dir || !slash[1] || strchr(slash + 1, '/') || dir[0] == '.' || dir[0] == '~') return 0;
-    for (const char *c = dir; *c; c++)
-        if (!isalnum((unsigned char)*c) && !strchr("._-/", *c)) return 0;
     return os_errf("%s '%s': no such directory; it reads like a Hugging Face Hub id, and omnishard downloads nothing "
                    "(it reads local directories only). Download it first, e.g. `huggingface-cli download %s "
                    "--local-dir models/%s`, then pass %s models/%s", option, dir, dir, slash + 1, option, slash + 1);
+}
+
+int os_dataset_hub_id_check(const char *option, const char *spec, const char *path) {
+    struct stat st;
+    if (!path || stat(path, &st) == 0 || !hub_id_like(path, strcspn(path, ":"))) return 0;   // ms-swift's ID:SUBSET
+    static const char *const files[] = {".jsonl", ".json", ".parquet", ".csv", ".txt"};
+    size_t n = strcspn(path, ":");
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)   // a missing file, not an id
+        if (n > strlen(files[i]) && !strncmp(path + n - strlen(files[i]), files[i], strlen(files[i]))) return 0;
+    const char *name = memchr(path, '/', n) + 1;
+    int nn = (int)(path + n - name), ni = (int)n;
+    return os_errf("%s '%s': no such file or folder; it reads like a dataset id of the Hugging Face Hub (or ModelScope), "
+                   "and omnishard downloads nothing (it reads local files only). Download it first, e.g. "
+                   "`huggingface-cli download --repo-type dataset %.*s --local-dir data/%.*s` (ModelScope: `modelscope "
+                   "download --dataset %.*s --local_dir data/%.*s`), convert its Parquet files with `omnishard convert "
+                   "data/%.*s --output_dir %.*s` (docs/dataset.md), then pass %s %.*s%s", option, spec, ni, path, nn, name,
+                   ni, path, nn, name, nn, name, nn, name, option, nn, name, strlen(spec) > strlen(path) ? spec + strlen(path) : "");
 }
 
 int os_model_dir_check(const char *option, const char *dir, const char *missing_file) {

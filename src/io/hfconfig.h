@@ -29,6 +29,10 @@ int os_whisper_config_load(const char *path, os_whisper_config *c);
 // A model directory option (--model, --speech_encoder): 0 when dir exists (or is not a Hub id); -1 + message when it
 // does not and reads like a Hugging Face Hub id ("Qwen/Qwen2.5-7B"): nothing is ever downloaded; how to get it.
 int os_hub_id_check(const char *option, const char *dir);
+// A dataset option (--dataset, --val_dataset) of spec (as given: PATH#N) whose file is path: 0 when path exists (or is
+// not a Hub id); -1 + message when it does not and reads like a Hub dataset id ("org/name", ms-swift's "org/name:subset"
+// too): the download and `omnishard convert` commands that make it a local dataset.
+int os_dataset_hub_id_check(const char *option, const char *spec, const char *path);
 
 // A model directory option after os_hub_id_check: 0 when dir is a directory holding config.json; -1 + message naming
 // the option, what is missing, what a model directory holds and how to get one (huggingface-cli download ...).
