@@ -158,7 +158,7 @@ static int deepspeed_stage(os_sft_args *a, const plan_args *p, int stages_given,
         return os_errf("--deepspeed %s with --zero_stage %s: give --zero_stage one stage (the file's "
                        "\"zero_optimization.stage\" must agree with it) or leave it out", a->parallelism.deepspeed_file, p->stages);
     if (stages_given) a->parallelism.zero_stage = p->stages[0] - '0';
-    if (os_ds_config_apply(a, argc, argv) < 0) return -1;
+    if (os_ds_config_apply(&a->parallelism, &a->training, &a->checkpoint, argc, argv) < 0) return -1;
     fprintf(stderr, "omnishard plan: %s\n", a->parallelism.ds_notes);
     return 0;
 }
@@ -179,7 +179,7 @@ int cmd_plan(int argc, char **argv) {
     if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
     if (rc == 0) rc = deepspeed_stage(&sa, &p, pgiven[2], argc, argv);   // OPTS[2]: --zero_stage
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
-    if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa));   // as sft would refuse it
+    if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa.training));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     char one[2] = {(char)('0' + sa.parallelism.zero_stage), 0};
     const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type;

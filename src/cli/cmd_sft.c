@@ -18,8 +18,9 @@
 // what the options name, looked at before the run: a --deepspeed JSON file applied; a Hub id instead of a directory (nothing is downloaded);
 // --resume_from_checkpoint true (or a run directory): its latest complete checkpoint; false: no resume
 static int settle(os_sft_args *a, int argc, char **argv) {
-    if (a->parallelism.deepspeed_file && os_ds_config_apply(a, argc, argv) < 0) return -1;   // a DeepSpeed JSON config
-    if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(a)) < 0) return -1;    // its bf16.enabled counts too
+    if (a->parallelism.deepspeed_file && os_ds_config_apply(&a->parallelism, &a->training, &a->checkpoint, argc, argv) < 0)
+        return -1;   // a DeepSpeed JSON config
+    if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(&a->training)) < 0) return -1;    // its bf16.enabled counts too
     if (os_hub_id_check("--model", a->model.model) < 0 || os_hub_id_check("--speech_encoder", a->model.speech_encoder) < 0) return -1;
     for (int i = 0; i < a->data.ndatasets + a->data.nval_datasets; i++) {   // a Hub dataset id: how to get the files
         int val = i >= a->data.ndatasets;
@@ -50,7 +51,7 @@ int cmd_sft(int argc, char **argv) {
     if (rc == 0) rc = settle(&a, argc, argv);
     // the device before MPI starts (each rank its GPU by the launcher's local rank); a rank that cannot open it
     // says why in the agreement below
-    if (rc == 0) rc = os_cli_device_open(a.device.device, a.device.tf32, os_sft_args_bf16(&a));
+    if (rc == 0) rc = os_cli_device_open(a.device.device, a.device.tf32, os_sft_args_bf16(&a.training));
     comm_set_timeout(rc == 0 ? a.parallelism.ddp_timeout : OS_DDP_TIMEOUT_DEFAULT);   // the agreement has a deadline too
     comm_init(&argc, &argv);
     rc = os_agree_parse(rc);
@@ -61,7 +62,7 @@ int cmd_sft(int argc, char **argv) {
     }
     if (rc == 0) {   // the model's defaults filled in: a default agrees with the same value given (docs/training.md)
         os_sft_args resolved = a;
-        if (comm_size() > 1) os_sft_resolve_model_defaults(&resolved);
+        if (comm_size() > 1) os_sft_resolve_model_defaults(&resolved.model);
         rc = os_agree_options(&resolved);
     }
     if (rc < 0) {   // every rank prints the reason (os_die would end the others before they print)

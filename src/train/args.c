@@ -370,7 +370,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv) {
                        "softmax attention on every device (on CUDA a fused kernel), what sdpa and eager compute: pass "
                        "--attn_impl sdpa or eager",
                        a->model.attn_impl);
-    if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(a)) < 0) return -1;
+    if (os_tf32_check(a->device.tf32, a->device.device, os_sft_args_bf16(&a->training)) < 0) return -1;
     if (a->model.trainable_embed_rows && strcmp(a->model.trainable_embed_rows, "all") && strcmp(a->model.trainable_embed_rows, "new") &&
         strcmp(a->model.trainable_embed_rows, "audio") && strcmp(a->model.trainable_embed_rows, "none"))
         return os_errf("--trainable_embed_rows: expected all, new, audio or none, got '%s'", a->model.trainable_embed_rows);
@@ -395,8 +395,8 @@ int os_sft_args_lora_check(const os_sft_args *a) {
                    "train every weight", names, strchr(names, ',') ? "s" : "", strchr(names, ',') ? "them" : "it");
 }
 
-int os_sft_args_bf16(const os_sft_args *a) {
-    return a->training.torch_dtype && (!strcmp(a->training.torch_dtype, "bfloat16") || !strcmp(a->training.torch_dtype, "bf16"));
+int os_sft_args_bf16(const os_sft_training_opts *t) {
+    return t->torch_dtype && (!strcmp(t->torch_dtype, "bfloat16") || !strcmp(t->torch_dtype, "bf16"));
 }
 
 // --target_modules as the modules it selects: all-linear, or the list in the model's order without repeats

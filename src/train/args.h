@@ -106,7 +106,7 @@ int os_sft_args_parse(os_sft_args *a, int argc, char **argv);
 // was given without --train_type lora, naming both fixes; 0 otherwise (sft and plan call it after parsing)
 int os_sft_args_lora_check(const os_sft_args *a);
 // 1 when --torch_dtype asks for bf16 mixed precision (bfloat16 or bf16)
-int os_sft_args_bf16(const os_sft_args *a);
+int os_sft_args_bf16(const os_sft_training_opts *t);
 // The option list with help, ranges and allowed values (omnishard sft --help).
 void os_sft_args_usage(FILE *f);
 // The defaults of every option (os_sft_args_parse starts from them); the table itself (omnishard plan parses the

@@ -16,7 +16,9 @@ typedef struct {
     const char *path;
     int argc;
     char **argv;
-    os_sft_args *a;
+    os_sft_parallelism_opts *p;   // the sections the file's keys set
+    os_sft_training_opts *t;
+    os_sft_checkpoint_opts *ck;
     char noeffect[1024], unknown[1024];   // key lists for the notes
 } ds_ctx;
 
@@ -99,12 +101,12 @@ static int zero(ds_ctx *c, const cJSON *z) {
                                            "stage3_max_reuse_distance", "round_robin_gradients", NULL};
     if (!z) return 0;
     if (!cJSON_IsObject(z)) return os_errf("%s: \"zero_optimization\": expected an object, got %s", c->path, os_json_kind(z));
-    double st = c->a->parallelism.zero_stage;
+    double st = c->p->zero_stage;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(z, "stage");
     if (s && (!cJSON_IsNumber(s) || s->valuedouble != floor(s->valuedouble) || s->valuedouble > 3 || s->valuedouble < 0))
         return os_errf("%s: \"zero_optimization.stage\": expected 0, 1, 2 or 3, got %s", c->path, os_json_kind(s));
     if (number(c, z, "stage", "zero_stage", 0, &st) < 0) return -1;
-    c->a->parallelism.zero_stage = (int)st;
+    c->p->zero_stage = (int)st;
     static const char *const offload[] = {"offload_optimizer", "offload_param"};
     for (int i = 0; i < 2; i++) {
         const cJSON *o = cJSON_GetObjectItemCaseSensitive(z, offload[i]);
@@ -125,10 +127,10 @@ static int zero(ds_ctx *c, const cJSON *z) {
             return os_errf("%s: \"zero_optimization.%s\": expected true, false or \"auto\", got %s", c->path, gather16[i],
                            os_json_kind(g));
         if (!cJSON_IsFalse(g)) continue;
-        if (given(c, "save_consolidated") && c->a->checkpoint.save_consolidated)
+        if (given(c, "save_consolidated") && c->ck->save_consolidated)
             return os_errf("%s: \"zero_optimization.%s\" false asks for --save_consolidated false but "
                            "--save_consolidated is true: DeepSpeed's value and the flag must agree", c->path, gather16[i]);
-        c->a->checkpoint.save_consolidated = 0;
+        c->ck->save_consolidated = 0;
     }
     rest(c, z, "zero_optimization.", known, noeffect);
     return 0;
@@ -146,9 +148,9 @@ static int precision(ds_ctx *c, const cJSON *root) {
         return os_errf("%s: \"fp16.enabled\": expected true, false or \"auto\", got %s", c->path, os_json_kind(fe));
     if (be && !cJSON_IsBool(be) && !is_auto(be))
         return os_errf("%s: \"bf16.enabled\": expected true, false or \"auto\", got %s", c->path, os_json_kind(be));
-    int bf = !strcmp(c->a->training.torch_dtype, "bfloat16") || !strcmp(c->a->training.torch_dtype, "bf16");
-    if (cJSON_IsTrue(be) && !bf && choice(c, "\"bf16.enabled\" true", "bfloat16", "torch_dtype", &c->a->training.torch_dtype) < 0) return -1;
-    if (cJSON_IsFalse(be) && bf && choice(c, "\"bf16.enabled\" false", "float32", "torch_dtype", &c->a->training.torch_dtype) < 0) return -1;
+    int bf = !strcmp(c->t->torch_dtype, "bfloat16") || !strcmp(c->t->torch_dtype, "bf16");
+    if (cJSON_IsTrue(be) && !bf && choice(c, "\"bf16.enabled\" true", "bfloat16", "torch_dtype", &c->t->torch_dtype) < 0) return -1;
+    if (cJSON_IsFalse(be) && bf && choice(c, "\"bf16.enabled\" false", "float32", "torch_dtype", &c->t->torch_dtype) < 0) return -1;
     static const char *const fp16_keys[] = {"enabled", "loss_scale", "loss_scale_window", "initial_scale_power",
                                             "hysteresis", "min_loss_scale", "consecutive_hysteresis", "auto_cast", NULL};
     static const char *const none[] = {NULL}, *const en[] = {"enabled", NULL};
@@ -167,10 +169,10 @@ static int optimizer(ds_ctx *c, const cJSON *o) {
     if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(p, "adam_w_mode")))
         return os_errf("%s: \"optimizer.params.adam_w_mode\" false (L2 regularisation in Adam): omnishard's AdamW decouples "
                        "weight decay", c->path);
-    os_sft_args *a = c->a;
+    os_sft_training_opts *tr = c->t;
     const cJSON *betas = cJSON_GetObjectItemCaseSensitive(p, "betas");
-    if (number(c, p, "lr", "learning_rate", 0, &a->training.learning_rate) < 0 || number(c, p, "eps", "adam_epsilon", 0, &a->training.adam_epsilon) < 0 ||
-        number(c, p, "weight_decay", "weight_decay", 0, &a->training.weight_decay) < 0)
+    if (number(c, p, "lr", "learning_rate", 0, &tr->learning_rate) < 0 || number(c, p, "eps", "adam_epsilon", 0, &tr->adam_epsilon) < 0 ||
+        number(c, p, "weight_decay", "weight_decay", 0, &tr->weight_decay) < 0)
         return -1;
     if (betas && !is_auto(betas)) {
         if (!cJSON_IsArray(betas) || cJSON_GetArraySize(betas) != 2)
@@ -178,9 +180,9 @@ static int optimizer(ds_ctx *c, const cJSON *o) {
         cJSON *pair = cJSON_CreateObject();
         cJSON_AddItemToObject(pair, "betas[0]", cJSON_Duplicate(cJSON_GetArrayItem(betas, 0), 1));
         cJSON_AddItemToObject(pair, "betas[1]", cJSON_Duplicate(cJSON_GetArrayItem(betas, 1), 1));
-        int rc = number(c, pair, "betas[0]", "adam_beta1", 0, &a->training.adam_beta1) < 0 || number(c, pair, "betas[1]", "adam_beta2", 0, &a->training.adam_beta2) < 0;
+        int rc = number(c, pair, "betas[0]", "adam_beta1", 0, &tr->adam_beta1) < 0 || number(c, pair, "betas[1]", "adam_beta2", 0, &tr->adam_beta2) < 0;
         cJSON_Delete(pair);
-        if (rc || a->training.adam_beta1 >= 1 || a->training.adam_beta2 >= 1)
+        if (rc || tr->adam_beta1 >= 1 || tr->adam_beta2 >= 1)
             return rc ? -1 : os_errf("%s: \"optimizer.params.betas\": each in [0,1)", c->path);
     }
     static const char *const known[] = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", NULL},
@@ -201,11 +203,11 @@ static int scheduler(ds_ctx *c, const cJSON *s, char *note, size_t n) {
     if (k == 3)
         return os_errf("%s: \"scheduler.type\": expected WarmupDecayLR (linear), WarmupCosineLR (cosine) or WarmupLR "
                        "(constant_with_warmup), got %s", c->path, cJSON_IsString(t) ? t->valuestring : os_json_kind(t));
-    if (choice(c, "\"scheduler.type\"", ours[k], "lr_scheduler_type", &c->a->training.lr_scheduler_type) < 0) return -1;
-    double steps = (double)c->a->training.warmup_steps, peak = c->a->training.learning_rate;
+    if (choice(c, "\"scheduler.type\"", ours[k], "lr_scheduler_type", &c->t->lr_scheduler_type) < 0) return -1;
+    double steps = (double)c->t->warmup_steps, peak = c->t->learning_rate;
     if (number(c, p, "warmup_num_steps", "warmup_steps", 0, &steps) < 0 || number(c, p, "warmup_max_lr", "learning_rate", 0, &peak) < 0)
         return -1;
-    c->a->training.warmup_steps = (int64_t)steps, c->a->training.learning_rate = peak;
+    c->t->warmup_steps = (int64_t)steps, c->t->learning_rate = peak;
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(p, "warmup_min_lr");
     if (mn && !is_auto(mn) && !(cJSON_IsNumber(mn) && mn->valuedouble == 0))
         return os_errf("%s: \"scheduler.params.warmup_min_lr\": omnishard's warm-up starts at 0 (\"auto\" or 0)", c->path);
@@ -221,15 +223,15 @@ static int scheduler(ds_ctx *c, const cJSON *s, char *note, size_t n) {
 }
 
 static int apply(ds_ctx *c, const cJSON *root, char *sched, size_t n) {
-    os_sft_args *a = c->a;
+    os_sft_training_opts *tr = c->t;
     if (!cJSON_IsObject(root)) return os_errf("%s: expected a JSON object (a DeepSpeed config)", c->path);
-    double clip = a->training.max_grad_norm, tbs = 0;
-    if (integer(c, root, "train_micro_batch_size_per_gpu", "per_device_train_batch_size", &a->training.per_device_train_batch_size) < 0 ||
-        integer(c, root, "gradient_accumulation_steps", "gradient_accumulation_steps", &a->training.gradient_accumulation_steps) < 0 ||
+    double clip = tr->max_grad_norm, tbs = 0;
+    if (integer(c, root, "train_micro_batch_size_per_gpu", "per_device_train_batch_size", &tr->per_device_train_batch_size) < 0 ||
+        integer(c, root, "gradient_accumulation_steps", "gradient_accumulation_steps", &tr->gradient_accumulation_steps) < 0 ||
         number(c, root, "gradient_clipping", "max_grad_norm", 0, &clip) < 0 ||
         number(c, root, "train_batch_size", "(none)", 1, &tbs) < 0)
         return -1;
-    a->training.max_grad_norm = clip, a->parallelism.ds_train_batch_size = (int64_t)tbs;
+    tr->max_grad_norm = clip, c->p->ds_train_batch_size = (int64_t)tbs;
     if (zero(c, cJSON_GetObjectItemCaseSensitive(root, "zero_optimization")) < 0 || precision(c, root) < 0 ||
         optimizer(c, cJSON_GetObjectItemCaseSensitive(root, "optimizer")) < 0 ||
         scheduler(c, cJSON_GetObjectItemCaseSensitive(root, "scheduler"), sched, n) < 0)
@@ -241,35 +243,37 @@ static int apply(ds_ctx *c, const cJSON *root, char *sched, size_t n) {
     return 0;
 }
 
-int os_ds_config_apply(os_sft_args *a, int argc, char **argv) {
-    cJSON *root = os_json_config_read(a->parallelism.deepspeed_file, OS_JSON_CONFIG_MAX, &a->parallelism.ds_hash);
+int os_ds_config_apply(os_sft_parallelism_opts *p, os_sft_training_opts *t, os_sft_checkpoint_opts *ck, int argc,
+                       char **argv) {
+    cJSON *root = os_json_config_read(p->deepspeed_file, OS_JSON_CONFIG_MAX, &p->ds_hash);
     if (!root) return os_err_ctx("--deepspeed (a DeepSpeed config file, or zero0..zero3)");
     static ds_ctx c;
     static char notes[3500];
     char sched[256] = "";
-    c = (ds_ctx){.path = a->parallelism.deepspeed_file, .argc = argc, .argv = argv, .a = a};
+    c = (ds_ctx){.path = p->deepspeed_file, .argc = argc, .argv = argv, .p = p, .t = t, .ck = ck};
     int rc = apply(&c, root, sched, sizeof sched);
     cJSON_Delete(root);
     if (rc < 0) return -1;
     char stage[16] = "auto";   // plan's: "auto" without --zero_stage shows every stage
-    if (a->parallelism.zero_stage >= 0) snprintf(stage, sizeof stage, "%d", a->parallelism.zero_stage);
+    if (p->zero_stage >= 0) snprintf(stage, sizeof stage, "%d", p->zero_stage);
     int k = snprintf(notes, sizeof notes, "--deepspeed %s: ZeRO stage %s, micro-batch %lld, accumulation %lld, gradient "
-                     "clipping %g, %s", a->parallelism.deepspeed_file, stage, (long long)a->training.per_device_train_batch_size,
-                     (long long)a->training.gradient_accumulation_steps, a->training.max_grad_norm, a->training.torch_dtype);
+                     "clipping %g, %s", p->deepspeed_file, stage, (long long)t->per_device_train_batch_size,
+                     (long long)t->gradient_accumulation_steps, t->max_grad_norm, t->torch_dtype);
     if (*sched) k += snprintf(notes + k, sizeof notes - (size_t)k, "; %s", sched);
     if (*c.noeffect && k < (int)sizeof notes)
         k += snprintf(notes + k, sizeof notes - (size_t)k, "; accepted, no effect here (docs/training.md): %s", c.noeffect);
     if (*c.unknown && k < (int)sizeof notes)
         snprintf(notes + k, sizeof notes - (size_t)k, "\nomnishard: WARNING: --deepspeed %s: keys omnishard does not "
-                 "know, ignored: %s", a->parallelism.deepspeed_file, c.unknown);
-    a->parallelism.ds_notes = notes;
+                 "know, ignored: %s", p->deepspeed_file, c.unknown);
+    p->ds_notes = notes;
     return 0;
 }
 
-int os_ds_config_check_batch(const os_sft_args *a, int world, int64_t global_batch) {
-    if (!a->parallelism.deepspeed_file || a->parallelism.ds_train_batch_size <= 0 || a->parallelism.ds_train_batch_size == global_batch) return 0;
+int os_ds_config_check_batch(const os_sft_parallelism_opts *p, const os_sft_training_opts *t, int world,
+                             int64_t global_batch) {
+    if (!p->deepspeed_file || p->ds_train_batch_size <= 0 || p->ds_train_batch_size == global_batch) return 0;
     return os_errf("%s: \"train_batch_size\" is %lld but --per_device_train_batch_size %lld x --gradient_accumulation_steps "
                    "%lld x %d rank(s) = %lld: DeepSpeed's value and the flags must agree (write \"auto\")",
-                   a->parallelism.deepspeed_file, (long long)a->parallelism.ds_train_batch_size, (long long)a->training.per_device_train_batch_size,
-                   (long long)a->training.gradient_accumulation_steps, world, (long long)global_batch);
+                   p->deepspeed_file, (long long)p->ds_train_batch_size, (long long)t->per_device_train_batch_size,
+                   (long long)t->gradient_accumulation_steps, world, (long long)global_batch);
 }

@@ -6,9 +6,14 @@
 #pragma once
 #include "train/args.h"
 
-// Read a->parallelism.deepspeed_file and apply it to a (argv: to tell which flags were given). 0, or -1 + message naming the
-// file and the key. Sets a->parallelism.ds_hash (FNV-1a 64 of the file: the start-up agreement compares it),
-// a->parallelism.ds_train_batch_size (0: auto) and a->parallelism.ds_notes (what was accepted without effect, and unknown keys).
-int os_ds_config_apply(os_sft_args *a, int argc, char **argv);
-// train_batch_size against the global batch (the world size is known only once MPI runs): 0, or -1 + message
-int os_ds_config_check_batch(const os_sft_args *a, int world, int64_t global_batch);
+// Read p->deepspeed_file and apply it to the sections its keys set: the parallelism (stage), the training (batch,
+// accumulation, clipping, precision, AdamW, schedule) and the checkpoint's (save_consolidated) (argv: to tell which
+// flags were given). 0, or -1 + message naming the file and the key. Sets p->ds_hash (FNV-1a 64 of the file: the
+// start-up agreement compares it), p->ds_train_batch_size (0: auto) and p->ds_notes (what was accepted without
+// effect, and unknown keys).
+int os_ds_config_apply(os_sft_parallelism_opts *p, os_sft_training_opts *t, os_sft_checkpoint_opts *ck, int argc,
+                       char **argv);
+// train_batch_size against the global batch, t's micro-batch x accumulation x world (the world size is known only
+// once MPI runs): 0, or -1 + message
+int os_ds_config_check_batch(const os_sft_parallelism_opts *p, const os_sft_training_opts *t, int world,
+                             int64_t global_batch);

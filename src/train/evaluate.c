@@ -49,17 +49,18 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
     return 0;
 }
 
-int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dataset **train, os_dataset **eval) {
+int os_sft_datasets(const os_sft_data_opts *d, const os_sft_model_opts *mo, int64_t batch, const os_model *m,
+                    int64_t T_s, os_dataset **train, os_dataset **eval) {
     os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
-                       a->model.mask_equal_length_audio, T_s < 1, a->data.system, 0, 0};
-    uint64_t seed = (uint64_t)a->data.data_seed;
-    *train = os_dataset_open_list(a->data.datasets, a->data.ndatasets, &z, a->model.model, a->data.max_length, a->data.truncation_strategy,
-                                  a->data.dataset_shuffle, seed, "train");
-    *eval = a->data.val_dataset && *train ? os_dataset_open_list(a->data.val_datasets, a->data.nval_datasets, &z, a->model.model, a->data.max_length,
-                                                            a->data.truncation_strategy, a->data.dataset_shuffle, seed, "val")
+                       mo->mask_equal_length_audio, T_s < 1, d->system, 0, 0};
+    uint64_t seed = (uint64_t)d->data_seed;
+    *train = os_dataset_open_list(d->datasets, d->ndatasets, &z, mo->model, d->max_length, d->truncation_strategy,
+                                  d->dataset_shuffle, seed, "train");
+    *eval = d->val_dataset && *train ? os_dataset_open_list(d->val_datasets, d->nval_datasets, &z, mo->model, d->max_length,
+                                                            d->truncation_strategy, d->dataset_shuffle, seed, "val")
                                      : NULL;
-    int rc = *train && (*eval || !a->data.val_dataset) ? 0 : -1;
-    int64_t Bm = a->training.per_device_train_batch_size, live = *train ? (*train)->live : 0;
+    int rc = *train && (*eval || !d->val_dataset) ? 0 : -1;
+    int64_t Bm = batch, live = *train ? (*train)->live : 0;
     if (rc == 0 && live && Bm > live)
         rc = os_errf("--per_device_train_batch_size %lld: at most %lld with this dataset format", (long long)Bm, (long long)live);
     if (os_agree_ok(rc) == 0) return 0;
@@ -69,23 +70,23 @@ int os_sft_datasets(const os_sft_args *a, const os_model *m, int64_t T_s, os_dat
     return -1;
 }
 
-int os_sft_split(const os_sft_args *a, os_dataset **train, os_dataset **eval) {
-    if (*eval || a->data.split_dataset_ratio <= 0) {
-        if (!*eval && a->training.eval_steps > 0)
+int os_sft_split(const os_sft_data_opts *d, int64_t eval_steps, os_dataset **train, os_dataset **eval) {
+    if (*eval || d->split_dataset_ratio <= 0) {
+        if (!*eval && eval_steps > 0)
             os_info("note: --eval_steps without --val_dataset or --split_dataset_ratio: no evaluation");
         return 0;
     }
     os_dataset *full = *train;
-    if (os_dataset_split(full, a->data.split_dataset_ratio, (uint64_t)a->data.data_seed, train, eval) < 0) return -1;   // same on every rank
+    if (os_dataset_split(full, d->split_dataset_ratio, (uint64_t)d->data_seed, train, eval) < 0) return -1;   // same on every rank
     os_info("evaluation: %lld of %lld samples held out (--split_dataset_ratio %g)", (long long)(*eval)->n,
-            (long long)full->n, a->data.split_dataset_ratio);
+            (long long)full->n, d->split_dataset_ratio);
     return 0;
 }
 
-int os_sft_eval_due(const os_sft_args *a, int64_t step, int64_t total, int epoch_end) {
-    if (!strcmp(a->training.eval_strategy, "no")) return 0;
-    if (!strcmp(a->training.eval_strategy, "epoch")) return step == total || epoch_end;
-    int64_t every = a->training.eval_steps > 0 ? a->training.eval_steps : a->checkpoint.save_steps;
+int os_sft_eval_due(const os_sft_training_opts *t, int64_t save_steps, int64_t step, int64_t total, int epoch_end) {
+    if (!strcmp(t->eval_strategy, "no")) return 0;
+    if (!strcmp(t->eval_strategy, "epoch")) return step == total || epoch_end;
+    int64_t every = t->eval_steps > 0 ? t->eval_steps : save_steps;
     return step == total || (every > 0 && step % every == 0);
 }
 
@@ -97,11 +98,11 @@ int os_sft_eval(os_trainer *t, os_loader *l, os_steplog *log, int64_t step, doub
     return 0;
 }
 
-void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_args *a) {
+void os_sft_report_skips(os_dataset *train, os_dataset *eval, const os_sft_data_opts *d) {
     int64_t ntrain = os_dataset_skipped_total(train, comm_allreduce_max_i64);
     int64_t neval = eval && eval->path != train->path ? os_dataset_skipped_total(eval, comm_allreduce_max_i64) : 0;
     if (comm_rank() != 0 || ntrain + neval == 0) return;
     os_info("note: %lld sample(s) skipped (--max_length %lld, --truncation_strategy %s, or an empty answer; the first "
-            "of each kind are named above, see docs/dataset.md)", (long long)(ntrain + neval), (long long)a->data.max_length,
-            a->data.truncation_strategy);
+            "of each kind are named above, see docs/dataset.md)", (long long)(ntrain + neval), (long long)d->max_length,
+            d->truncation_strategy);
 }

@@ -26,13 +26,13 @@
 // same verdict (the loss flag and the norm are reduced values, the parameter is the first over all ranks).
 // Rank 0 names the step, the first non-finite parameter and the last checkpoint written; nothing is saved.
 static int stop_nonfinite(os_sft_state *r, int64_t step, const char *what, const char *hint) {
-    const os_sft_args *a = r->a;
+    const os_sft_checkpoint_opts *ck = &r->a->checkpoint;
     int bad = zr_first_nonfinite(&r->s.rt, 1), grads = bad >= 0;
     if (!grads) bad = zr_first_nonfinite(&r->s.rt, 0);
     char last[4400];
     if (r->saved > r->start - 1)
-        snprintf(last, sizeof last, "the last checkpoint written is %s/checkpoint-%lld", a->checkpoint.output_dir, (long long)r->saved);
-    else if (a->checkpoint.resume_from_checkpoint) snprintf(last, sizeof last, "no checkpoint written since %s", a->checkpoint.resume_from_checkpoint);
+        snprintf(last, sizeof last, "the last checkpoint written is %s/checkpoint-%lld", ck->output_dir, (long long)r->saved);
+    else if (ck->resume_from_checkpoint) snprintf(last, sizeof last, "no checkpoint written since %s", ck->resume_from_checkpoint);
     else snprintf(last, sizeof last, "no checkpoint was written");
     if (r->rank == 0)
         os_info("omnishard: step %lld: %s; first parameter with a non-finite %s: %s%s%s; stopping without saving "
@@ -58,9 +58,9 @@ static int save(os_sft_state *r, int64_t step) {
 }
 
 // --save_strategy: steps (every --save_steps), epoch (where an epoch ends) or no; the last step saves unless no
-static int save_due(const os_sft_args *a, int64_t step, int epoch_end) {
-    if (!strcmp(a->checkpoint.save_strategy, "epoch")) return epoch_end;
-    return !strcmp(a->checkpoint.save_strategy, "steps") && a->checkpoint.save_steps > 0 && step % a->checkpoint.save_steps == 0;
+static int save_due(const os_sft_checkpoint_opts *ck, int64_t step, int epoch_end) {
+    if (!strcmp(ck->save_strategy, "epoch")) return epoch_end;
+    return !strcmp(ck->save_strategy, "steps") && ck->save_steps > 0 && step % ck->save_steps == 0;
 }
 
 // what a step's micro-batches report: their data losses, parameter terms, per-term sums and times
@@ -146,15 +146,15 @@ static int evaluate(os_sft_state *r, int64_t step, double epoch) {
 
 // clip to --max_grad_norm, AdamW at the scheduled learning rate; returns the rate
 static double optimizer_step(os_sft_state *r, int64_t step, double gnorm) {
-    const os_sft_args *a = r->a;
+    const os_sft_training_opts *t = &r->a->training;
     float clip = 1.0f;
-    if (a->training.max_grad_norm > 0) {
-        double c = a->training.max_grad_norm / (gnorm + 1e-6);
+    if (t->max_grad_norm > 0) {
+        double c = t->max_grad_norm / (gnorm + 1e-6);
         if (c < 1.0) clip = (float)c;
     }
-    double lr = os_lr_at(a->training.lr_scheduler_type, a->training.learning_rate, step - 1, r->warmup, r->total);
-    zr_adamw_step(&r->s.rt, (float)lr, (float)a->training.adam_beta1, (float)a->training.adam_beta2, (float)a->training.adam_epsilon,
-                  (float)a->training.weight_decay, clip, step - r->adam_base);
+    double lr = os_lr_at(t->lr_scheduler_type, t->learning_rate, step - 1, r->warmup, r->total);
+    zr_adamw_step(&r->s.rt, (float)lr, (float)t->adam_beta1, (float)t->adam_beta2, (float)t->adam_epsilon,
+                  (float)t->weight_decay, clip, step - r->adam_base);
     return lr;
 }
 
@@ -190,8 +190,9 @@ static int train_step(os_sft_state *r, int64_t step) {
                     r->bucket_norms, os_now() - t0, &r->s.rt,
                     a->logging.logging_steps > 0 && (step % a->logging.logging_steps == 0 || step == r->total));
     int epoch_end = r->cur.pos == 0;   // os_data_advance moved to the next epoch's start
-    if (r->ev && os_sft_eval_due(a, step, r->total, epoch_end) && evaluate(r, step, epoch)) return 1;
-    return save_due(a, step, epoch_end) ? save(r, step) : 0;
+    if (r->ev && os_sft_eval_due(&a->training, a->checkpoint.save_steps, step, r->total, epoch_end) && evaluate(r, step, epoch))
+        return 1;
+    return save_due(&a->checkpoint, step, epoch_end) ? save(r, step) : 0;
 }
 
 // after the last step: the final checkpoint (unless the last step saved one), final_model, and rank 0's after
@@ -211,7 +212,7 @@ static int save_final(os_sft_state *r, os_sft_after_fn after) {
         failed = 1, os_info("omnishard sft: %s (the model and checkpoints are written)", os_errmsg());
     os_stop_if_failed(os_steplog_close(&r->log));   // the log's last lines are on disk
     if (r->rank == 0) os_info("omnishard sft: done; model written to %s", out);
-    os_sft_report_skips(r->ds, r->ev, a);
+    os_sft_report_skips(r->ds, r->ev, &a->data);
     return failed;
 }
 

@@ -24,9 +24,9 @@
 
 // the start-up agreement on inputs (the options were agreed on in cmd_sft): the model's config.json here, the
 // data files once read (os_dataset.digest, hashed while they were read)
-static void agree_on_config(const os_sft_args *a) {
+static void agree_on_config(const char *model) {
     char cfg[4200], v[128];
-    snprintf(cfg, sizeof cfg, "%s/config.json", a->model.model);
+    snprintf(cfg, sizeof cfg, "%s/config.json", model);
     os_file_digest_text(cfg, v, sizeof v);
     const char *name = "the model's config.json", *val = v;
     if (os_agree_values(&name, &val, 1) < 0) os_die_err();
@@ -65,10 +65,10 @@ static void run_set(os_ckpt_run *r, const char *key, const char *fmt, ...) {
 }
 
 // the --dataset list as given (shown next to its digest in resume messages)
-static void dataset_text(const os_sft_args *a, char *buf, size_t n) {
+static void dataset_text(const os_sft_data_opts *d, char *buf, size_t n) {
     size_t k = 0;
     buf[0] = 0;
-    for (int i = 0; i < a->data.ndatasets && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " " : "", a->data.datasets[i]);
+    for (int i = 0; i < d->ndatasets && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " " : "", d->datasets[i]);
 }
 
 // a checkpoint from before --data_seed existed: its data order came from --seed
@@ -92,25 +92,25 @@ static void was_default(os_ckpt_run *was, const char *key, const char *val) {
 }
 
 // --system as recorded: the text, or its FNV-1a 64 when longer than a record's value holds
-static void run_system(const os_sft_args *a, os_ckpt_run *r) {
-    if (!a->data.system) run_set(r, "--system", TASK_SYSTEM);
-    else if (strlen(a->data.system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", a->data.system);
-    else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(a->data.system),
-                 (unsigned long long)os_fnv1a(OS_FNV_BASIS, a->data.system, strlen(a->data.system)));
+static void run_system(const os_sft_data_opts *d, os_ckpt_run *r) {
+    if (!d->system) run_set(r, "--system", TASK_SYSTEM);
+    else if (strlen(d->system) < sizeof r->val[0] - 1) run_set(r, "--system", "%s", d->system);
+    else run_set(r, "--system", "%zu bytes, fnv1a64 %016llx", strlen(d->system),
+                 (unsigned long long)os_fnv1a(OS_FNV_BASIS, d->system, strlen(d->system)));
 }
 
-// the settings as given
-static void run_args(const os_sft_args *a, os_ckpt_run *r) {
+// the settings as given: the data's, --seed and --model_type
+static void run_args(const os_sft_data_opts *d, int64_t seed, const char *model_type, os_ckpt_run *r) {
     memset(r, 0, sizeof *r);
-    dataset_text(a, r->dataset, sizeof r->dataset);
-    run_set(r, "--seed", "%lld", (long long)a->training.seed);
-    run_set(r, "--data_seed", "%lld", (long long)a->data.data_seed);
-    run_set(r, "--max_length", "%lld", (long long)a->data.max_length);
-    run_set(r, "--truncation_strategy", "%s", a->data.truncation_strategy);
-    run_set(r, "--split_dataset_ratio", "%.17g", a->data.split_dataset_ratio);
-    run_set(r, "--model_type", "%s", a->model.model_type);
-    run_set(r, "--packing", "%s", a->data.packing ? "true" : "false");
-    run_system(a, r);
+    dataset_text(d, r->dataset, sizeof r->dataset);
+    run_set(r, "--seed", "%lld", (long long)seed);
+    run_set(r, "--data_seed", "%lld", (long long)d->data_seed);
+    run_set(r, "--max_length", "%lld", (long long)d->max_length);
+    run_set(r, "--truncation_strategy", "%s", d->truncation_strategy);
+    run_set(r, "--split_dataset_ratio", "%.17g", d->split_dataset_ratio);
+    run_set(r, "--model_type", "%s", model_type);
+    run_set(r, "--packing", "%s", d->packing ? "true" : "false");
+    run_system(d, r);
 }
 
 // the settings as the model and the data resolved them (the --dataset file's digest; slam_omni.json, defaults)
@@ -125,70 +125,69 @@ static void run_model(const os_model *m, const char *digest, os_ckpt_run *r) {
 
 
 
-// the session's settings from the options; -1 + message (an unknown --target_modules name)
-static int session_opts(const os_sft_args *a, os_session_opts *o) {
-    *o = (os_session_opts){.model = a->model.model, .speech_encoder = a->model.speech_encoder,
-                           .cache_speech_features = a->data.cache_speech_features, .slam = !strcmp(a->model.model_type, "slam_omni"),
-                           .code_layer = a->model.code_layer, .num_latency_tokens = a->model.num_latency_tokens,
-                           .do_layershift = a->model.do_layershift, .loss_weights = a->model.loss_weights,
-                           .n_loss_weights = a->model.n_loss_weights, .zero_stage = a->parallelism.zero_stage, .bf16 = os_sft_args_bf16(a),
-                           .seed = (uint64_t)a->training.seed, .new_rows_init = a->model.new_rows_init,
-                           .freeze = {a->model.freeze_llm, a->model.freeze_encoder_projector, a->model.freeze_group_decode_adapter,
-                                      a->model.trainable_embed_rows}};
-    if (a->model.train_type && !strcmp(a->model.train_type, "lora")) {
-        o->lora = (os_lora_config){a->model.lora_rank, (float)a->model.lora_alpha, (float)a->model.lora_dropout, 0};
-        if (os_lora_parse_targets(a->model.target_modules, &o->lora.targets) < 0) return -1;
+// the session's model from the model section (the rest of the session's settings from the other sections, by the
+// caller); -1 + message (an unknown --target_modules name)
+static int session_model(const os_sft_model_opts *mo, os_session_opts *o) {
+    *o = (os_session_opts){.model = mo->model, .speech_encoder = mo->speech_encoder, .slam = !strcmp(mo->model_type, "slam_omni"),
+                           .code_layer = mo->code_layer, .num_latency_tokens = mo->num_latency_tokens,
+                           .do_layershift = mo->do_layershift, .loss_weights = mo->loss_weights,
+                           .n_loss_weights = mo->n_loss_weights, .new_rows_init = mo->new_rows_init,
+                           .freeze = {mo->freeze_llm, mo->freeze_encoder_projector, mo->freeze_group_decode_adapter,
+                                      mo->trainable_embed_rows}};
+    if (mo->train_type && !strcmp(mo->train_type, "lora")) {
+        o->lora = (os_lora_config){mo->lora_rank, (float)mo->lora_alpha, (float)mo->lora_dropout, 0};
+        if (os_lora_parse_targets(mo->target_modules, &o->lora.targets) < 0) return -1;
     }
     return 0;
 }
 
-void os_sft_resolve_model_defaults(os_sft_args *a) {
+void os_sft_resolve_model_defaults(os_sft_model_opts *mo) {
     os_session_opts so;
     os_qwen2_config cfg;
     os_omni_config oc;
-    if (session_opts(a, &so) < 0 || os_session_model_config(&so, &cfg, &oc) < 0)
+    if (session_model(mo, &so) < 0 || os_session_model_config(&so, &cfg, &oc) < 0)
         return;   // left as given: opening the model names the cause on every rank
     if (so.slam) {
-        if (a->model.code_layer < 0) a->model.code_layer = oc.G;
-        if (a->model.num_latency_tokens < 0) a->model.num_latency_tokens = oc.latency;
-        if (a->model.do_layershift < 0) a->model.do_layershift = oc.layershift;
-        if (!a->model.n_loss_weights) {
-            a->model.n_loss_weights = oc.G + 1;
-            for (int i = 0; i <= oc.G; i++) a->model.loss_weights[i] = oc.loss_w[i];
+        if (mo->code_layer < 0) mo->code_layer = oc.G;
+        if (mo->num_latency_tokens < 0) mo->num_latency_tokens = oc.latency;
+        if (mo->do_layershift < 0) mo->do_layershift = oc.layershift;
+        if (!mo->n_loss_weights) {
+            mo->n_loss_weights = oc.G + 1;
+            for (int i = 0; i <= oc.G; i++) mo->loss_weights[i] = oc.loss_w[i];
         }
     }
-    a->model.trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
+    mo->trainable_embed_rows = os_freeze_embed_rows(&so.freeze, so.lora.rank > 0, oc.G);
 }
 
 // --head_balance as the run takes it
-static int head_balance_of(const os_sft_args *a) {
-    if (a->parallelism.head_balance >= 0) return a->parallelism.head_balance;   // given
+static int head_balance_of(const os_sft_parallelism_opts *p, const os_sft_device_opts *d) {
+    if (p->head_balance >= 0) return p->head_balance;   // given
     // not given: on where the backend's memory is the host's; where it is not, moving rows costs a download and an
     // upload of the rows and sums every micro-batch, so they stay. The guard backend (--device guard, a test
     // backend: the CPU kernels with the memory of a device) keeps the CPU's choice, so that a run on it computes the
     // CPU backend's numbers for the same options
     int index;
-    return os_k->host_memory || os_device_parse(a->device.device, &index) == OS_DEVICE_GUARD;
+    return os_k->host_memory || os_device_parse(d->device, &index) == OS_DEVICE_GUARD;
 }
 
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
 // must name some parameter); -1 + message
 static int trainer_open(os_sft_state *r) {
-    const os_sft_args *a = r->a;
+    const os_sft_training_opts *tr = &r->a->training;
     os_model *m = &r->s.model;
     os_trainer *t = &r->trainer;
-    t->m = m, t->rt = &r->s.rt, t->head_balance = head_balance_of(a);
-    t->train_opts = (os_model_opts){.recompute = a->training.gradient_checkpointing, .lora_dropout = m->oc.lora.dropout};
+    t->m = m, t->rt = &r->s.rt, t->head_balance = head_balance_of(&r->a->parallelism, &r->a->device);
+    t->train_opts = (os_model_opts){.recompute = tr->gradient_checkpointing, .lora_dropout = m->oc.lora.dropout};
     t->eval_opts = (os_model_opts){0};
     t->acts = &r->s.acts;
     t->speech = r->s.speech.on ? &r->s.speech : NULL;
-    t->terms = (os_param_term *)a->training.terms, t->nterms = a->training.nterms;
-    for (int k = 0; k < a->training.nterms; k++) {
+    t->terms = (os_param_term *)tr->terms, t->nterms = tr->nterms;
+    for (int k = 0; k < tr->nterms; k++) {
         int hit = 0;
-        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, a->training.terms[k].prefix, strlen(a->training.terms[k].prefix));
-        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", a->training.terms[k].prefix);
+        for (int i = 0; i < m->reg.np; i++) hit |= !strncmp(m->reg.p[i].name, tr->terms[k].prefix, strlen(tr->terms[k].prefix));
+        if (!hit) return os_errf("--param_loss: no parameter name starts with '%s'", tr->terms[k].prefix);
     }
-    if (a->training.nterms) t->term_vals = os_k->alloc((int64_t)sizeof(double) * m->reg.np * a->training.nterms, "parameter term sums");
+    if (tr->nterms) t->term_vals = os_k->alloc((int64_t)sizeof(double) * m->reg.np * tr->nterms, "parameter term sums");
     return 0;
 }
 
@@ -198,7 +197,7 @@ static void open_session(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->parallelism.zero_stage == 0 && r->N > 1 && r->rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
-    agree_on_config(a);
+    agree_on_config(a->model.model);
     if (a->parallelism.ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->parallelism.ds_notes);
     // a --model or --speech_encoder that is no model directory: named with what one holds and how to get one
     os_stop_if_failed(os_model_dir_check("--model", a->model.model, NULL) < 0 ? -1
@@ -210,7 +209,7 @@ static void open_session(os_sft_state *r) {
                                                        strcmp(a->logging.report_to, "none") && !a->logging.logging_dir) : 0);
     os_stop_install();
     if (a->checkpoint.resume_from_checkpoint) {
-        run_args(a, &r->run);
+        run_args(&a->data, a->training.seed, a->model.model_type, &r->run);
         if (a->model.code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->model.code_layer);
         int rc = os_checkpoint_read_run(a->checkpoint.resume_from_checkpoint, &r->was);
         if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
@@ -222,7 +221,9 @@ static void open_session(os_sft_state *r) {
             os_stop_note(os_errmsg());
     }
     os_session_opts so;
-    os_stop_if_failed(session_opts(a, &so));
+    os_stop_if_failed(session_model(&a->model, &so));
+    so.cache_speech_features = a->data.cache_speech_features, so.zero_stage = a->parallelism.zero_stage;
+    so.bf16 = os_sft_args_bf16(&a->training), so.seed = (uint64_t)a->training.seed;
     os_stop_if_failed(os_session_open(&r->s, &so, r->rank, r->N));
     r->m = &r->s.model;
     r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
@@ -253,17 +254,17 @@ static void pack_training(os_sft_state *r) {
 static void open_data(os_sft_state *r) {
     const os_sft_args *a = r->a;
     int64_t T_s = os_speech_positions(r->m), Bm = a->training.per_device_train_batch_size;
-    os_stop_if_failed(os_sft_datasets(a, r->m, T_s, &r->ds, &r->ev));
+    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, r->m, T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
     for (int e = 0; e < 2; e++) {   // each file of a mix
         os_dataset *d = e ? r->ev : r->ds, *src[OS_MAX_SOURCES];
         for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
     }
-    os_stop_if_failed(os_sft_split(a, &r->ds, &r->ev));
+    os_stop_if_failed(os_sft_split(&a->data, a->training.eval_steps, &r->ds, &r->ev));
     if (a->data.packing) pack_training(r);
     r->nsamp = r->ds->n, r->K = a->training.gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
-    os_stop_if_failed(os_ds_config_check_batch(a, r->N, r->GB));
+    os_stop_if_failed(os_ds_config_check_batch(&a->parallelism, &a->training, r->N, r->GB));
     os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data.data_seed);
     if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
 }
@@ -274,15 +275,15 @@ static void data_position(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->checkpoint.resume_from_checkpoint) {
         os_ckpt_run late = {.n = 0};   // every setting (the options' differences warned of already under override)
-        if (!a->checkpoint.resume_override_config) run_args(a, &late);
-        dataset_text(a, late.dataset, sizeof late.dataset);
+        if (!a->checkpoint.resume_override_config) run_args(&a->data, a->training.seed, a->model.model_type, &late);
+        dataset_text(&a->data, late.dataset, sizeof late.dataset);
         run_model(r->m, r->digest, &late);
         os_stop_note(NULL);
         os_stop_if_failed(os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &late, a->checkpoint.resume_override_config));
         r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
         if (r->cur.pos >= r->nsamp) r->cur.epoch++, r->cur.pos = 0;   // (a smaller dataset under --resume_override_config)
     }
-    run_args(a, &r->run);
+    run_args(&a->data, a->training.seed, a->model.model_type, &r->run);
     run_model(r->m, r->digest, &r->run);
     r->run.samples = r->nsamp, r->run.global_batch = r->GB;
     r->dest = (os_ckpt_dest){a->checkpoint.output_dir, a->model.model, a->training.seed, a->checkpoint.save_only_model, a->checkpoint.save_consolidated,
@@ -305,36 +306,36 @@ static void count_steps(os_sft_state *r) {
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);
     if (r->rank == 0 && strcmp(knobs, "(none)")) os_info("omnishard sft: environment settings: %s", knobs);
-    if (r->rank == 0 && os_sft_args_bf16(a))
+    if (r->rank == 0 && os_sft_args_bf16(&a->training))
         os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
                 "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
 }
 
 // the resumed checkpoint's parameters and moments (none after --save_only_model: AdamW restarts)
 static void load_checkpoint(os_sft_state *r) {
-    const os_sft_args *a = r->a;
+    const os_sft_checkpoint_opts *ck = &r->a->checkpoint;
     int64_t loaded = 0;
-    os_stop_if_failed((a->checkpoint.resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
-                                                                     a->checkpoint.resume_from_checkpoint, &loaded));
+    os_stop_if_failed((ck->resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
+                                                                     ck->resume_from_checkpoint, &loaded));
     r->start = r->done + 1;
     if (r->rank == 0)
         os_info("resumed from %s at step %lld: epoch %lld, sample position %lld of %lld (%lld samples trained on; global "
-                "batch %lld, was %lld)", a->checkpoint.resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
+                "batch %lld, was %lld)", ck->resume_from_checkpoint, (long long)r->done, (long long)r->cur.epoch,
                 (long long)r->cur.pos, (long long)r->nsamp, (long long)r->seen, (long long)r->GB,
                 (long long)r->was.global_batch);
-    if (a->checkpoint.resume_only_model) {
+    if (ck->resume_only_model) {
         r->adam_base = r->done;   // as below, by request
         if (r->rank == 0)
             os_info("omnishard: --resume_only_model: the parameters of %s only; the AdamW moments start from zero "
-                    "(bias correction restarts at 1), the step, data position and schedule continue", a->checkpoint.resume_from_checkpoint);
+                    "(bias correction restarts at 1), the step, data position and schedule continue", ck->resume_from_checkpoint);
     } else if (!r->was.optimizer_state) {
         r->adam_base = r->done;   // zero moments: the bias correction restarts with them
         if (r->rank == 0)
             os_info("omnishard: WARNING: %s was saved with --save_only_model: it holds no optimizer state, so the "
                     "AdamW moments START FROM ZERO (bias correction restarts at 1); this is not the same run as an "
-                    "uninterrupted one", a->checkpoint.resume_from_checkpoint);
+                    "uninterrupted one", ck->resume_from_checkpoint);
     }
-    os_stop_checkpoint(a->checkpoint.resume_from_checkpoint, r->done);
+    os_stop_checkpoint(ck->resume_from_checkpoint, r->done);
 }
 
 void os_sft_open(os_sft_state *r, const os_sft_args *a) {

@@ -38,7 +38,7 @@ typedef struct {
 // --loss_weights, --trainable_embed_rows) filled in as the run will resolve them, so that the ranks' start-up
 // agreement compares what each rank will train with (a default equals the same value given). Reads the model's
 // config files, no collective; a model that cannot be read leaves them as given.
-void os_sft_resolve_model_defaults(os_sft_args *a);
+void os_sft_resolve_model_defaults(os_sft_model_opts *mo);
 // Collective; a failure ends every rank with its message (train/stop.h).
 void os_sft_open(os_sft_state *r, const os_sft_args *a);
 void os_sft_close(os_sft_state *r);
