@@ -30,7 +30,6 @@ RANGES = [   # the ranges their consumers can represent (issue 24: float 3.4e38,
     ("max_length", "1", "[2,2147483647]"), ("zero_stage", "4", "[0,3]"), ("code_layer", "9", "[1,8]"), ("code_layer", "0", "[1,8]"),
     ("seed", "-1", "[0,inf)"), ("max_steps", "-2", "[0,inf)"), ("logging_steps", "0", "[1,inf)"),
     ("save_steps", "-1", "[0,inf)"), ("eval_steps", "-1", "[0,inf)"), ("warmup_steps", "-1", "[0,inf)"),
-    ("dataloader_num_workers", "4", "[0,0]"),
 ]
 
 

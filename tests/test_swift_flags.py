@@ -143,7 +143,14 @@ def test_a_strategy_outside_the_list_is_refused(tmp_path, name):
 def swift_table():
     doc = open(ROOT / "docs" / "training.md").read()
     part = doc.split("## ms-swift's sft options", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| `--(\w+)` \| (honoured|values|as `--\w+`|rejected) \|", part, re.M)
+    return re.findall(r"^\| `--(\w+)` \| (honoured|values|as `--\w+`|rejected|no effect) \|", part, re.M)
+
+
+def swift_reasons():
+    """the rejected and no-effect rows: name -> (what, why)"""
+    doc = open(ROOT / "docs" / "training.md").read()
+    part = doc.split("## ms-swift's sft options", 1)[1].split("\n## ", 1)[0]
+    return {n: (w, why) for n, w, why in re.findall(r"^\| `--(\w+)` \| (rejected|no effect) \| (.*) \|$", part, re.M)}
 
 
 def test_the_ms_swift_options_table(tmp_path):
@@ -163,3 +170,44 @@ def test_the_ms_swift_options_table(tmp_path):
         err = parse_error(tmp_path, *[x for n in some for x in (f"--{n}", "1")])
         for n in some:
             assert f"unknown option '--{n}'" in err, (n, err)
+
+
+def test_every_rejected_option_says_why(tmp_path):
+    """each rejected ms-swift option's error line gives the docs table's reason (what to do), at sft and plan"""
+    rows = swift_reasons()
+    rejected = sorted(n for n, (w, _) in rows.items() if w == "rejected")
+    assert len(rejected) > 40 and {"streaming", "padding_free", "template"} <= set(rejected)
+    for i in range(0, len(rejected), 8):   # a few per run: the message has a bounded length
+        some = rejected[i:i + 8]
+        err = parse_error(tmp_path, *[x for n in some for x in (f"--{n}", "1")])
+        for n in some:
+            assert f"unknown option '--{n}' (ms-swift's; not in omnishard): {rows[n][1]}" in err, (n, err)
+    p = run(["plan", "--model", "qwen2.5-0.5b", "--streaming", "true"], check=False, timeout=60)
+    assert p.returncode != 0 and f"unknown option '--streaming' (ms-swift's; not in omnishard): {rows['streaming'][1]}" in p.stderr
+
+
+def test_options_with_no_effect_are_accepted_with_a_note(tmp_path, tiny):
+    """each no-effect option, in every spelling a value takes (--x V, --x=V, bare), trains as without it, with one
+    note per option naming the docs table's reason, printed by rank 0 only; plan takes them too"""
+    rows = swift_reasons()
+    noop = sorted(n for n, (w, _) in rows.items() if w == "no effect")
+    assert {"dataloader_num_workers", "dataset_num_proc", "load_from_cache_file"} <= set(noop)
+    args = []
+    for k, n in enumerate(noop):
+        args += [[f"--{n}", "4"], [f"--{n}=true"], [f"--{n.replace('_', '-')}"]][k % 3]
+    m, d = str(tiny / "model"), str(tiny / "data.jsonl")
+    p = sft(m, d, str(tmp_path / "with"), 1, args, np_=2)
+    sft(m, d, str(tmp_path / "without"), 1, np_=2)
+    assert logs(tmp_path / "with")[0]["loss"] == logs(tmp_path / "without")[0]["loss"]
+    for n in noop:
+        note = f"omnishard sft: --{n} accepted, no effect here: {rows[n][1]}"
+        assert p.stderr.count(note) == 1, (n, p.stderr)
+    p = run(["plan", "--model", "qwen2.5-0.5b", "--dataloader_num_workers", "8"], timeout=60)
+    assert f"--dataloader_num_workers accepted, no effect here: {rows['dataloader_num_workers'][1]}" in p.stderr
+
+
+def test_the_source_table_and_the_docs_table_name_the_same_options():
+    """src/train/swift_options.c (the one table the parser reads) has a row here for every name, and the other way"""
+    src = open(ROOT / "src" / "train" / "swift_options.c").read()
+    names = re.findall(r'^\s*\{"(\w+)",', src, re.M)
+    assert len(names) == len(set(names)) and set(names) == set(swift_reasons()), set(names) ^ set(swift_reasons())

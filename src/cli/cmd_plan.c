@@ -173,7 +173,9 @@ int cmd_plan(int argc, char **argv) {
     const os_opt_group groups[] = {{"plan options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &p},
                                    {"training options (omnishard sft --help)", sft, nsft, &sa}};
     unsigned char pgiven[sizeof OPTS / sizeof OPTS[0]] = {0}, *const given[] = {pgiven, sa.given};
-    const os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given};
+    os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given,
+                    .known_given = sa.known_given};
+    c.known = os_sft_swift_known(&c.nknown);   // ms-swift's options, as sft takes them
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
@@ -181,6 +183,7 @@ int cmd_plan(int argc, char **argv) {
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
     if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa.training));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
+    os_sft_swift_notes(sa.known_given, "plan");
     char one[2] = {(char)('0' + sa.parallelism.zero_stage), 0};
     const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type;
     const char *stages = sa.parallelism.zero_stage >= 0 ? one : p.stages;

@@ -184,6 +184,13 @@ static const os_opt *lookup(const os_opt_cmd *c, const char *arg, const char *na
     return NULL;
 }
 
+// the known name name[0..len) is spelt as ('-' for '_' alike), or NULL
+static const os_opt_known *known(const os_opt_cmd *c, const char *name, size_t len) {
+    for (int i = 0; i < c->nknown; i++)
+        if (spells_as(c->known[i].name, name, len)) return &c->known[i];
+    return NULL;
+}
+
 // appends "; " + the stored message to text[k..n)
 static size_t add_error(char *text, size_t k, size_t n) {
     if (k < n) k += (size_t)snprintf(text + k, n - k, "%s%s", k ? "; " : "", os_errmsg());
@@ -206,8 +213,17 @@ int os_opts_parse(const os_opt_cmd *c, int argc, char **argv) {
             continue;
         }
         if (!o) {
+            const os_opt_known *kn = dashes ? known(c, name, nlen) : NULL;
+            if (kn && kn->no_effect) {   // accepted with its value, which changes nothing
+                c->known_given[kn - c->known] = 1;
+                if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++;
+                continue;
+            }
             if (!dashes) os_errf("unexpected argument '%s' (options start with --)", arg);
-            else {
+            else if (kn) {
+                os_errf("unknown option '--%s' (ms-swift's; not in omnishard): %s", kn->name, kn->reason);
+                if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++;   // its value, most likely
+            } else {
                 const os_opt *near = os_opts_nearest(c, name, nlen);
                 os_errf("unknown option '--%.*s'%s%s%s", (int)nlen, name, near ? " (nearest: --" : "",
                         near ? near->name : "", near ? ")" : "");

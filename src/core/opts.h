@@ -47,6 +47,14 @@ typedef struct {
     void *obj;
 } os_opt_group;
 
+// An option another tool has (ms-swift's) that the command does not: refused with the reason (what to do instead),
+// or, when it changes nothing here, accepted with any value (the caller prints the reason as a note)
+typedef struct {
+    const char *name;     // without "--"
+    const char *reason;   // why, and what to do
+    int no_effect;        // 1: accepted, noted in known_given
+} os_opt_known;
+
 typedef struct {
     const char *command;   // "sft": messages say "omnishard sft --help"
     const char *usage;     // printed before the options (ends with a newline)
@@ -57,10 +65,14 @@ typedef struct {
     const char *notes;        // printed after the options, or NULL
     unsigned char *const *given;   // NULL, or per group NULL or its n flags: given[g][i] set to 1 when the group's
                                    // option i is on the command line (any spelling, its default value included)
+    const os_opt_known *known;   // NULL, or nknown names that are not options: refused with their reason, or
+    int nknown;                  // (no_effect) accepted with their value, known_given[i] set to 1
+    unsigned char *known_given;
 } os_opt_cmd;
 
 // Parses argv[1..argc) (argv[0] is the command). Returns 0; 1 when --help or -h was given (nothing printed); -1
-// with the message stored: every unknown option ("unknown option '--x' (nearest: --y)"), a value outside its range
+// with the message stored: every unknown option ("unknown option '--x' (nearest: --y)"; a known one of another tool:
+// "unknown option '--x' (ms-swift's; not in omnishard): REASON"), a value outside its range
 // or its allowed values, a missing value.
 int os_opts_parse(const os_opt_cmd *c, int argc, char **argv);
 // --help: the usage, each group's options with help, range or allowed values, then the notes

@@ -155,7 +155,6 @@ static const os_opt opts[] = {
               "(docs/design.md \"The guard backend\")"),
     B(device, tf32, "--device cuda: fp32 products on the tensor cores in TF32 (inputs rounded to 10-bit mantissas: faster, not "
             "exact; default false: exact fp32)"),
-    N(data, dataloader_num_workers, I64, "[0,0]", "data loader worker processes (samples are loaded in the training process)"),
     C(data, lazy_tokenize, "true|True", "SLAM-Omni text is tokenized when a sample is first used"),
     C(model, check_model, "false|False", "compare the model files with a model hub (never done here)"),
     X(logging, report_to, "metric sinks besides OUTPUT_DIR/logging.jsonl: none (default), tensorboard or all (TensorBoard event "
@@ -185,9 +184,11 @@ static const char USAGE[] = "usage: omnishard sft --model DIR --dataset FILE --o
 static const os_opt_cmd *command(os_sft_args *a) {
     static os_opt_group g = {"options", opts, NOPTS, NULL};
     static unsigned char *given[1];
-    static const os_opt_cmd c = {.command = "sft", .usage = USAGE, .groups = &g, .ngroups = 1, .given = given};
+    static os_opt_cmd c = {.command = "sft", .usage = USAGE, .groups = &g, .ngroups = 1, .given = given};
     _Static_assert(NOPTS <= OS_SFT_MAX_OPTS, "os_sft_args.given holds a flag per option");
-    g.obj = a, given[0] = a ? a->given : NULL;
+    c.known = os_sft_swift_known(&c.nknown);   // ms-swift's options omnishard does not have
+    OS_ASSERT(c.nknown <= OS_SFT_KNOWN_MAX);
+    g.obj = a, given[0] = a ? a->given : NULL, c.known_given = a ? a->known_given : NULL;
     return &c;
 }
 

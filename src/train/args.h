@@ -3,6 +3,7 @@
 #include "core/opts.h"
 #include "dataset/mix.h"
 #include "train/step.h"
+#include "train/swift_options.h"
 #include <stdint.h>
 #include <stdio.h>
 
@@ -37,7 +38,6 @@ typedef struct {   // the samples (docs/dataset.md)
     int64_t data_seed;     // the data's seed: sampling, mixing, split and epoch order (-1 given: --seed's)
     const char *system;    // --system: the default system prompt of every task (a record's system_prompt wins)
     const char *cache_speech_features, *lazy_tokenize;
-    int64_t dataloader_num_workers;
 } os_sft_data_opts;
 
 typedef struct {   // the optimisation: steps, batch, AdamW, schedule, precision, evaluation
@@ -97,6 +97,7 @@ typedef struct {
     os_sft_device_opts device;
     os_sft_debug_opts debug;
     unsigned char given[OS_SFT_MAX_OPTS];   // given[i]: option i of the table was on the command line
+    unsigned char known_given[OS_SFT_KNOWN_MAX];   // [i]: ms-swift's no-effect option i (train/swift_options.c) was given
 } os_sft_args;
 
 // Parse argv (argv[0] is the command name). Returns 0, 1 when --help or -h was given (nothing printed), -1 +

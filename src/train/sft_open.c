@@ -199,6 +199,7 @@ static void open_session(os_sft_state *r) {
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
     agree_on_config(a->model.model);
     if (a->parallelism.ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->parallelism.ds_notes);
+    os_sft_swift_notes(a->known_given, "sft");   // ms-swift's options given that change nothing here (rank 0)
     // a --model or --speech_encoder that is no model directory: named with what one holds and how to get one
     os_stop_if_failed(os_model_dir_check("--model", a->model.model, NULL) < 0 ? -1
                       : os_model_dir_check("--speech_encoder", a->model.speech_encoder, NULL));
