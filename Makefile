@@ -136,15 +136,17 @@ fuzz:
 layering:
 	python3 tools/check_layering.py
 
+# -rs: the summary ends with each skipped test and why it was skipped (what it needs, how to run it)
+PYTEST_FLAGS := -q -rs
 test: all layering
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest $(PYTEST_FLAGS) tests
 
 # gcc's -fsanitize=undefined leaves out float-cast-overflow (a double beyond the integer type: undefined in C)
 ASAN_SAN := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" SAN="$(ASAN_SAN)" all
 	@set -e; for t in build-asan/tests/test_*; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=0 $$t; done; echo "asan: all unit tests passed"
-	OMNISHARD_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest -q $(ASAN_PYTESTS)
+	OMNISHARD_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest $(PYTEST_FLAGS) $(ASAN_PYTESTS)
 
 # the binary finds tools/convert_parquet.py (omnishard convert) in ../share/omnishard/tools from its own folder
 install: $(BUILD)/omnishard

@@ -6,7 +6,7 @@ The corpus is the first --mb MB of lines of Python's own standard library source
 docstrings: real text that needs no download), one text per line. The tokenizer is the real Qwen2.5 one built by
 tests/oracle/qwen_vocab.py. Timed: omnishard's encode time as reported by `--stats` (load and I/O excluded), and
 HF's `encode_batch` of all lines, with RAYON_NUM_THREADS=1 and with its default thread count. The ids are checked
-to be identical. --append-doc appends the figures to docs/performance.md.
+to be identical. --append-doc appends the figures to bench/NOTES.md (the measurement log; docs/performance.md summarises).
 """
 import argparse, json, os, pathlib, platform, re, subprocess, sys, sysconfig, tempfile, time
 
@@ -104,9 +104,9 @@ def main():
     if not same:
         sys.exit("bench_tokenizer: the ids differ between omnishard and HF")
     if a.append_doc:
-        doc = ROOT / "docs" / "performance.md"
+        doc = ROOT / "bench" / "NOTES.md"
         if not doc.exists():
-            doc.write_text("# Performance\n\nMeasured speed figures, each with the command that produced them.\n\n")
+            doc.write_text("# Measurement log\n\n")
         with open(doc, "a") as f:
             f.write(("\n" if not doc.read_text().endswith("\n\n") else "") + text + "\n")
 

@@ -23,10 +23,10 @@ def cuobjdump():
 def sass_by_kernel():
     """{mangled kernel name: its sm_90 SASS text}"""
     if not OBJ.exists():
-        pytest.skip(f"no CUDA build object at {OBJ} (make CUDA=1 cuda)")
+        pytest.skip(f"the CUDA kernels' SASS check needs the CUDA build ({OBJ} is missing): build it with `make CUDA=1 cuda` (no GPU needed)")
     tool = cuobjdump()
     if not tool:
-        pytest.skip("no cuobjdump (tools/setup-cuda.sh installs it into .cuda/; or set CUOBJDUMP)")
+        pytest.skip("the CUDA kernels' SASS check needs cuobjdump: `bash tools/setup-cuda.sh` installs it into .cuda/ (or set CUOBJDUMP to one)")
     env = dict(os.environ, PATH=os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", ""))   # its nvdisasm
     p = subprocess.run([tool, "-sass", "-arch", "sm_90", str(OBJ)], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 def test_gemm_libs_builds_and_runs(tmp_path):
     flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
     if " avx512f" not in flags:
-        pytest.skip("gemm_libs times oneDNN's bf16 matmul, which needs AVX-512")
+        pytest.skip("this CPU has no AVX-512, which bench/gemm_libs needs (it times oneDNN's bf16 matmul); training does not use this bench")
     exe = tmp_path / "gemm_libs"
     bench_gemm.build(None, str(exe))
     r = subprocess.run([str(exe), "0.01", "1", "small:24:40:56:1:0"], cwd=ROOT, capture_output=True, text=True,

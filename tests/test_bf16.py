@@ -79,7 +79,7 @@ def test_gemm_definition(path):
     p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=dict(os.environ, OMNISHARD_BF16_GEMM=path))
     for why in ("no working dnnl_gemm_bf16bf16f32", "no bf16 matmul on this CPU"):   # refused, as documented
         if path.startswith("onednn") and f"={path}: " in p.stderr and why in p.stderr and not has_bf16_cpu():
-            pytest.skip(f"this machine cannot run {path}; the run refused it: {p.stderr.strip()}")
+            pytest.skip(f"this CPU has no AVX512-BF16 or AMX, so the bf16 GEMM path {path} cannot run here, and omnishard refuses it as documented: {p.stderr.strip()}")
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"bf16 GEMM path: {path.split('_')[0]}" in p.stdout, p.stdout
     kernel = {"onednn_gemm": "gemm_bf16bf16f32", "onednn_matmul": "matmul"}.get(path)

@@ -171,9 +171,9 @@ def test_op_compare_of_the_cuda_build_without_a_gpu_says_why(tmp_path):
     """make CUDA=1 (CI: make CUDA=1 cuda) links op_compare with the CUDA backend; on a machine without a GPU it
     opens no backend and says so with CUDA's error, one FAIL line, exit status 1 (on the lent GPU: tools/device-check.sh)."""
     if not CUDA_OPC.exists():
-        pytest.skip(f"no CUDA build at {CUDA_OPC} (make CUDA=1 cuda)")
+        pytest.skip(f"the no-GPU check of the CUDA build needs {CUDA_OPC}: build it with `make CUDA=1 cuda` (no GPU needed)")
     if any(pathlib.Path("/dev").glob("nvidia[0-9]*")):
-        pytest.skip("a GPU is here: tools/device-check.sh runs op_compare cuda")
+        pytest.skip("a GPU is present, and this checks the CUDA build on a machine without one (with a GPU, tools/device-check.sh runs op_compare cuda)")
     p = subprocess.run([CUDA_OPC, "cuda", "--json", tmp_path / "o.jsonl"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "op_compare cuda: 0 checks passed, 1 failed" in p.stdout, p.stdout + p.stderr
     assert "backend 'cuda'" in p.stderr and "CUDA" in p.stderr, p.stderr

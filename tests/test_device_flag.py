@@ -9,7 +9,7 @@ from omni_run import logs, run, tiny_slam
 
 CUDA_BUILD = ROOT / os.environ.get("OMNISHARD_CUDA_BUILD", "build-cuda")
 CUDA_BIN = CUDA_BUILD / "omnishard"
-needs_cuda_build = pytest.mark.skipif(not CUDA_BIN.exists(), reason=f"no CUDA build at {CUDA_BIN} (make CUDA=1)")
+needs_cuda_build = pytest.mark.skipif(not CUDA_BIN.exists(), reason=f"the CUDA build's no-GPU checks need {CUDA_BIN}: build it with `make CUDA=1` (no GPU needed)")
 
 
 def no_gpu():
@@ -32,7 +32,7 @@ def stderr_of(binary, args):
 @pytest.mark.parametrize("dev", ["cuda", "cuda:0", "cuda:3"])
 def test_cuda_in_a_cpu_build_names_make_cuda(tmp_path, kind, dev):
     if BIN.parent.resolve() == CUDA_BUILD.resolve():
-        pytest.skip("OMNISHARD_BUILD is the CUDA build")
+        pytest.skip("OMNISHARD_BUILD is the CUDA build, which has the backend whose absence this checks in a plain build")
     err = stderr_of(BIN, cmd(kind, tmp_path, "--device", dev))
     assert "--device cuda: this omnishard was built without the CUDA backend; build it with `make CUDA=1`" in err, err
 
@@ -99,7 +99,7 @@ def test_cuda_nccl_checks_or_says_why_not():
 
 
 @needs_cuda_build
-@pytest.mark.skipif(not no_gpu(), reason="a GPU is here")
+@pytest.mark.skipif(not no_gpu(), reason="a GPU is present, and this checks what the CUDA build says on a machine without one")
 @pytest.mark.parametrize("kind", ["sft", "infer"])
 @pytest.mark.parametrize("dev", ["cuda", "cuda:1"])
 def test_cuda_build_without_a_gpu_gives_the_cuda_error(tmp_path, kind, dev):

@@ -165,7 +165,7 @@ def test_setting_as_the_run_takes_it(setup, tmp_path, case, extra, env, want):
     if want is None:
         want = not (DEVICE or "cpu").startswith("cuda")
     if case == "guard" and DEVICE and DEVICE != "cpu":
-        pytest.skip("the guard backend runs on the CPU")
+        pytest.skip("the guard backend's case runs on the CPU, and OMNISHARD_TEST_DEVICE points these tests at a device")
     run_bin(["sft", "--model", setup / "model", "--dataset", setup / "data.jsonl", "--output_dir", tmp_path / "o",
              "--max_steps", 1, "--max_length", "160", "--save_steps", "0", *extra], env=env)
     assert json.load(open(tmp_path / "o" / "args.json"))["head_balance"] is want

@@ -150,7 +150,7 @@ def test_stopped_rank_with_ddp_timeout_names_the_round(setup, tmp_path):
 @pytest.mark.parametrize("np_", [1, 3])
 def test_full_disk_keeps_complete_lines_then_resumes(setup, tmp_path, np_):
     if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
+        pytest.skip("the full-disk case needs root: it mounts a size-limited tmpfs and fills it")
     d, data, want = setup
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -158,7 +158,7 @@ def test_full_disk_keeps_complete_lines_then_resumes(setup, tmp_path, np_):
     m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={4 * 4096 + 8 * line}", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+        pytest.skip(f"this machine does not let the tests mount a tmpfs (a container without mount rights?): {m.stderr.strip()}")
     try:
         out = mnt / "out.jsonl"
         p = subprocess.run(cmd(d, data, out, np_), capture_output=True, text=True, timeout=300,

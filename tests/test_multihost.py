@@ -24,14 +24,14 @@ def ip(*args):
 def hosts(tmp_path_factory):
     """Two namespaces osmh<pid>a/b, veth ends osmh<pid>a/b, 10.213.0.1 and .2 /24 (visible only inside them)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to create network namespaces")
+        pytest.skip("the two-host test needs root: it makes two hosts out of network namespaces")
     if not shutil.which("ip") or not shutil.which("unshare"):
-        pytest.skip("needs iproute2 (ip netns) and util-linux (unshare)")
+        pytest.skip("the two-host test needs iproute2 (ip netns) and util-linux (unshare): apt-get install iproute2 util-linux")
     base = f"osmh{os.getpid() % 100000}"
     ns = {h: base + s for h, s in HOSTS.items()}
     p = ip("netns", "add", ns["10.213.0.1"])
     if p.returncode:
-        pytest.skip(f"ip netns unavailable here: {p.stderr.strip()}")
+        pytest.skip(f"the two-host test cannot create network namespaces here (a container without the rights?): {p.stderr.strip()}")
     try:
         steps = [["netns", "add", ns["10.213.0.2"]],
                  ["link", "add", base + "a", "type", "veth", "peer", "name", base + "b"]]
@@ -44,7 +44,7 @@ def hosts(tmp_path_factory):
         for s in steps:
             p = ip(*s)
             if p.returncode:
-                pytest.skip(f"could not set up the veth pair (ip {' '.join(s)}): {p.stderr.strip()}")
+                pytest.skip(f"the two-host test could not link its hosts with a veth pair (ip {' '.join(s)}): {p.stderr.strip()}")
         d = tmp_path_factory.mktemp("mh")
         agent = d / "agent.sh"   # plm_rsh_agent: "agent HOST COMMAND..." runs COMMAND on HOST, as ssh would
         agent.write_text("#!/bin/sh\nhost=$1; shift\ncase $host in\n"

@@ -159,7 +159,7 @@ def test_full_disk_while_logging_stops_every_rank(small, tmp_path):
     """logging.jsonl overflows a size-limited tmpfs after checkpoint-20 is complete: every rank stops with a message
     naming the log, the log keeps whole lines, checkpoint-20 resumes."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
+        pytest.skip("the full-disk case needs root: it mounts a size-limited tmpfs and fills it")
     ref_out = tmp_path / "ref"
     run(sft_args(small, ref_out, 20, "--save_steps", 20, "--deepspeed", "zero3"), np_=2)
     ck = ref_out / "checkpoint-20"
@@ -171,7 +171,7 @@ def test_full_disk_while_logging_stops_every_rank(small, tmp_path):
     size = (need + 2) * 4096   # + the lock file + one page: the log overflows some steps after step 20
     m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
     if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+        pytest.skip(f"this machine does not let the tests mount a tmpfs (a container without mount rights?): {m.stderr.strip()}")
     try:
         out = mnt / "o"
         p = run(sft_args(small, out, 60, "--save_steps", 20, "--deepspeed", "zero3"), np_=2, check=False, timeout=120)
@@ -228,14 +228,14 @@ def test_a_feature_cache_that_cannot_be_written_ends_the_run(setup, tmp_path):
     """--cache_speech_features on a file system without free inodes: every rank stops at the end of the step naming
     the cache file (the old code warned on rank 0 only and trained on)."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        pytest.skip("this case needs root: it mounts a tmpfs")
     d = setup[0]
     mnt = tmp_path / "cache"
     mnt.mkdir()
     m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=1", "tmpfs", str(mnt)], capture_output=True,
                        text=True)
     if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+        pytest.skip(f"this machine does not let the tests mount a tmpfs (a container without mount rights?): {m.stderr.strip()}")
     try:
         out = tmp_path / "o"
         p = run(["sft", "--model", d / "model", "--dataset", d / "data.jsonl", "--output_dir", out, "--max_steps", 3,

@@ -60,7 +60,7 @@ def test_unicode_versions():
 def qwen():
     path = qv.get_tokenizer_json()
     if path is None:
-        pytest.skip("real Qwen2 vocabulary not available (pip download dashscope failed)")
+        pytest.skip(f"the real Qwen2.5 vocabulary could not be fetched (pip download {qv.DASHSCOPE}: no network?); these checks need it")
     return path
 
 

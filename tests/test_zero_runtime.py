@@ -39,7 +39,7 @@ def test_resume_at_other_world_size_and_stage(tiny):
     """The slice layout is stage-independent: a ZeRO-3 checkpoint of 2 ranks resumes on 3 ranks at stage 1."""
     d = tiny
     if not (d / "full" / "checkpoint-3").exists():
-        pytest.skip("needs test_resume_is_bitwise")
+        pytest.skip("this resumes test_resume_is_bitwise's checkpoint, which this run did not make (run the whole file)")
     sft(d / "model", d / "data.jsonl", d / "n3", 6, [*COMMON, "--zero_stage", "1", "--save_steps", "3",
         "--resume_from_checkpoint", d / "full" / "checkpoint-3"], np_=3)
     # 3 ranks x batch 1 is another global batch than 2 x 1, so compare the restored state, not later steps:

@@ -6,7 +6,7 @@
 #           into a folder of the checkout (never onto /), found through CPATH / LIBRARY_PATH / LD_LIBRARY_PATH
 #   .whl/   Python wheels the oracle tests import that the machine's image lacks (openai-whisper for the speech
 #           oracle, more-itertools, its one missing dependency), installed there with pip --no-index --target
-# Both folders are git-ignored; the device call names them in `carry` (docs/performance.md "Device check").
+# Both folders are git-ignored; the device call names them in `carry` (bench/NOTES.md "Device check").
 # usage: tools/device-debs.sh [--list]     (--list: print the package list and exit, download nothing)
 set -eu
 cd "$(dirname "$0")/.."
@@ -64,4 +64,4 @@ rm -rf .whl && mkdir .whl
 "$PY" -m pip wheel -q --no-deps -w .whl openai-whisper==20250625 more-itertools==11.2.1
 
 echo "device-debs: $n packages in .debs ($(du -sh .debs | cut -f1)), $(ls .whl | wc -l) wheels in .whl ($(du -sh .whl | cut -f1))"
-echo "device-debs: name them in the device call: carry [\".debs\", \".whl\"] (docs/performance.md \"Device check\")"
+echo "device-debs: name them in the device call: carry [\".debs\", \".whl\"] (bench/NOTES.md \"Device check\")"
