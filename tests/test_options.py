@@ -97,3 +97,59 @@ def test_an_option_far_from_every_name_gets_no_suggestion(far):
     --padding_free is not a misspelt --learning_rate, and saying so would mislead."""
     p = run(["sft", "--model", "m", "--dataset", "d", "--output_dir", "o", far, "true"], check=False)
     assert p.returncode != 0 and f"unknown option '{far}'" in p.stderr and "(nearest:" not in p.stderr, p.stderr
+
+
+def sft_table():
+    """(name, section) of each entry of sft's option table, read from src/train/args.c (each entry names its section:
+    X(section, name, ...), F(section, name) or IN(section, field) beside .name), and the sections of os_sft_args in
+    their order (src/train/args.h)"""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parent.parent
+    src = (root / "src" / "train" / "args.c").read_text()
+    table = src[src.index("static const os_opt opts[] = {"):]
+    table = table[:table.index("\n};")]
+    entries = []
+    for m in re.finditer(r"^    (?:[SDQCNBXL]\((\w+), (\w+)|\{F\((\w+), (\w+)\)|\{\.name = \"(\w+)\", (?:\.type = \w+, )?IN\((\w+),)",
+                         table, re.M):
+        g = m.groups()
+        entries.append((g[1], g[0]) if g[0] else (g[3], g[2]) if g[2] else (g[4], g[5]))
+    header = (root / "src" / "train" / "args.h").read_text()
+    body = header[header.index("typedef struct {\n    os_sft_model_opts model;"):]
+    sections = re.findall(r"^    os_sft_\w+_opts (\w+);", body[:body.index("} os_sft_args;")], re.M)
+    return entries, sections
+
+
+def help_sections(text, start):
+    """{section: [option names]} of --help from the line that starts with `start`, and the headings in order"""
+    import re
+    out, order, cur = {}, [], None
+    for line in text[text.index(start):].splitlines()[1:]:
+        if not line.strip():
+            continue
+        h = re.match(r"^ (\w+): ", line)
+        if h:
+            cur = h.group(1)
+            order.append(cur)
+            out.setdefault(cur, [])
+        elif line.startswith("  ") and cur:
+            out[cur] += re.findall(r"--(\w+)", line.split("  ", 2)[1] if line.startswith("  -") else line)[:1]
+        else:
+            break
+    return out, order
+
+
+@pytest.mark.parametrize("cmd,start", [(["sft"], "options ("), (["plan"], "training options (omnishard sft --help)")])
+def test_help_lists_the_options_by_section(cmd, start):
+    """sft --help (and plan's training options) list every option of the table exactly once, under its section's
+    heading (the sections in os_sft_args's order), as the table says"""
+    entries, sections = sft_table()
+    assert len(entries) >= 75 and len({n for n, _ in entries}) == len(entries), len(entries)
+    assert sections == ["model", "data", "training", "checkpoint", "parallelism", "logging", "device", "debug"], sections
+    p = run([*cmd, "--help"], timeout=60)
+    got, order = help_sections(p.stdout, start)
+    assert order == sections, order
+    listed = [n for names in got.values() for n in names]
+    assert sorted(listed) == sorted(n for n, _ in entries), set(listed) ^ {n for n, _ in entries}
+    for name, section in entries:
+        assert name in got[section], (name, section, got)

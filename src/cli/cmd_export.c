@@ -85,7 +85,7 @@ static int default_output_dir(export_args *a) {
 
 int cmd_export(int argc, char **argv) {
     export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT, .device = "cpu"};
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
     const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
                           .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP [--output_dir OUT] "
                                    "[--merge_lora true|false] [--save_dtype auto|float32|bfloat16|float16]\n"

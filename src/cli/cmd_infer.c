@@ -111,7 +111,7 @@ static const os_opt OPTS[] = {
 int cmd_infer(int argc, char **argv) {
     infer_args a = {.index = -1, .max_new_tokens = 3000, .seed = 42, .batch = 1, .temperature = 1.0, .top_p = 1.0, .kv_cache = 1,
                     .zero_stage = -1, .device = "cpu", .ddp_timeout = OS_DDP_TIMEOUT_DEFAULT};
-    const os_opt_group grp = {"options", OPTS, NOPTS, &a};
+    const os_opt_group grp = {.title = "options", .opts = OPTS, .n = NOPTS, .obj = &a};
     const os_opt_cmd c = {.command = "infer", .usage = USAGE, .groups = &grp, .ngroups = 1};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;

@@ -64,7 +64,7 @@ int cmd_mel(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--encoder")) return cmd_mel_encoder(argc, argv);
     mel_args a = {.n_mels = 80};
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
     const os_opt_cmd c = {.command = "mel", .usage = USAGE, .groups = &g, .ngroups = 1};
     int parsed = os_opts_parse(&c, argc, argv);
     if (parsed == 1) return os_opts_usage(&c, stdout), 0;

@@ -117,7 +117,7 @@ static int write_out(const char *path, const float *mel, int64_t n_mels, int64_t
 
 int cmd_mel_encoder(int argc, char **argv) {
     encoder_args a = {.device = "cpu"};
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
     const os_opt_cmd c = {.command = "mel --encoder", .usage = USAGE, .groups = &g, .ngroups = 1};
     int parsed = os_opts_parse(&c, argc, argv);
     if (parsed == 1) return os_opts_usage(&c, stdout), 0;

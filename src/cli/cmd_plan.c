@@ -168,10 +168,12 @@ int cmd_plan(int argc, char **argv) {
     os_sft_args sa;
     os_sft_args_defaults(&sa);
     sa.parallelism.zero_stage = -1;   // set only by sft's --deepspeed (plan's own --zero_stage takes the list)
-    int nsft;
+    int nsft, nsec;
     const os_opt *sft = os_sft_options(&nsft);
-    const os_opt_group groups[] = {{"plan options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &p},
-                                   {"training options (omnishard sft --help)", sft, nsft, &sa}};
+    const os_opt_section *sec = os_sft_sections(&nsec);
+    const os_opt_group groups[] = {{.title = "plan options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]),
+                                    .obj = &p},
+                                   {"training options (omnishard sft --help)", sft, nsft, &sa, sec, nsec}};
     unsigned char pgiven[sizeof OPTS / sizeof OPTS[0]] = {0}, *const given[] = {pgiven, sa.given};
     os_opt_cmd c = {.command = "plan", .usage = USAGE, .groups = groups, .ngroups = 2, .given = given,
                     .known_given = sa.known_given};

@@ -157,7 +157,7 @@ static const os_opt OPTS[] = {
 int cmd_plot(int argc, char **argv) {
     plot_args a = {.smooth = 0.9};
     const char *in = NULL;
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
     const os_opt_cmd c = {.command = "plot", .usage = USAGE, .groups = &g, .ngroups = 1, .positional = "LOGGING_JSONL",
                           .pos = &in};
     int rc = os_opts_parse(&c, argc, argv);

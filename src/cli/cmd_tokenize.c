@@ -76,7 +76,7 @@ static int64_t parse_ids(const char *line, size_t n, int32_t **ids) {
 
 int cmd_tokenize(int argc, char **argv) {
     tokenize_args a = {0};
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), &a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
     const os_opt_cmd c = {.command = "tokenize", .usage = USAGE, .groups = &g, .ngroups = 1};
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;

@@ -65,25 +65,45 @@ const os_opt *os_opts_nearest(const os_opt_cmd *c, const char *name, size_t len)
     return bd <= cap ? best : NULL;
 }
 
+static void usage_line(const os_opt *o, FILE *f) {
+    char extra[256] = "", names[64];
+    if (o->range) snprintf(extra, sizeof extra, "; range %s", o->range);
+    if (o->type == OS_OPT_CHOICE) {
+        char l[200];
+        choice_list(o->choices, l, sizeof l);
+        snprintf(extra, sizeof extra, "; supported: %s", l);
+    }
+    static const char *const METAVAR[] = {"TEXT", "CHOICE", "X", "N", "N", "BOOL", "", "zeroN", "VALUE"};
+    const char *mv = o->metavar ? o->metavar : METAVAR[o->type];
+    snprintf(names, sizeof names, "%s%s--%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "", o->name,
+             *mv ? " " : "", mv);
+    fprintf(f, "  %-34s %s%s\n", names, o->help, extra);
+}
+
+// the section of g named o->section, or -1 (none listed)
+static int section_of(const os_opt_group *g, const os_opt *o) {
+    for (int s = 0; s < g->nsections; s++)
+        if (o->section && !strcmp(o->section, g->sections[s].name)) return s;
+    return -1;
+}
+
 void os_opts_usage(const os_opt_cmd *c, FILE *f) {
     fputs(c->usage, f);
     for (int g = 0; g < c->ngroups; g++) {
-        fprintf(f, "\n%s (--name value or --name=value; '-' for '_' also works; a boolean alone means true):\n",
-                c->groups[g].title);
-        for (int i = 0; i < c->groups[g].n; i++) {
-            const os_opt *o = &c->groups[g].opts[i];
-            char extra[256] = "", names[64];
-            if (o->range) snprintf(extra, sizeof extra, "; range %s", o->range);
-            if (o->type == OS_OPT_CHOICE) {
-                char l[200];
-                choice_list(o->choices, l, sizeof l);
-                snprintf(extra, sizeof extra, "; supported: %s", l);
+        const os_opt_group *gr = &c->groups[g];
+        fprintf(f, "\n%s (--name value or --name=value; '-' for '_' also works; a boolean alone means true):\n", gr->title);
+        if (!gr->sections) {
+            for (int i = 0; i < gr->n; i++) usage_line(&gr->opts[i], f);
+            continue;
+        }
+        for (int k = 0; k <= gr->nsections; k++) {   // the listed sections, then (sec -1) the options of none
+            int sec = k < gr->nsections ? k : -1, any = 0;
+            for (int i = 0; i < gr->n; i++) {
+                if (section_of(gr, &gr->opts[i]) != sec) continue;
+                if (!any++) fprintf(f, "\n %s: %s\n", sec >= 0 ? gr->sections[sec].name : "other",
+                                    sec >= 0 ? gr->sections[sec].title : "options of no section");
+                usage_line(&gr->opts[i], f);
             }
-            static const char *const METAVAR[] = {"TEXT", "CHOICE", "X", "N", "N", "BOOL", "", "zeroN", "VALUE"};
-            const char *mv = o->metavar ? o->metavar : METAVAR[o->type];
-            snprintf(names, sizeof names, "%s%s--%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "", o->name,
-                     *mv ? " " : "", mv);
-            fprintf(f, "  %-34s %s%s\n", names, o->help, extra);
         }
     }
     if (c->notes) fprintf(f, "\n%s", c->notes);

@@ -32,11 +32,18 @@ typedef struct os_opt {
     const char *alias;     // another spelling: "-o" matched as written; "--name" as a name (--name=value, '-' for '_')
     const char *unset;     // a value that means "not given" (HF's max_steps -1): accepted, the default stays
     const char *metavar;   // the value's name in --help (default by type: TEXT, N, X, BOOL ...)
+    const char *section;   // the section of the struct the option belongs to (os_opt_group.sections), or NULL
     int (*parse)(void *obj, const char *value);            // CUSTOM: 0, or -1 with the message stored
     void (*show)(const void *obj, char *buf, size_t n);   // CUSTOM: canonical text
     int list;   // CUSTOM: takes the words after it up to the next --option (--dataset A B): parse(obj, NULL) at each
                 // occurrence (a repeat replaces the earlier list), then parse(obj, word) per word
 } os_opt;
+
+// A section of a table's struct (sft's model, data, training, ...): --help lists its options under its heading.
+typedef struct {
+    const char *name;    // as os_opt.section names it ("model")
+    const char *title;   // what it holds, after the name in --help
+} os_opt_section;
 
 // One table and the struct it fills. A command may parse several groups at once (plan: its own options, then the
 // training options); the first group naming an option takes it.
@@ -45,6 +52,8 @@ typedef struct {
     const os_opt *opts;
     int n;
     void *obj;
+    const os_opt_section *sections;   // NULL, or the table's sections in the order --help lists them
+    int nsections;
 } os_opt_group;
 
 // An option another tool has (ms-swift's) that the command does not: refused with the reason (what to do instead),
@@ -75,7 +84,9 @@ typedef struct {
 // "unknown option '--x' (ms-swift's; not in omnishard): REASON"), a value outside its range
 // or its allowed values, a missing value.
 int os_opts_parse(const os_opt_cmd *c, int argc, char **argv);
-// --help: the usage, each group's options with help, range or allowed values, then the notes
+// --help: the usage, each group's options with help, range or allowed values (a group with sections: under each
+// section's heading, in the sections' order, each section's options in the table's order; an option of no listed
+// section last, under "other"), then the notes
 void os_opts_usage(const os_opt_cmd *c, FILE *f);
 // each CHOICE option of the table set to its first choice (the rest of obj as the caller set it)
 void os_opts_defaults(const os_opt *opts, int n, void *obj);

@@ -18,8 +18,9 @@
 
 #define XSTR(x) #x
 #define STR(x) XSTR(x)
-// each option: its section s of os_sft_args and its field n there (the option's name)
-#define F(s, n) .name = #n, .off = offsetof(os_sft_args, s.n)
+// each option: its section s of os_sft_args and its field n there (the option's name); --help lists it under s
+#define IN(s, f) .off = offsetof(os_sft_args, s.f), .section = #s
+#define F(s, n) .name = #n, IN(s, n)
 #define S(s, n, h) {F(s, n), .type = OS_OPT_STR, .help = h}
 #define D(s, n, mv, h) {F(s, n), .type = OS_OPT_STR, .metavar = mv, .help = h}
 #define Q(s, n, mv, h) {F(s, n), .type = OS_OPT_STR, .metavar = mv, .help = h, .per_rank = 1}
@@ -62,7 +63,7 @@ static const os_opt opts[] = {
     N(model, num_latency_tokens, INT, "[0,1048576]", "pad_a positions before the answer audio of every layer (default slam_omni.json's, else 0)"),
     B(model, do_layershift, "each audio layer its own A vocabulary rows, id T+g*A+a, no adapter (default slam_omni.json's, else false)"),
     B(model, mask_equal_length_audio, "the reference's mask of every audio label when text and audio have the same length (default false: trained)"),
-    {.name = "loss_weights", .type = OS_OPT_CUSTOM, .parse = parse_loss_weights, .show = show_loss_weights,
+    {.name = "loss_weights", IN(model, loss_weights), .type = OS_OPT_CUSTOM, .parse = parse_loss_weights, .show = show_loss_weights,
      .metavar = "W,W,..", .help = "text,audio0,..: loss weights >= 0 (default 1/(G+1) each, the reference)"},
     N(training, num_train_epochs, F64, "(0,1e9]", "epochs (default 1)"),
     {F(training, max_steps), .type = OS_OPT_I64, .range = "[0,inf)", .unset = "-1",
@@ -95,7 +96,7 @@ static const os_opt opts[] = {
                                              "or normal (N(0, 0.02))"),
     N(training, seed, I64, "[0,inf)", "data order and new-parameter initialisation (default 42)"),
     N(parallelism, zero_stage, INT, "[0,3]", "ZeRO stage (default 0; --deepspeed zero3 also works)"),
-    {.name = "deepspeed", .type = OS_OPT_CUSTOM, .parse = parse_deepspeed, .show = show_deepspeed, .metavar = "CONFIG",
+    {.name = "deepspeed", IN(parallelism, deepspeed_file), .type = OS_OPT_CUSTOM, .parse = parse_deepspeed, .show = show_deepspeed, .metavar = "CONFIG",
      .help = "zero0 | zero1 | zero2 | zero3 (same as --zero_stage; ms-swift's default-zero2 | default-zero3 too), or a "
              "DeepSpeed JSON config file (docs/training.md \"DeepSpeed config files\")"},
     B(training, gradient_checkpointing, "recompute each layer in the backward (default true)"),
@@ -131,13 +132,13 @@ static const os_opt opts[] = {
     B(model, freeze_llm, "freeze the LLM: layers, final norm, embed_tokens, lm_head (default false)"),
     B(model, freeze_encoder, "the speech encoder is always frozen (default true; false is refused)"),
     B(model, freeze_encoder_projector, "freeze the speech projector (default false)"),
-    {.name = "freeze_projector", .type = OS_OPT_BOOL, .off = offsetof(os_sft_args, model.freeze_encoder_projector),
+    {.name = "freeze_projector", .type = OS_OPT_BOOL, IN(model, freeze_encoder_projector),
      .help = "same as --freeze_encoder_projector"},
     B(model, freeze_group_decode_adapter, "freeze the group-decode adapter (default false)"),
     D(model, trainable_embed_rows, "ROWS", "embed_tokens/lm_head rows that train: all | new (special text + audio ids) | audio | none "
                             "(default all; none with --freeze_llm)"),
     Q(data, cache_speech_features, "DIR", "directory caching the frozen encoder's output per WAV (docs/speech.md; may differ per rank)"),
-    {.name = "param_loss", .type = OS_OPT_CUSTOM, .parse = parse_param_loss, .show = show_param_loss,
+    {.name = "param_loss", IN(training, terms), .type = OS_OPT_CUSTOM, .parse = parse_param_loss, .show = show_param_loss,
      .metavar = "TERM", .help = "l2:COEF:PREFIX or dummy:PREFIX, loss terms over parameters (repeatable)"},
     B(parallelism, head_balance, "the head's rows move between ranks to even out its work (default true on the CPU, false on a "
                     "device such as --device cuda; docs/training.md \"Balancing the head across ranks\")"),
@@ -166,6 +167,7 @@ static const os_opt opts[] = {
      .help = "seed of the data: PATH#N sampling, mixing, --split_dataset_ratio and the epochs' order (default --seed)"},
 };
 #undef F
+#undef IN
 #undef STR
 #undef XSTR
 #undef S
@@ -181,8 +183,21 @@ static const os_opt opts[] = {
 static const char USAGE[] = "usage: omnishard sft --model DIR --dataset FILE --output_dir DIR [options]\n"
                             "       mpirun -np N omnishard sft ... --deepspeed zero3\n";
 
+// the sections in the order of os_sft_args (args.h), as --help lists them
+static const os_opt_section sections[] = {
+    {"model", "the model and what is built into it (docs/training.md)"},
+    {"data", "the samples (docs/dataset.md)"},
+    {"training", "the optimisation: steps, batch, AdamW, schedule, precision, evaluation"},
+    {"checkpoint", "the output directory, checkpoints, resume, saved models (docs/operations.md)"},
+    {"parallelism", "the ranks: ZeRO stage, collectives"},
+    {"logging", "what is logged besides logging.jsonl"},
+    {"device", "the backend"},
+    {"debug", "test hooks and dumps"},
+};
+#define NSECTIONS ((int)(sizeof sections / sizeof sections[0]))
+
 static const os_opt_cmd *command(os_sft_args *a) {
-    static os_opt_group g = {"options", opts, NOPTS, NULL};
+    static os_opt_group g = {"options", opts, NOPTS, NULL, sections, NSECTIONS};
     static unsigned char *given[1];
     static os_opt_cmd c = {.command = "sft", .usage = USAGE, .groups = &g, .ngroups = 1, .given = given};
     _Static_assert(NOPTS <= OS_SFT_MAX_OPTS, "os_sft_args.given holds a flag per option");
@@ -200,6 +215,11 @@ void os_sft_args_usage(FILE *f) {
 const os_opt *os_sft_options(int *n) {
     *n = NOPTS;
     return opts;
+}
+
+const os_opt_section *os_sft_sections(int *n) {
+    *n = NSECTIONS;
+    return sections;
 }
 
 void os_sft_args_defaults(os_sft_args *a) {

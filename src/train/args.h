@@ -114,6 +114,8 @@ void os_sft_args_usage(FILE *f);
 // training options with it, into an os_sft_args)
 void os_sft_args_defaults(os_sft_args *a);
 const os_opt *os_sft_options(int *n);
+// the sections of os_sft_args in their order, as --help lists them (each option's os_opt.section names one)
+const os_opt_section *os_sft_sections(int *n);
 // The options table has os_sft_args_count() entries. Entry i: *name (without "--") and its parsed value as
 // canonical text in buf (the same value spelt differently gives the same text; every repeat of a repeatable
 // option). Returns 1 when the ranks must agree on it, 0 for the few options that may differ per rank.

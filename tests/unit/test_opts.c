@@ -30,7 +30,7 @@ static int parse(args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->max_steps = 7;
     os_opts_defaults(OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), a);
-    const os_opt_group g = {"options", OPTS, (int)(sizeof OPTS / sizeof OPTS[0]), a};
+    const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = a};
     const os_opt_cmd c = {.command = "test", .usage = "usage\n", .groups = &g, .ngroups = 1};
     return os_opts_parse(&c, argc, argv);
 }
