@@ -68,8 +68,6 @@ def differ(a, b):
     return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
 
 
-# the loss's row order and its inverse, and the adapter's per-row bias adds, are still loops of row copies and adds
-@pytest.mark.xfail(strict=True, reason="model/loss.c still moves and biases rows one at a time")
 @pytest.mark.parametrize("zero,speech", [(0, False), (3, False), (0, True), (3, True)])
 def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
     make(tmp_path, speech=speech)

@@ -38,6 +38,9 @@ extern const os_ops *os_k;        // the backend in use (os_ops_cpu; cli/device.
 // in order only at download and free as on a device's stream (ops_guard_queue.c; a test hook)
 // os_ops_guard: the table as last opened (fp32 until opened otherwise); os_ops_guard_open(bf16): opened over the CPU
 // backend of that precision (one guard backend per process: opening it again sets its precision)
+// a backend copy of the host's int32 list h[n] (an index list for gather_rows, scatter_add_rows; what: named in
+// the out-of-memory message), freed by the caller with os_k->free
+int32_t *os_ids_upload(const int32_t *h, int64_t n, const char *what);
 const os_ops *os_ops_guard(void);
 const os_ops *os_ops_guard_open(int bf16);
 // kernels/ops_count.c: a backend that runs each member on `inner` and counts its calls (and the bytes of alloc*,

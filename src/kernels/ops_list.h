@@ -94,6 +94,11 @@
       (V, int64_t, n), (V, int64_t, C))                                                                               \
     X(scatter_add_rows, VOID, RUN, K, (P, float *, dst), (P, const float *, src), (P, const int32_t *, idx),         \
       (V, int64_t, n), (V, int64_t, C))                                                                               \
+    /* ---- a row broadcast over the rows of x[n, C] ---- add_row_bias: x[i, :] += b[:] for every row i (a bias   */  \
+    /* after a product); sum_rows: out[:] += x[i, :] for i = 0, 1, .., n-1 in that order (a bias gradient; every  */  \
+    /* backend adds in that order, so the bits are the same)                                                      */  \
+    X(add_row_bias, VOID, RUN, K, (P, float *, x), (P, const float *, b), (V, int64_t, n), (V, int64_t, C))          \
+    X(sum_rows, VOID, RUN, K, (P, float *, out), (P, const float *, x), (V, int64_t, n), (V, int64_t, C))            \
     /* ---- attention (scaled dot product, scale 1/sqrt(D), grouped KV heads: query head h uses kv head           */  \
     /* h / (H/KH)) ----                                                                                           */  \
     /* q/out [B,T,H,D], k/v [B,T,KH,D]; keymask [B,T] (1 = key may be seen; NULL = all); seg [B,T] (a query at t  */  \

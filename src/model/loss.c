@@ -23,7 +23,7 @@ void os_loss_open(os_loss *L, const os_weights *w, const os_grads *g, int64_t N,
     // bucket's only parameter (model/omni.c), so the bucket's trained range counts its elements
     L->row0 = L->dlm_head ? m->reg.b[m->b_head].train_lo / m->C : 0;
     L->N = N, L->train = g != NULL, L->dh = g && dh, L->dump = dump;
-    L->idx = NULL, L->n = N;
+    L->order = NULL, L->n = N;
     os_k->gemm_pin(L->lm_head, m->V, m->C, m->C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
 }
 
@@ -48,24 +48,30 @@ static int row_class(const int32_t *y, int K, int64_t N, int64_t r) {
 }
 
 // Rows with a target moved to the front of hn [N, C] and of the targets y [K, N] (host), grouped by class (in order
-// within one), idx[i] the original row of row i; cnt[c] the rows of class c; returns their count. tmp (at least
-// [N, C], the backend's) is the scratch.
-static int64_t order_rows(const os_model *m, float *hn, int32_t *y, int K, int64_t N, float *tmp, int64_t *idx,
+// within one), by one gather; cnt[c] the rows of class c; returns their count n. *order: the lists on the backend,
+// [n] the original row of row i, then [N] the place of row r among them or -1 (without a target): the inverse,
+// which gathers them back (os_loss_close). tmp (at least [N, C], the backend's) is the scratch.
+static int64_t order_rows(const os_model *m, float *hn, int32_t *y, int K, int64_t N, float *tmp, int32_t **order,
                           int64_t cnt[OS_LOSS_NCLS]) {
     int64_t C = m->C, n = 0;
+    int32_t *idx = os_alloc(sizeof(int32_t) * (size_t)(2 * N + 1), "loss rows with a target");
     for (int c = 0; c < OS_LOSS_NCLS; c++) {
         cnt[c] = 0;
         for (int64_t r = 0; r < N; r++)
-            if (row_class(y, K, N, r) == c) idx[n++] = r, cnt[c]++;
+            if (row_class(y, K, N, r) == c) idx[n++] = (int32_t)r, cnt[c]++;
     }
-    for (int64_t i = 0; i < n; i++) os_k->copy(tmp + i * C, hn + idx[i] * C, C);
+    int32_t *inv = idx + n;
+    for (int64_t r = 0; r < N; r++) inv[r] = -1;
+    for (int64_t i = 0; i < n; i++) inv[idx[i]] = (int32_t)i;
+    *order = os_ids_upload(idx, n + N, "loss row order (backend)");
+    os_k->gather_rows(tmp, hn, *order, n, C);
     os_k->copy(hn, tmp, n * C);
     int32_t *yt = os_alloc(sizeof(int32_t) * (size_t)(n ? n : 1), "loss targets in row order");
     for (int k = 0; k < K; k++) {
         for (int64_t i = 0; i < n; i++) yt[i] = y[k * N + idx[i]];
         memcpy(y + k * N, yt, sizeof(int32_t) * (size_t)n);
     }
-    os_free(yt);
+    os_free(yt), os_free(idx);
     return n;
 }
 
@@ -84,10 +90,7 @@ void os_loss_targets(os_loss *L, const int32_t *labels, int64_t B, int64_t R, in
         L->count[k] = targets(m, labels, B, R, Lp, k, L->yh + k * N);
         L->scale[k] = L->count[k] && L->train ? dscale * m->oc.loss_w[k] / (float)L->count[k] : 0.0f;
     }
-    if (!r->fixed) {
-        L->idx = os_alloc(sizeof(int64_t) * (size_t)N, "loss rows with a target");
-        L->n = order_rows(m, hn, L->yh, K, N, L->logits, L->idx, r->cnt);
-    }
+    if (!r->fixed) L->n = order_rows(m, hn, L->yh, K, N, L->logits, &L->order, r->cnt);
     os_k->upload(L->y, L->yh, (int64_t)sizeof(int32_t) * K * N);
 }
 
@@ -95,12 +98,12 @@ void os_loss_close(os_loss *L, const os_weights *w, const os_grads *g, float *dh
     const os_model *m = L->m;
     int64_t C = m->C;
     os_k->gemm_unpin();
-    if (L->idx && L->dh) {   // the ordered rows [0, n) back to their rows idx[i], the skipped rows zero
+    if (L->order && L->dh) {   // the ordered rows [0, n) back at their places by the inverse, the skipped rows zero
         os_k->copy(L->logits, dhn, L->n * C);
         os_k->zero(dhn, L->N * C);
-        for (int64_t i = 0; i < L->n; i++) os_k->copy(dhn + L->idx[i] * C, L->logits + i * C, C);
+        os_k->gather_rows(dhn, L->logits, L->order + L->n, L->N, C);
     }
-    os_free(L->idx), L->idx = NULL;
+    os_k->free(L->order), L->order = NULL;
     int ad = m->b_adapter >= 0;
     if (ad) w->release(w->ctx, m->b_adapter);
     w->release(w->ctx, m->b_head);
@@ -194,7 +197,7 @@ static void audio_fwd(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, 
         os_k->gemm_rounded(OS_PRE_A, 0, 1, n, GA, A, 1.0f, ar, A, L->adapter_w, A, 0.0f, al, GA);
     } else
         os_k->gemm(0, 1, n, GA, A, 1.0f, la, V, L->adapter_w, A, 0.0f, al, GA);
-    for (int64_t i = 0; i < n; i++) os_k->add(al + i * GA, al + i * GA, L->adapter_b, GA);
+    os_k->add_row_bias(al, L->adapter_b, n, GA);
     for (int k = 0; k < G; k++) xent(r, 1 + k, al + k * A, GA, r0, n, A);
 }
 
@@ -205,7 +208,7 @@ static void adapter_bwd(os_loss *L, int64_t n, float *la) {
     const float *Wa = L->adapter_w;
     int64_t V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
     float *al = L->al, *dWa = L->dadapter_w, *dba = L->dadapter_b;
-    for (int64_t i = 0; dba && i < n; i++) os_k->add(dba, dba, al + i * GA, GA);
+    if (dba) os_k->sum_rows(dba, al, n, GA);
     if (L->st_e) {   // dal rounded once: dA now, dWa with the stash (which holds the input)
         void *dr = stash_row(L, L->als, GA);
         os_k->gemm_round(dr, al, n, GA, GA);

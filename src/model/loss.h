@@ -68,7 +68,8 @@ typedef struct {
                                //   memory: each chunk downloaded, a wait per chunk: a debugging dump)
     float scale[OS_MAX_G + 1]; // each term's gradient scale dscale * weight / count (0 without gradients)
     int64_t count[OS_MAX_G + 1];   // each term's targets (host)
-    int64_t *idx, n;           // os_loss_targets' row order: row i of the rows is hn's row idx[i] (NULL: in order)
+    int32_t *order;            // os_loss_targets' row order on the backend: [n] hn's row of row i of the rows, then
+    int64_t n;                 //   [N] row r's place among them or -1 (the inverse; NULL: every row, in order)
     int64_t st_first, st_n, st_e, st_cap;   // the bf16 stash: rows [first, first + n) of the rows computed are in
                                             //   it, e bytes an element (0: no stash), cap rows at most
     // buffers: logits [rows, V] (at least [N, C]: also the scratch of the row order), al [rows, G*A] (adapter),

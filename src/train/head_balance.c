@@ -108,19 +108,38 @@ static void rows_to(const exch *x, int p, int64_t *list) {
     }
 }
 
-// rows list[0..K) of dev [*, C] (the backend's) into host [K, C] (a message): gathered on the backend, one download
+// list[0..K) as an int32 index list on the backend: with inverse, over rows [0, max + 1) of the rows, each its place
+// in list or -1 (*n: that count), else list itself (*n = K)
+static int32_t *rows_list(const int64_t *list, int64_t K, int inverse, int64_t *n) {
+    int64_t top = 0;
+    for (int64_t i = 0; i < K; i++) top = list[i] + 1 > top ? list[i] + 1 : top;
+    *n = inverse ? top : K;
+    int32_t *h = os_alloc(sizeof(int32_t) * (size_t)(*n + 1), "head moved rows");
+    for (int64_t i = 0; i < *n; i++) h[i] = inverse ? -1 : (int32_t)list[i];
+    for (int64_t i = 0; inverse && i < K; i++) h[list[i]] = (int32_t)i;
+    int32_t *d = os_ids_upload(h, *n, "head moved rows (backend)");
+    os_free(h);
+    return d;
+}
+
+// rows list[0..K) of dev [*, C] (the backend's) into host [K, C] (a message): one gather on the backend, one download
 static void rows_down(float *host, const float *dev, const int64_t *list, int64_t K, int64_t C) {
     float *st = os_k->alloc((int64_t)sizeof(float) * (K * C + 1), "head rows (staging)");
-    for (int64_t i = 0; i < K; i++) os_k->copy(st + i * C, dev + list[i] * C, C);
+    int64_t n;
+    int32_t *d = rows_list(list, K, 0, &n);
+    os_k->gather_rows(st, dev, d, n, C);
     os_k->download(host, st, (int64_t)sizeof(float) * K * C);
-    os_k->free(st);
+    os_k->free(st), os_k->free(d);
 }
-// host [K, C] (a message) into rows list[0..K) of dev [*, C]: one upload, then scattered on the backend
+// host [K, C] (a message) into rows list[0..K) of dev [*, C] (distinct): one upload, then one gather through the
+// inverse list on the backend (the rows between them left as they are)
 static void rows_up(float *dev, const float *host, const int64_t *list, int64_t K, int64_t C) {
     float *st = os_k->alloc((int64_t)sizeof(float) * (K * C + 1), "head rows (staging)");
     os_k->upload(st, host, (int64_t)sizeof(float) * K * C);
-    for (int64_t i = 0; i < K; i++) os_k->copy(dev + list[i] * C, st + i * C, C);
-    os_k->free(st);
+    int64_t n;
+    int32_t *d = rows_list(list, K, 1, &n);
+    os_k->gather_rows(dev, st, d, n, C);
+    os_k->free(st), os_k->free(d);
 }
 
 // the rows computed here: per class this rank's kept rows (owner me), then the rows moved here (owner: the sender),

@@ -299,12 +299,7 @@ static _Noreturn void outside(zr_runtime *rt, int pid, const char *what, const c
            rt->reg->b[rt->reg->p[pid].bucket].name);
 }
 
-// a backend copy of the host's int32 list h[n] (freed by the caller with os_k->free)
-static int32_t *ids_up(const int32_t *h, int64_t n) {
-    int32_t *d = os_k->alloc((int64_t)sizeof(int32_t) * (n ? n : 1), "row indexes (backend)");
-    os_k->upload(d, h, (int64_t)sizeof(int32_t) * n);
-    return d;
-}
+static int32_t *ids_up(const int32_t *h, int64_t n) { return os_ids_upload(h, n, "row indexes (backend)"); }
 
 const float *zr_resident(const zr_runtime *rt, int pid) {
     const zr_tensor *p = &rt->reg->p[pid];

@@ -569,6 +569,11 @@ static void test_rows(void) {
     cu_scatter_add_rows(d1.data(), rows.data(), idx.data(), n, C);
     k_scatter_add_rows(d2.data(), rows.data(), idx.data(), n, C);
     CHECK(same(d1, d2), "scatter_add_rows equals k_scatter_add_rows bit for bit (repeated rows in order)");
+    vec b = rnd(C, 16), x1 = rnd(n * C, 17), x2 = x1, s1 = rnd(C, 18), s2 = s1;
+    cu_sum_rows(s1.data(), x1.data(), n, C), k_sum_rows(s2.data(), x2.data(), n, C);
+    CHECK(same(s1, s2), "sum_rows equals k_sum_rows bit for bit (rows in order)");
+    cu_add_row_bias(x1.data(), b.data(), n, C), k_add_row_bias(x2.data(), b.data(), n, C);
+    CHECK(same(x1, x2), "add_row_bias equals k_add_row_bias");
 }
 
 int main(void) {

@@ -781,7 +781,8 @@ static void t_adamw(void) {
     }
 }
 
-// ---- rows by an index list: gather (a row with idx < 0 left as it is), scatter-add (repeated rows in order) ----
+// ---- rows by an index list: gather (a row with idx < 0 left as it is), scatter-add (repeated rows in order); a row
+// broadcast over rows ----
 static void t_rows(void) {
     int64_t V = 1001, C = 97, n = 1000;
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
@@ -801,6 +802,17 @@ static void t_rows(void) {
     checkd("scatter_add_rows", "fp32", "V1001 C97 n1000, rows repeated", ddst, wd, V * C, 0);
     X->free(dsrc), X->free(didx), X->free(drows);
     free(idx), free(src), free(out), free(want), free(rows), free(dst), free(wd);
+    // a row broadcast: x[n, C] += b each row; out[C] += the rows of x in order (more rows than a block's threads)
+    float *x = rnd(n * C, -1, 1), *b = rnd(C, -1, 1), *wx = hdup(x, 4 * n * C), *o = rnd(C, -1, 1), *wo = hdup(o, 4 * C);
+    R->add_row_bias(wx, b, n, C);
+    R->sum_rows(wo, x, n, C);
+    float *dx = UPF(x, n * C), *db = UPF(b, C), *dsum = UPF(o, C);
+    X->sum_rows(dsum, dx, n, C);
+    checkd("sum_rows", "fp32", "n1000 C97, rows in order", dsum, wo, C, 0);
+    X->add_row_bias(dx, db, n, C);
+    checkd("add_row_bias", "fp32", "n1000 C97", dx, wx, n * C, 0);
+    X->free(db);
+    free(x), free(b), free(wx), free(o), free(wo);
 }
 
 // ---- the checks, in the order they run; the members each covers ----
@@ -824,7 +836,7 @@ static const check_fn TESTS[] = {
     {"layernorm", "layernorm_fwd", t_layernorm},
     {"rope", "rope_table rope_fwd rope_bwd", t_rope},
     {"embedding", "embedding_fwd embedding_acc embedding_bwd", t_embedding},
-    {"rows", "gather_rows scatter_add_rows", t_rows},
+    {"rows", "gather_rows scatter_add_rows add_row_bias sum_rows", t_rows},
     {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd relu_grad dropout", t_activations},
     {"transpose", "transpose", t_transpose},
     {"conv1d", "conv1d_fwd", t_conv1d},
