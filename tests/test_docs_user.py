@@ -101,7 +101,8 @@ def test_the_patterns_flag_changelog_notes_and_spare_plain_text(text, flagged):
 
 def test_make_test_says_why_tests_were_skipped(tmp_path):
     """make test's pytest line (make -n) run on a test that skips: the summary names it with its reason"""
-    p = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}   # under make test
+    p = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     line = next(l for l in p.stdout.splitlines() if " -m pytest " in l and l.rstrip().endswith(" tests"))
     flags = shlex.split(line.split(" -m pytest ", 1)[1])[:-1]
     (tmp_path / "test_needs.py").write_text('import pytest\n\ndef test_a():\n    pytest.skip("needs a thing: install it")\n')
