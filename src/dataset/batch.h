@@ -15,6 +15,8 @@ typedef struct {
     const int64_t *wavs;     // a packed row's speech inputs (nwavs wav indices, in the order of its speech spans);
     int64_t nwavs;           //   0: the sample's one is wav_index
     int task;                // a SLAM-Omni record's task (os_slam_task: 0 s2s, 1 asr, 2 tts); 0 otherwise
+    int64_t need;            // 0: the sample is whole; else it was cut or skipped by --max_length: the smallest
+                             //   max_length that keeps it whole (cut) or trains it at all (skipped)
 } os_sample;
 
 typedef struct {

@@ -19,6 +19,7 @@ typedef struct {
     char *wav;         // resolved path, or NULL
     int64_t start;     // first speech position (after truncation)
     int64_t line;      // source line, for messages
+    int64_t full;      // positions before --max_length cut it (os_sample.need), 0: whole
     uint8_t *mask;     // [L] speech positions, built by os_pretok_speech_len
 } pt_speech;
 
@@ -103,7 +104,7 @@ static int32_t *cut(int32_t *a, int64_t R, int64_t L, int64_t from, int64_t n) {
 static int pt_get(os_dataset *d, int64_t i, os_sample *s) {
     pretok_ds *p = (pretok_ds *)d;
     memset(s, 0, sizeof *s);
-    s->R = p->R, s->L = p->L[i], s->ids = p->ids[i], s->labels = p->labels[i], s->wav_index = -1;
+    s->R = p->R, s->L = p->L[i], s->ids = p->ids[i], s->labels = p->labels[i], s->wav_index = -1, s->need = p->sp[i].full;
     if (p->sp[i].mask) s->speech = p->sp[i].mask, s->wav_index = i;
     return 0;
 }
@@ -199,6 +200,7 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
             rc = os_errf("%s:%lld: 'input_ids' has %lld positions but 'labels' has %lld", path, (long long)line, (long long)L1, (long long)L2);
             break;
         }
+        int64_t full = L1 > max_length ? L1 : 0;
         if (L1 > max_length) {
             if (!strcmp(trunc, "delete")) {
                 os_free(ids), os_free(lab), os_free(wav);
@@ -223,7 +225,7 @@ os_dataset *os_pretok_open(const char *path, int64_t R, int64_t max_length, cons
             p->ids = ni, p->labels = nl, p->L = nL, p->sp = ns, cap = nc;
         }
         p->ids[p->base.n] = ids, p->labels[p->base.n] = lab, p->L[p->base.n] = L1;
-        p->sp[p->base.n] = (pt_speech){.wav = wav, .start = start, .line = line};
+        p->sp[p->base.n] = (pt_speech){.wav = wav, .start = start, .line = line, .full = full};
         p->base.n++;
     }
     free(buf);

@@ -27,6 +27,7 @@ typedef struct {
     int32_t *ids;         // after the first get: prompt | question | answer text ids
     int64_t np, nq, na;
     int64_t keep;         // answer positions kept; -1: skipped (no room for the answer)
+    int64_t need;         // os_sample.need: 0 whole, else the max_length that keeps it (cut) or trains it (skipped)
     int built;
     char *err;            // keep_bad: why the record failed its checks at open (its get fails with it), or NULL
 } slam_item;
@@ -138,7 +139,7 @@ static int build_item(slam_ds *d, slam_item *it, const os_slam_record *r) {
                        .answer = an, .na = na, .naudio = r->ntokens, .has_audio = r->tokens != NULL};
     int64_t P, S, La, max = d->c.max_length;
     os_slam_lengths(&d->c, &p, &P, &S, &La);
-    it->keep = La;
+    it->keep = La, it->need = P + S + La > max ? P + S + La : 0;
     if (P + S + La > max && !strcmp(d->c.truncation, "delete")) {
         it->keep = -1;
         warn_skip(d, it, "%lld positions > --max_length %lld (--truncation_strategy delete)", P + S + La, max);
@@ -165,7 +166,7 @@ static int build_item(slam_ds *d, slam_item *it, const os_slam_record *r) {
         np = ns + kh;
         os_free(sys), os_free(hist);
         if (room < 1) {
-            it->keep = -1;
+            it->keep = -1, it->need = 2 + ns + S + 1;   // the system prompt, the question and one answer position
             warn_skip(d, it, "no room for the answer: the prompt and the question alone need %lld of --max_length %lld positions",
                       2 + ns + S, max);
         } else if (room < La) {
@@ -211,6 +212,7 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
     if (it->keep < 0) {   // skipped: one position, no targets
         d->skip[i] = 1;
         cJSON_Delete(o);
+        out->need = it->need;
         slot *s = next_slot(d, R);
         for (int64_t g = 0; g < G; g++) s->ids[g] = os_slam_audio_id(&d->c, g, os_pad_a(d->c.A));
         s->ids[G] = os_pad_t(d->c.T);
@@ -237,7 +239,7 @@ static int slam_get(os_dataset *base, int64_t i, os_sample *out) {
     os_slam_build(&d->c, &p, it->keep, &tmp);
     out->R = tmp.R, out->L = tmp.L, out->lead = tmp.lead;
     out->wav_index = p.speech ? i : -1;
-    out->task = r.task;
+    out->task = r.task, out->need = it->need;
     return 0;
 }
 

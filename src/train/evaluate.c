@@ -49,9 +49,9 @@ int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res) {
     return 0;
 }
 
-int os_sft_datasets(const os_sft_data_opts *d, const os_sft_model_opts *mo, int64_t batch, const os_model *m,
+int os_sft_datasets(const os_sft_data_opts *d, const os_sft_model_opts *mo, int64_t batch, const os_omni_config *oc,
                     int64_t T_s, os_dataset **train, os_dataset **eval) {
-    os_data_sizes z = {m->oc.G, m->oc.text_vocab, m->oc.audio_vocab, T_s, m->oc.latency, m->oc.layershift,
+    os_data_sizes z = {oc->G, oc->text_vocab, oc->audio_vocab, T_s, oc->latency, oc->layershift,
                        mo->mask_equal_length_audio, T_s < 1, d->system, 0, 0};
     uint64_t seed = (uint64_t)d->data_seed;
     *train = os_dataset_open_list(d->datasets, d->ndatasets, &z, mo->model, d->max_length, d->truncation_strategy,

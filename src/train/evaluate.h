@@ -15,9 +15,10 @@
 int os_evaluate(os_trainer *t, os_loader *l, os_eval_result *res);
 
 // Open --dataset and --val_dataset (*eval NULL without one) as the model reads them (mo: --model,
-// --mask_equal_length_audio); T_s = positions of a spoken question (0: 300); batch: --per_device_train_batch_size,
-// checked against what the format allows. Collective; 0 or -1 + message.
-int os_sft_datasets(const os_sft_data_opts *d, const os_sft_model_opts *mo, int64_t batch, const os_model *m,
+// --mask_equal_length_audio; oc: the model's configuration, known before its weights load); T_s = positions of a
+// spoken question (0: no speech encoder); batch: --per_device_train_batch_size, checked against what the format
+// allows. Collective; 0 or -1 + message.
+int os_sft_datasets(const os_sft_data_opts *d, const os_sft_model_opts *mo, int64_t batch, const os_omni_config *oc,
                     int64_t T_s, os_dataset **train, os_dataset **eval);
 // With --split_dataset_ratio and no --val_dataset: replace *train by its training part, *eval = the held-out part
 // (eval_steps: --eval_steps, for the note that there is nothing to evaluate).

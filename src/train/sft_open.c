@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "train/agree.h"
+#include "train/data_check.h"
 #include "train/evaluate.h"
 #include "train/stop.h"
 #include "zero/comm.h"
@@ -191,9 +192,9 @@ static int trainer_open(os_sft_state *r) {
     return 0;
 }
 
-// the output directory locked, the settings that decide whether the model and data can be opened checked
-// against a resumed checkpoint's, then the session and the trainer over it
-static void open_session(os_sft_state *r) {
+// the output directory locked, and the settings that decide whether the model and data can be opened checked
+// against a resumed checkpoint's
+static void open_run(os_sft_state *r) {
     const os_sft_args *a = r->a;
     if (a->parallelism.zero_stage == 0 && r->N > 1 && r->rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
@@ -221,6 +222,11 @@ static void open_session(os_sft_state *r) {
         if (os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &r->run, a->checkpoint.resume_override_config) < 0)
             os_stop_note(os_errmsg());
     }
+}
+
+// the session (the model loaded) and the trainer over it; the speech positions the data was read with checked
+static void open_session(os_sft_state *r) {
+    const os_sft_args *a = r->a;
     os_session_opts so;
     os_stop_if_failed(session_model(&a->model, &so));
     so.cache_speech_features = a->data.cache_speech_features, so.zero_stage = a->parallelism.zero_stage;
@@ -229,6 +235,26 @@ static void open_session(os_sft_state *r) {
     r->m = &r->s.model;
     r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
     os_stop_if_failed(trainer_open(r));
+    os_stop_if_failed(os_speech_positions(r->m) == r->T_s ? 0 : os_errf("the model has %lld speech positions, the data "
+                      "was read with %lld (slam_omni.json and the encoder's config.json)",
+                      (long long)os_speech_positions(r->m), (long long)r->T_s));
+}
+
+// the model's configuration as the data needs it, before its weights load: its sizes (config.json, slam_omni.json
+// and the options) and the positions of a spoken question (the encoder's config.json: its frames over the
+// projector's k; 0 without --speech_encoder)
+static int data_config(const os_sft_model_opts *mo, os_omni_config *oc, int64_t *T_s) {
+    os_session_opts so;
+    os_qwen2_config cfg;
+    os_whisper_config wc;
+    char path[4200];
+    *T_s = 0;
+    if (session_model(mo, &so) < 0 || os_session_model_config(&so, &cfg, oc) < 0) return -1;
+    if (!mo->speech_encoder) return 0;
+    snprintf(path, sizeof path, "%s/config.json", mo->speech_encoder);
+    if (os_whisper_config_load(path, &wc) < 0) return os_err_ctx("--speech_encoder %s", mo->speech_encoder);
+    *T_s = wc.max_source_positions / oc->proj_k;
+    return 0;
 }
 
 // --packing true: the training samples as packed rows (the evaluation data stays unpacked); every rank forms the
@@ -251,17 +277,28 @@ static void pack_training(os_sft_state *r) {
                 (long long)p->n, (long long)a->data.max_length);
 }
 
-// the datasets read, agreed on and (--split_dataset_ratio) split; their loaders
+// the datasets read (before the model loads: a record the model cannot take, such as a spoken question without a
+// speech encoder, is named at once), agreed on, and checked: what --max_length skips or cuts counted, and the run
+// stopped on every rank when nothing can train (train/data_check.h)
 static void open_data(os_sft_state *r) {
     const os_sft_args *a = r->a;
-    int64_t T_s = os_speech_positions(r->m), Bm = a->training.per_device_train_batch_size;
-    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, r->m, T_s, &r->ds, &r->ev));
+    int64_t Bm = a->training.per_device_train_batch_size;
+    os_omni_config oc;
+    os_stop_if_failed(data_config(&a->model, &oc, &r->T_s));
+    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, &oc, r->T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
     for (int e = 0; e < 2; e++) {   // each file of a mix
         os_dataset *d = e ? r->ev : r->ds, *src[OS_MAX_SOURCES];
-        for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
+        for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], r->T_s));
     }
+    os_data_check(r->ds, "training", a->data.max_length, a->data.truncation_strategy);
+}
+
+// the evaluation split (--split_dataset_ratio), packing and the loaders over the model
+static void open_loaders(os_sft_state *r) {
+    const os_sft_args *a = r->a;
+    int64_t Bm = a->training.per_device_train_batch_size;
     os_stop_if_failed(os_sft_split(&a->data, a->training.eval_steps, &r->ds, &r->ev));
     if (a->data.packing) pack_training(r);
     r->nsamp = r->ds->n, r->K = a->training.gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
@@ -345,11 +382,14 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     os_rundir_version(a->checkpoint.output_dir, a->checkpoint.add_version, r->run_dir, sizeof r->run_dir);
     r->args.checkpoint.output_dir = r->run_dir;
     a = r->a;
-    open_session(r);
+    open_run(r);
     os_stop_boundary(0);   // a signal in any phase of the start-up stops the run at its end (and within the long ones)
     os_test_fault(r->rank, -1);   // the test hook's step -1: before the datasets are opened
     open_data(r);
     os_stop_boundary(0);
+    open_session(r);
+    os_stop_boundary(0);
+    open_loaders(r);
     data_position(r);
     count_steps(r);
     os_ckpt_new_run(&r->run, a->checkpoint.resume_from_checkpoint ? &r->was : NULL);
