@@ -6,8 +6,9 @@ ZeRO-0 and ZeRO-3, text only and with speech inputs. A loop of seam calls over r
 fetched one at a time, the loss's rows reordered one at a time, the speech splice position by position) makes
 them differ.
 
-`python tests/test_seam_counts.py` prints the calls per training step, per decoder layer and per audio head
-(the numbers docs/design.md publishes)."""
+Each part of the micro-batch (its forward, its loss head, its backward: the counting wrapper's phases) makes the same
+calls at both lengths too. `python tests/test_seam_counts.py` prints the calls of one training step by part, per
+decoder layer, of the loss head and per audio layer G (the table docs/design.md publishes)."""
 import json
 import sys
 
@@ -21,7 +22,7 @@ from test_speech_train import write_wav
 G, V, A = 3, 128, 64
 
 
-def write_data(path, n, L, speech=None, seed=3):
+def write_data(path, n, L, speech=None, seed=3, G=G):
     """n pretokenized samples of L positions each (ids and labels random, a -100 prompt); with speech (a wav name),
     every sample has a speech span of 6 positions after a 3-position prompt"""
     g = np.random.default_rng(seed)
@@ -40,28 +41,35 @@ def write_data(path, n, L, speech=None, seed=3):
             f.write(json.dumps({"input_ids": ids, "labels": lab, **rec}) + "\n")
 
 
-def make(d, layers=1, speech=False):
+def make(d, layers=1, speech=False, G=G):
     ref.make_model(str(d / "model"), hidden=16, layers=layers, heads=2, kv_heads=1, inter=32, T=V, A=A, G=G, seed=0)
     if speech:
         ref.add_projector(str(d / "model"), 16, 24, 16)
         ref.make_encoder(str(d / "enc"), d_model=16, layers=2, heads=4, ffn=32, max_pos=30, layout="cond")
         write_wav(d / "s.wav", 0.6, 500, seed=5)
     for L in (64, 512):
-        write_data(d / f"data{L}.jsonl", 4, L, "s.wav" if speech else None)
+        write_data(d / f"data{L}.jsonl", 4, L, "s.wav" if speech else None, G=G)
+    write_data(d / "val.jsonl", 2, 64, seed=4, G=G)
 
 
-def counts(d, L, steps, zero=0, speech=False, ranks=1, out="out"):
-    """{member: calls} of an sft run of `steps` steps of one micro-batch of 2 samples of L positions"""
+def count_file(d, L, steps, zero=0, speech=False, ranks=1, out="out", extra=()):
+    """the counts JSON (kernels/ops.h os_ops_count_write) of an sft run of `steps` steps of one micro-batch of 2
+    samples of L positions (extra: more options; out names the run)"""
     f = d / f"{out}-{L}-{steps}-{zero}.json"
     args = ["sft", "--device", "guard", "--model", d / "model", "--dataset", d / f"data{L}.jsonl",
             "--output_dir", d / f"{out}-{L}-{steps}-{zero}", "--max_steps", steps, "--max_length", L,
             "--per_device_train_batch_size", 2, "--learning_rate", "1e-3", "--save_steps", 1000,
             "--save_strategy", "no", *(["--deepspeed", f"zero{zero}"] if zero else []),
-            *(["--speech_encoder", d / "enc"] if speech else [])]
+            *(["--speech_encoder", d / "enc"] if speech else []), *extra]
     run(args, np_=ranks if ranks > 1 else None, env={"OMNISHARD_COUNT_OPS": str(f)}, timeout=300)
     c = json.loads(f.read_text())
     assert c["backend"] == "guard"
-    return {k: v["calls"] for k, v in c["members"].items()}
+    return c
+
+
+def counts(d, L, steps, **kw):
+    """{member: calls} of count_file's run"""
+    return {k: v["calls"] for k, v in count_file(d, L, steps, **kw)["members"].items()}
 
 
 def differ(a, b):
@@ -71,34 +79,77 @@ def differ(a, b):
 @pytest.mark.parametrize("zero,speech", [(0, False), (3, False), (0, True), (3, True)])
 def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
     make(tmp_path, speech=speech)
-    short, long = counts(tmp_path, 64, 2, zero, speech), counts(tmp_path, 512, 2, zero, speech)
+    c_short, c_long = count_file(tmp_path, 64, 2, zero, speech), count_file(tmp_path, 512, 2, zero, speech)
+    short, long = ({k: v["calls"] for k, v in c["members"].items()} for c in (c_short, c_long))
     assert short["gemm"] + short["matmul"] > 0 and short["adamw"] > 0, short   # the counts are the run's
     assert not differ(short, long), f"seam calls that depend on the micro-batch's tokens: {differ(short, long)}"
+    for c in (c_short, c_long):   # the phases split the calls
+        assert {k: sum(p.get(k, 0) for p in c["phases"].values()) for k in short} == \
+            {k: v["calls"] for k, v in c["members"].items()}
+    for p in ("forward", "loss", "backward"):
+        assert c_short["phases"][p] and c_short["phases"][p] == c_long["phases"][p], p
 
 
-def per_step(d, **kw):
-    """the calls of one training step (one micro-batch and the optimizer step): 3 steps less 2"""
-    a, b = counts(d, 64, 3, **kw), counts(d, 64, 2, **kw)
-    return {k: a[k] - b[k] for k in a if a[k] != b[k]}
+def minus(a, b):
+    """a - b per member (members absent count 0; zeros left out)"""
+    return {k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b) if a.get(k, 0) != b.get(k, 0)}
+
+
+def phases(d, zero):
+    """{part: {member: calls}} at T=64 (the counting wrapper's phases, train/step.c): one training step (3 steps less
+    2) as its micro-batch's forward, loss and backward and the rest ("other": the optimizer step); and one evaluation
+    of one micro-batch (a run with it less one without) as its forward and loss (the head's forward)"""
+    ph = lambda c: c["phases"]
+    tag = f"z{zero}"
+    base = ph(count_file(d, 64, 2, zero, out=tag + "base"))
+    step = ph(count_file(d, 64, 3, zero, out=tag + "step"))
+    ev = ph(count_file(d, 64, 2, zero, out=tag + "eval", extra=["--val_dataset", d / "val.jsonl", "--eval_steps", 1000]))
+    got = {f"train {p}": minus(step[p], base[p]) for p in base}
+    got.update({f"eval {p}": minus(ev[p], base[p]) for p in ("forward", "loss")})
+    return got
+
+
+def cell(c):
+    return f"**{sum(c.values())}**: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) if c else "0"
 
 
 def main():
+    """the seam's calls per training step as a markdown table (docs/design.md "Seam calls per step"), at ZeRO-0 and
+    ZeRO-3, T=64 (the same at any T: test_calls_do_not_depend_on_the_tokens): one step of a 1-layer model by part,
+    what each further decoder layer adds (2 layers less 1), the loss head's forward (evaluation) and backward
+    (training less evaluation), and what each further audio layer G adds (3 less 2)"""
     import pathlib, tempfile
     with tempfile.TemporaryDirectory() as t:
         t = pathlib.Path(t)
-        rows = {}
-        for layers in (1, 2):
-            d = t / f"l{layers}"
+        got = {}
+        for name, layers, g in (("l1", 1, G), ("l2", 2, G), ("g2", 1, G - 1)):
+            d = t / name
             d.mkdir()
-            make(d, layers)
-            rows[layers] = {z: per_step(d, zero=z, out=f"z{z}") for z in (0, 3)}
+            make(d, layers, G=g)
+            for z in (0, 3):
+                got[name, z] = phases(d, z)
+        rows = []
         for z in (0, 3):
-            one, two = rows[1][z], rows[2][z]
-            layer = {k: two.get(k, 0) - one.get(k, 0) for k in set(one) | set(two) if two.get(k, 0) != one.get(k, 0)}
-            print(f"ZeRO-{z}: one step of a 1-layer model: {sum(one.values())} calls: "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(one.items())))
-            print(f"ZeRO-{z}: each further decoder layer: {sum(layer.values())} calls: "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(layer.items())))
+            one, two, g2 = got["l1", z], got["l2", z], got["g2", z]
+            rows.append({
+                "one training step, 1 decoder layer: forward": one["train forward"],
+                "... the loss head (forward and backward, fused)": one["train loss"],
+                "... backward": one["train backward"],
+                "... the rest (the optimizer step)": one["train other"],
+                "each further decoder layer: forward": minus(two["train forward"], one["train forward"]),
+                "each further decoder layer: backward (with its recomputed forward)":
+                    minus(two["train backward"], one["train backward"]),
+                "each further decoder layer: the optimizer step": minus(two["train other"], one["train other"]),
+                "the loss head: forward (evaluation)": one["eval loss"],
+                # (at ZeRO-3 the memory members differ by more: evaluation opens no gradient scopes)
+                "the loss head: backward (training less evaluation)": minus(one["train loss"], one["eval loss"]),
+                **{f"each further audio layer (G): {p}": minus(one[f"train {k}"], g2[f"train {k}"])
+                   for p, k in (("forward", "forward"), ("loss head", "loss"), ("backward", "backward"))},
+            })
+        print("| part | ZeRO-0 | ZeRO-3 |")
+        print("|---|---|---|")
+        for part in rows[0]:
+            print(f"| {part} | {cell(rows[0][part])} | {cell(rows[1][part])} |")
 
 
 if __name__ == "__main__":

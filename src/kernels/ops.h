@@ -46,7 +46,10 @@ const os_ops *os_ops_guard_open(int bf16);
 // kernels/ops_count.c: a backend that runs each member on `inner` and counts its calls (and the bytes of alloc*,
 // upload and download): OMNISHARD_COUNT_OPS=PATH (a test hook; cli/device.c) wraps the backend --device chooses and writes the
 // counts to PATH at exit. Member i's name and counts so far (i < OS_OPS_MEMBERS, the list's order); write: JSON
-// {"backend": name, "members": {member: {"calls": n, "bytes": n}, ...}}, 0 or -1 with the reason in os_errmsg.
+// {"backend": name, "members": {member: {"calls": n, "bytes": n}, ...}, "phases": {phase: {member: calls, ...},
+// ...}}, 0 or -1 with the reason in os_errmsg. Phases: the part of the run the following calls belong to, set by
+// os_ops_count_phase (train/step.c marks a micro-batch's forward, its loss and its backward; the rest, loading, the
+// optimizer step, evaluation's set-up, is "other"); each phase lists the members it called.
 const os_ops *os_ops_count(const os_ops *inner);
 typedef struct {
     int64_t calls, bytes;
@@ -54,6 +57,8 @@ typedef struct {
 const char *os_ops_member_name(int i);
 os_op_count os_ops_count_of(int i);
 int os_ops_count_write(const char *path);
+enum { OS_PHASE_OTHER, OS_PHASE_FORWARD, OS_PHASE_LOSS, OS_PHASE_BACKWARD, OS_PHASES };
+void os_ops_count_phase(int phase);
 // strict guard (the default; --device guard:lax turns it off): a member given host memory where a device needs
 // its own memory (any pointer of a compute member, upload's destination, download's source) stops the program
 // naming both

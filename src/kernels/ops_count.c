@@ -14,10 +14,18 @@ enum {
 
 static const os_ops *g_inner;
 static os_ops g_count;
-static int64_t g_calls[OS_OPS_MEMBERS], g_bytes[OS_OPS_MEMBERS];
+static int64_t g_calls[OS_OPS_MEMBERS], g_bytes[OS_OPS_MEMBERS], g_phase_calls[OS_PHASES][OS_OPS_MEMBERS];
+static int g_phase;   // the current phase (os_ops_count_phase)
+static const char *const g_phases[OS_PHASES] = {"other", "forward", "loss", "backward"};
+
+void os_ops_count_phase(int phase) {
+    OS_ASSERT(phase >= 0 && phase < OS_PHASES);
+    __atomic_store_n(&g_phase, phase, __ATOMIC_RELAXED);
+}
 
 static void count(int i, int64_t bytes) {
     __atomic_fetch_add(&g_calls[i], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_phase_calls[__atomic_load_n(&g_phase, __ATOMIC_RELAXED)][i], 1, __ATOMIC_RELAXED);
     if (bytes) __atomic_fetch_add(&g_bytes[i], bytes, __ATOMIC_RELAXED);
 }
 
@@ -77,6 +85,15 @@ int os_ops_count_write(const char *path) {
         os_op_count c = os_ops_count_of(i);
         fprintf(f, "%s\n  \"%s\": {\"calls\": %lld, \"bytes\": %lld}", i ? "," : "", g_names[i], (long long)c.calls,
                 (long long)c.bytes);
+    }
+    fprintf(f, "\n}, \"phases\": {");
+    for (int p = 0; p < OS_PHASES; p++) {
+        fprintf(f, "%s\n  \"%s\": {", p ? "," : "", g_phases[p]);
+        for (int i = 0, any = 0; i < OS_OPS_MEMBERS; i++) {
+            int64_t n = __atomic_load_n(&g_phase_calls[p][i], __ATOMIC_RELAXED);
+            if (n) fprintf(f, "%s\"%s\": %lld", any++ ? ", " : "", g_names[i], (long long)n);
+        }
+        fprintf(f, "}");
     }
     fprintf(f, "\n}}\n");
     if (ferror(f) | fclose(f)) return os_errf("writing the seam's call counts to %s failed", path);

@@ -87,8 +87,10 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     os_model_opts o = fo ? t->eval_opts : t->train_opts;   // the run's, built once
     o.grads = fo ? NULL : &g, o.lora_key = t->lora_key;
 
+    os_ops_count_phase(OS_PHASE_FORWARD);   // (the seam's calls counted per part: OMNISHARD_COUNT_OPS)
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_model_forward(t->acts, &in, &w, &o);
+    os_ops_count_phase(OS_PHASE_LOSS);
     // the loss over the final norm's output; its rows computed here or, balanced, beside other ranks' rows (the
     // ranks' exchange around it: train/head_balance.h, --head_balance)
     os_loss *L = &t->acts->loss;
@@ -98,6 +100,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     if (comm_size() > 1 && t->head_balance) st->head_moved = os_head_balance(L, &r);
     else os_loss_compute(L, &r);
     os_loss_close(L, &w, o.grads, t->acts->dhn);
+    os_ops_count_phase(OS_PHASE_BACKWARD);
     if (below) {
         os_model_backward(t->acts, &in, &w, &o);
         if (t->speech) os_speech_bwd(t->speech, &w, &g);   // projector gradients from dproj (+ its terms at the close)
@@ -109,6 +112,7 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
         apply_terms(&gc, m->b_embed);
         if (t->speech) os_speech_bwd(t->speech, &w, &g);
     }
+    os_ops_count_phase(OS_PHASE_OTHER);
     read_scalars(t, &gc, st);
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];

@@ -44,6 +44,9 @@ int main(void) {
     CHECK(calls("download") == 2 && bytes("download") == (int64_t)(sizeof back + sizeof ss), "download bytes");
     CHECK(bytes("upload") == (int64_t)sizeof h && bytes("add") == 0, "upload bytes; kernels count no bytes");
     CHECK(c->attention_stats_floats(1, 3, 2) == os_ops_cpu.attention_stats_floats(1, 3, 2), "a value returned");
+    os_ops_count_phase(OS_PHASE_LOSS);   // calls counted per phase too
+    c->add(b, a, b, 5), c->add(b, a, b, 5);
+    os_ops_count_phase(OS_PHASE_OTHER);
     c->free(a), c->free(b), c->free(s);
     CHECK(calls("free") == 3 && calls("attention_stats_floats") == 1, "free, attention_stats_floats counted");
     // the JSON written
@@ -58,7 +61,8 @@ int main(void) {
     text[k] = 0;
     if (f) fclose(f);
     unlink(path);
-    CHECK(strstr(text, "\"backend\": \"cpu\"") && strstr(text, "\"add\": {\"calls\": 2, \"bytes\": 0}") &&
+    CHECK(strstr(text, "\"backend\": \"cpu\"") && strstr(text, "\"add\": {\"calls\": 4, \"bytes\": 0}") &&
+              strstr(text, "\"loss\": {\"add\": 2}") && strstr(text, "\"other\": {\"alloc\": ") &&
               strstr(text, "\"upload\": {\"calls\": 1, \"bytes\": 20}"),
           "JSON: %s", text);
     CHECK(os_ops_count_write("/nonexistent/dir/x.json") < 0, "a path that cannot be written is an error");
