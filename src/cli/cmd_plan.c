@@ -261,7 +261,7 @@ int cmd_plan(int argc, char **argv) {
                "of them the head's stash of rounded gradients; params include, at stages 0-2, a rounded copy of each "
                "bucket holding matrices (%d bytes per element); stage 3 gathers those buckets at %d bytes per element; "
                "fp32 master weights, gradients and AdamW)\n", cuda ? "cuBLASLt" : onednn ? "oneDNN" : "sgemm", (conv + stash) / GB,
-               stash / GB, esz, esz);
+               stash / GB, 2, 2);
     if (dev > 0 && !fits) {
         os_plan_fit asked = {(int)nproc, 3, 1, B, accum, 0}, f;
         if (os_plan_suggest(&m, &asked, L, esz, src, mean_rows, (int64_t)dev, &f))

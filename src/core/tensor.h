@@ -47,6 +47,29 @@ static inline os_tensor os_vecf(const float *data, int64_t n) {
     return data ? v : os_tensor_none();
 }
 
+// a vector [n] of dtype t
+static inline os_tensor os_vec(const void *data, os_dtype t, int64_t n) {
+    os_tensor v = {(void *)data, t, 1, {n, 0, 0, 0}, {1, 0, 0, 0}};
+    return v;
+}
+
+// element i of v's memory (i counted in v's elements, from v.data): a view starts there
+static inline void *os_tensor_at(os_tensor v, int64_t i) { return (char *)v.data + i * os_dtype_bytes(v.dtype); }
+
+// rows [r0, r0 + n) of a matrix view (its first dimension), the same memory
+static inline os_tensor os_tensor_rows(os_tensor v, int64_t r0, int64_t n) {
+    v.data = os_tensor_at(v, r0 * v.stride[0]);
+    v.shape[0] = n;
+    return v;
+}
+
+// columns [c0, c0 + n) of a matrix view (its second dimension), the same memory
+static inline os_tensor os_tensor_cols(os_tensor v, int64_t c0, int64_t n) {
+    v.data = os_tensor_at(v, c0 * v.stride[1]);
+    v.shape[1] = n;
+    return v;
+}
+
 // the same memory with its last two dimensions swapped (a matrix's transpose); no copy
 static inline os_tensor os_tensor_t(os_tensor v) {
     int i = v.ndim - 2;

@@ -5,6 +5,7 @@
 #include "cuda/cu_gemm_kernels.h"
 #include "cuda/cu_lt.h"
 #include "cuda/cu_ops.h"
+#include "cuda/cu_runtime.h"
 #include "core/err.h"
 #include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
@@ -177,4 +178,29 @@ void cu_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, cons
     if (dinp) cu_gemm(0, 0, N, I, O, 1.0f, dout, O, w, I, 1.0f, dinp, I);
     if (dw) cu_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dw, I);
     if (dbias && N > 0 && O > 0) cu_bias_grad(dbias, dout, O, N, 1, O);
+}
+
+// k_cast's definition (kernels.h): rows rounded (cu_round_rows) or widened (cu_widen_rows), packed destinations in
+// one launch, strided ones a row at a time; one dtype copies (a stream-ordered 2-D device copy)
+void cu_cast(os_tensor dst, os_tensor src) {
+    int64_t r = dst.ndim == 2 ? dst.shape[0] : 1, c = dst.ndim == 2 ? dst.shape[1] : dst.shape[0];
+    int64_t ld = dst.ndim == 2 ? dst.stride[0] : c, sld = src.ndim == 2 ? src.stride[0] : c;
+    int64_t sr = src.ndim == 2 ? src.shape[0] : 1, sc = src.ndim == 2 ? src.shape[1] : src.shape[0];
+    if (dst.ndim < 1 || dst.ndim > 2 || src.ndim < 1 || src.ndim > 2 || r != sr || c != sc ||
+        (dst.ndim == 2 ? dst.stride[1] : dst.stride[0]) != 1 || (src.ndim == 2 ? src.stride[1] : src.stride[0]) != 1)
+        os_die("cast: dst and src must be vectors or row-major matrices of one shape");
+    if (r <= 0 || c <= 0) return;
+    int fd = dst.dtype == OS_F32, fs = src.dtype == OS_F32;
+    if (fd == fs) {
+        size_t e = (size_t)os_dtype_bytes(dst.dtype);
+        CU_CHECK(cudaMemcpy2DAsync(dst.data, e * (size_t)ld, src.data, e * (size_t)sld, e * (size_t)c, (size_t)r,
+                                   cudaMemcpyDeviceToDevice, cu_stream()));
+        return;
+    }
+    for (int64_t i = 0, n = ld == c ? r : 1; i < r; i += n) {
+        void *d = os_tensor_at(dst, i * ld);
+        const void *s = os_tensor_at(src, i * sld);
+        if (fs) cu_round_rows(d, s, n, c, sld);
+        else cu_widen_rows(d, s, n, c, sld);
+    }
 }

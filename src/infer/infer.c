@@ -34,8 +34,10 @@ void gen_audio_logits(gen_ctx *c, const float *const *z, int64_t n, const int *p
     }
     if (!c->Wa || k == 0) return;
     OS_ASSERT(k <= c->rows);
-    // the adapter Wa [G*A, A] @ z[T:T+A] + ba over the k rows (one sgemm, as the training head's k_gemm)
-    k_linear_fwd(c->al, c->za, c->Wa, c->ba, k, A, G * A);
+    // the adapter al[k, G*A] = z[T:T+A] @ Wa[G*A, A]^T + ba over the k rows (host memory: the CPU's matmul, fp32,
+    // one product as the training head's)
+    k_matmul(os_matf(c->al, k, G * A, G * A), os_matf(c->za, k, A, A), os_tensor_t(os_matf(c->Wa, G * A, A, A)), 1.0f,
+             0.0f, os_vecf(c->ba, G * A), os_tensor_none());
     for (int64_t i = 0, j = 0; i < n; i++)
         if (predict[i]) xa[i] = c->al + j++ * G * A;
 }

@@ -164,6 +164,32 @@ void k_matmul_prec(int bf16, os_tensor c, os_tensor a, os_tensor b, float alpha,
         for (int64_t r = 0; r < M; r++) k_bf16_round((uint16_t *)c.data + r * s.ldc, cf + r * N, N);
 }
 
+// the rows and columns of a vector or row-major matrix view, its row stride; 0, or -1 for another view
+static int rows_of(const os_tensor *v, int64_t *rows, int64_t *cols, int64_t *ld) {
+    if (v->ndim == 1 && v->stride[0] == 1) return *rows = 1, *cols = *ld = v->shape[0], 0;
+    if (v->ndim != 2 || v->stride[1] != 1) return -1;
+    *rows = v->shape[0], *cols = v->shape[1], *ld = v->stride[0];
+    return 0;
+}
+
+void k_cast(os_tensor dst, os_tensor src) {
+    int64_t r, c, ld, sr, sc, sld;
+    if (rows_of(&dst, &r, &c, &ld) < 0 || rows_of(&src, &sr, &sc, &sld) < 0 || r != sr || c != sc)
+        os_die("cast: dst and src must be vectors or row-major matrices of one shape (dst %dD [%lld, ..], src %dD "
+               "[%lld, ..])", dst.ndim, (long long)dst.shape[0], src.ndim, (long long)src.shape[0]);
+    if (r <= 0 || c <= 0) return;
+    int fd = dst.dtype == OS_F32, fs = src.dtype == OS_F32;
+    int64_t e = os_dtype_bytes(dst.dtype);
+    int par = !omp_in_parallel() && r * c >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par && r > 1)
+    for (int64_t i = 0; i < r; i++) {
+        if (!fd && fs) k_bf16_round((uint16_t *)dst.data + i * ld, (const float *)src.data + i * sld, c);
+        else if (fd && !fs)
+            for (int64_t j = 0; j < c; j++) ((float *)dst.data)[i * ld + j] = widen1(((const uint16_t *)src.data)[i * sld + j]);
+        else memcpy((char *)dst.data + i * ld * e, (const char *)src.data + i * sld * e, (size_t)(c * e));
+    }
+}
+
 void k_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
     k_matmul_prec(0, c, a, b, alpha, beta, bias, dbias);
 }

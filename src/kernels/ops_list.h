@@ -85,6 +85,10 @@
     /* and dbias (fp32 [M] += row sums of a: a linear layer's bias gradient) optional (os_tensor_none())          */  \
     X(matmul, VOID, MUL, K, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),              \
       (V, float, beta), (T, os_tensor, bias), (T, os_tensor, dbias))                                                  \
+    /* dst = src element by element, converted: views of one shape (a vector, or a row-major matrix: stride[1] 1), */ \
+    /* each fp32 or bf16 (fp32 -> bf16 rounds to nearest even, k_bf16_round; bf16 -> fp32 is exact; one dtype    */  \
+    /* copies): a tensor stored as bf16 (the runtime's rounded weights, the head's stashed gradients)              */  \
+    X(cast, VOID, RUN, K, (T, os_tensor, dst), (T, os_tensor, src))                                                  \
     /* ---- rows moved by an index list idx[n] (int32, the backend's; each < the source's rows, checked by the     */  \
     /* caller) ---- gather: out[i, :] = src[idx[i], :] for i < n, rows of C floats (a row with idx[i] < 0 is left   */  \
     /* as it is: a scatter of rows is a gather through the inverse list); scatter-add: dst[idx[i], :] += src[i, :]  */  \

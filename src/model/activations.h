@@ -15,8 +15,8 @@ typedef struct {
                       // struct has no padding, os_acts_prepare compares shapes with memcmp)
     int train;        // backward buffers (layer scratch, dx, dhn)
     int recompute;    // training keeps one layer's activations (recomputed in the backward), else every layer's
-    int64_t rounds;   // training with products that round their inputs: bytes of a rounded element (the loss's
-                      // stash, model/loss.h), else 0
+    int64_t rounds;   // training with products that round their inputs (bf16): 2, the bytes of an element of the
+                      // loss's bf16 stash (model/loss.h), else 0
 } os_act_shape;
 
 // floats (4-byte elements) per group of the table

@@ -56,7 +56,7 @@ static void head_prefetch(const os_weights *w, const os_model *m, int train) {
             if (P->lora_a[t] >= 0) x.lora_a[t] = get(src, P->lora_a[t]), x.lora_b[t] = get(src, P->lora_b[t]); \
         return x;                                                                                               \
     }
-LAYER_RESOLVER(layer_weights, os_layer_weights, os_weights, os_weight)
+LAYER_RESOLVER(layer_weights, os_layer_weights, os_weights, os_weight_t)
 LAYER_RESOLVER(layer_grads, os_layer_grads, os_grads, os_grad)
 #undef LAYER_RESOLVER
 #undef RESOLVE_ONE
@@ -109,7 +109,7 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
         if (o->kvs[b]->cap > npos) npos = o->kvs[b]->cap;
     }
     os_act_shape sh = {.B = in->B, .L = in->L, .npos = npos, .train = o->grads != NULL,
-                       .recompute = o->recompute, .rounds = o->grads ? os_k->gemm_rounds() : 0, .rowpos = in->pos != NULL};
+                       .recompute = o->recompute, .rounds = o->grads && os_k->bf16 ? 2 : 0, .rowpos = in->pos != NULL};
     os_acts_prepare(a, &sh);
     if (in->pos) os_acts_positions(a, in->pos);
     os_acts_upload(a, in->R, in->ids, in->keymask, in->seg);   // the host inputs the kernels read, once

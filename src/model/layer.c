@@ -7,7 +7,7 @@
 // LoRA module t of layer l on input x [N, I]: its op (NULL when t is not targeted)
 static const os_lora_op *lora_op(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, os_lora_op *op) {
     const os_model *m = c->m;
-    if (!w->lora_a[t]) return NULL;
+    if (!w->lora_a[t].data) return NULL;
     int64_t O, I;
     os_lora_base(m, l, t, &O, &I);
     *op = (os_lora_op){.N = c->N, .I = I, .O = O, .r = m->oc.lora.rank, .s = m->oc.lora.alpha / (float)m->oc.lora.rank,
@@ -71,10 +71,10 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
-    os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, eps);
-    os_linear_fwd(a->q, a->ln1, w->q_w, w->q_b, N, C, H * D);
-    os_linear_fwd(a->k, a->ln1, w->k_w, w->k_b, N, C, KH * D);
-    os_linear_fwd(a->v, a->ln1, w->v_w, w->v_b, N, C, KH * D);
+    os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1.data, N, C, eps);
+    os_linear_fwd(a->q, a->ln1, w->q_w, w->q_b.data, N, C, H * D);
+    os_linear_fwd(a->k, a->ln1, w->k_w, w->k_b.data, N, C, KH * D);
+    os_linear_fwd(a->v, a->ln1, w->v_w, w->v_b.data, N, C, KH * D);
     lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
     lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
     lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
@@ -89,7 +89,7 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
     os_k->add(a->h, a->h, x, N * C);
-    os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, eps);
+    os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2.data, N, C, eps);
     os_linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
     os_linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
     lora_fwd(c, l, w, OS_LORA_GATE, a->ln2, a, a->gate);
@@ -116,7 +116,7 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
     lora_bwd(c, l, w, g, OS_LORA_GATE, a->ln2, a, c->dgate, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_UP, a->ln2, a, c->dup, c->dln);
-    os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2, a->rstd2, N, C);   // dx = dL/dh
+    os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2.data, a->rstd2, N, C);   // dx = dL/dh
     // attention: h = x + o_proj(attn)
     os_k->zero(c->dao, N * H * D);
     os_linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
@@ -133,5 +133,5 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     lora_bwd(c, l, w, g, OS_LORA_Q, a->ln1, a, c->dq, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_K, a->ln1, a, c->dk, c->dln);
     lora_bwd(c, l, w, g, OS_LORA_V, a->ln1, a, c->dv, c->dln);
-    os_k->rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1, a->rstd1, N, C);   // dx = dL/dx
+    os_k->rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1.data, a->rstd1, N, C);   // dx = dL/dx
 }

@@ -8,11 +8,12 @@
 #include "model/omni.h"
 
 // Layer weights, PyTorch layouts: ln1/ln2 [C]; q_w [H*D, C], q_b [H*D]; k_w/v_w [KH*D, C], k_b/v_b [KH*D];
-// o_w [C, H*D]; gate/up [F, C]; down [C, F]; LoRA lora_a[t] [r, I], lora_b[t] [O, r] (NULL: module t not targeted).
-// (The members are OS_LAYER_TENSORS, model/omni.h, in that order.)
+// o_w [C, H*D]; gate/up [F, C]; down [C, F]; LoRA lora_a[t] [r, I], lora_b[t] [O, r] (data NULL: module t not
+// targeted). Tensor views as the owner gives them (os_weights.tensor): the vectors fp32, the matrices fp32 or, under
+// bf16 mixed precision, the bf16 copy the owner keeps. (The members are OS_LAYER_TENSORS, model/omni.h, in that order.)
 typedef struct {
-    OS_LAYER_TENSORS(OS_LAYER_FIELD, const float *)
-    const float *lora_a[OS_LORA_N], *lora_b[OS_LORA_N];
+    OS_LAYER_TENSORS(OS_LAYER_FIELD, os_tensor)
+    os_tensor lora_a[OS_LORA_N], lora_b[OS_LORA_N];
 } os_layer_weights;
 
 // Their gradients, same shapes, accumulated (+=). A NULL member is not computed (frozen).

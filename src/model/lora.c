@@ -3,16 +3,16 @@
 #include "model/linear.h"
 #include <stddef.h>
 
-void os_lora_fwd(const os_lora_op *op, const float *x, const float *A, const float *B, float *u, float *y) {
+void os_lora_fwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, float *u, float *y) {
     if (op->p > 0) os_k->dropout(op->xd, x, op->N * op->I, op->p, op->key, 0), x = op->xd;
     os_linear_fwd(u, x, A, NULL, op->N, op->I, op->r);
     os_k->scale(u, op->s, op->N * op->r);
     if (y)   // y[N, O] += u[N, r] @ B[O, r]^T
         os_k->matmul(os_matf(y, op->N, op->O, op->O), os_matf(u, op->N, op->r, op->r),
-                     os_tensor_t(os_matf(B, op->O, op->r, op->r)), 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
+                     os_tensor_t(B), 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
 }
 
-void os_lora_bwd(const os_lora_op *op, const float *x, const float *A, const float *B, const float *u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, const float *u, const float *dy,
                  float *du, float *dA, float *dB, float *dx) {
     os_k->zero(du, op->N * op->r);
     os_linear_bwd(du, dB, NULL, dy, u, B, op->N, op->r, op->O);

@@ -4,6 +4,7 @@
 // keep mask is value n*I + i of the counter-RNG stream `key`, so a recomputed forward and the backward see the same
 // mask, and N ranks see what 1 rank sees (the key names the step's global micro-batch, the layer and the module).
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 typedef struct {
@@ -14,8 +15,9 @@ typedef struct {
 } os_lora_op;
 
 // u[N,r] = s * dropout(x) @ A^T (kept for the backward); y (may be NULL: u only) += u @ B^T
-void os_lora_fwd(const os_lora_op *op, const float *x, const float *A, const float *B, float *u, float *y);
+// A [r, I] and B [O, r] are views as the owner gives them (fp32, or bf16 under bf16 mixed precision)
+void os_lora_fwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, float *u, float *y);
 // from dy[N,O]: dB[O,r] += dy^T @ u;  du = s * dy @ B;  dA[r,I] += du^T @ dropout(x);  dx[N,I] += dropout'(du @ A).
 // du: scratch [N, r].
-void os_lora_bwd(const os_lora_op *op, const float *x, const float *A, const float *B, const float *u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, const float *u, const float *dy,
                  float *du, float *dA, float *dB, float *dx);

@@ -15,8 +15,9 @@ void os_loss_open(os_loss *L, const os_weights *w, const os_grads *g, int64_t N,
         w->gather(w->ctx, m->b_adapter);
         if (g) g->open(g->ctx, m->b_adapter);
     }
-    L->lm_head = os_weight(w, m->lm_head);
-    L->adapter_w = ad ? os_weight(w, m->adapter_w) : NULL, L->adapter_b = ad ? os_weight(w, m->adapter_b) : NULL;
+    L->lm_head = os_weight_t(w, m->lm_head);
+    L->adapter_w = ad ? os_weight_t(w, m->adapter_w) : os_tensor_none();
+    L->adapter_b = ad ? os_weight(w, m->adapter_b) : NULL;
     L->dlm_head = g ? os_grad(g, m->lm_head) : NULL;
     L->dadapter_w = g && ad ? os_grad(g, m->adapter_w) : NULL, L->dadapter_b = g && ad ? os_grad(g, m->adapter_b) : NULL;
     // lm_head trained on rows [row0, V) only (--trainable_embed_rows, docs/training.md "Freezing"); it is its
@@ -24,7 +25,6 @@ void os_loss_open(os_loss *L, const os_weights *w, const os_grads *g, int64_t N,
     L->row0 = L->dlm_head ? m->reg.b[m->b_head].train_lo / m->C : 0;
     L->N = N, L->train = g != NULL, L->dh = g && dh, L->dump = dump;
     L->order = NULL, L->n = N;
-    os_k->gemm_pin(L->lm_head, m->V, m->C, m->C);   // bf16 (--torch_dtype): W rounded once, not twice per logits chunk
 }
 
 // shifted targets of loss term k (0 = text, 1+i = audio layer i) for every row into y[N] (host); returns their count
@@ -97,7 +97,6 @@ void os_loss_targets(os_loss *L, const int32_t *labels, int64_t B, int64_t R, in
 void os_loss_close(os_loss *L, const os_weights *w, const os_grads *g, float *dhn) {
     const os_model *m = L->m;
     int64_t C = m->C;
-    os_k->gemm_unpin();
     if (L->order && L->dh) {   // the ordered rows [0, n) back at their places by the inverse, the skipped rows zero
         os_k->copy(L->logits, dhn, L->n * C);
         os_k->zero(dhn, L->N * C);
@@ -133,7 +132,7 @@ void os_loss_row_costs(const os_loss *L, double cost[OS_LOSS_NCLS]) {
         int64_t d0 = L->row0 > c0 ? L->row0 : c0;
         double w = (double)(c1 - c0);
         cost[c] = C * w * (1 + L->dh) + (L->dlm_head && d0 < c1 ? C * (double)(c1 - d0) : 0) + 8 * w;
-        if (c != OS_LOSS_T && L->adapter_w && m->oc.G > 0)
+        if (c != OS_LOSS_T && L->adapter_w.data && m->oc.G > 0)
             cost[c] += GA * A * (1 + L->train + (L->dadapter_w != NULL));
         if (cost[c] < 1) cost[c] = 1;
     }
@@ -149,22 +148,26 @@ int64_t os_loss_stash_rows(const os_model *m, int64_t N) {
 // where the next chunk's rows start in stash buffer b of w elements per row
 static void *stash_row(const os_loss *L, void *b, int64_t w) { return (char *)b + L->st_n * w * L->st_e; }
 
+// c = a @ b (beta 0) or c += a @ b (beta 1): the loss's products, no bias
+static void mm(os_tensor c, os_tensor a, os_tensor b, float beta) {
+    os_k->matmul(c, a, b, 1.0f, beta, os_tensor_none(), os_tensor_none());
+}
+
 // the stash's products over its rows of rows r (columns [c0, c1)): dhn = dlogits @ W[c0:c1] (W packed once for all
 // of them), dW[max(row0, c0):c1] += dlogits^T hn, dWa += dal^T a; then it is empty, the next row after them
 static void stash_flush(os_loss *L, const os_loss_rows *r, int64_t c0, int64_t c1) {
     const os_model *m = L->m;
-    int64_t C = m->C, A = m->oc.audio_vocab, GA = m->oc.G * A, w = c1 - c0, e = L->st_e;
+    int64_t C = m->C, A = m->oc.audio_vocab, GA = m->oc.G * A, w = c1 - c0, n = L->st_n;
     int64_t d0 = L->row0 > c0 ? L->row0 : c0;
-    if (!L->st_n) return;
-    if (L->dh)
-        os_k->gemm_rounded(OS_PRE_A, 0, 0, L->st_n, C, w, 1.0f, L->dls, w, L->lm_head + c0 * C, C, 0.0f,
-                           r->dhn + L->st_first * C, C);
+    if (!n) return;
+    os_tensor dls = os_mat(L->dls, OS_BF16, n, w, w);   // [n, w]
+    if (L->dh) mm(os_matf(r->dhn + L->st_first * C, n, C, C), dls, os_tensor_rows(L->lm_head, c0, w), 0.0f);
     if (L->dlm_head && d0 < c1)
-        os_k->gemm_rounded(OS_PRE_A, 1, 0, c1 - d0, C, L->st_n, 1.0f, (const char *)L->dls + (d0 - c0) * e, w,
-                           r->hn + L->st_first * C, C, 1.0f, L->dlm_head + d0 * C, C);
+        mm(os_matf(L->dlm_head + d0 * C, c1 - d0, C, C), os_tensor_t(os_tensor_cols(dls, d0 - c0, c1 - d0)),
+           os_matf(r->hn + L->st_first * C, n, C, C), 1.0f);
     if (L->dadapter_w && c1 > m->oc.text_vocab)
-        os_k->gemm_rounded(OS_PRE_A | OS_PRE_B, 1, 0, GA, A, L->st_n, 1.0f, L->als, GA, L->ain, A, 1.0f,
-                           L->dadapter_w, A);
+        mm(os_matf(L->dadapter_w, GA, A, A), os_tensor_t(os_mat(L->als, OS_BF16, n, GA, GA)),
+           os_mat(L->ain, OS_BF16, n, A, A), 1.0f);
     L->st_first += L->st_n, L->st_n = 0;
 }
 
@@ -187,16 +190,17 @@ static void audio_fwd(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, 
     const os_model *m = L->m;
     int64_t V = m->V, G = m->oc.G, A = m->oc.audio_vocab, GA = G * A;
     float *al = L->al;
-    if (!L->adapter_w) {
+    if (!L->adapter_w.data) {
         for (int k = 0; k < G; k++) xent(r, 1 + k, la + k * A, V, r0, n, A);
         return;
     }
-    if (L->st_e) {   // the adapter's input rounded into the stash: the forward and dWa read it
-        void *ar = stash_row(L, L->ain, A);
-        os_k->gemm_round(ar, la, n, A, V);
-        os_k->gemm_rounded(OS_PRE_A, 0, 1, n, GA, A, 1.0f, ar, A, L->adapter_w, A, 0.0f, al, GA);
-    } else
-        os_k->gemm(0, 1, n, GA, A, 1.0f, la, V, L->adapter_w, A, 0.0f, al, GA);
+    os_tensor in = os_matf(la, n, A, V);
+    if (L->st_e) {   // the adapter's input rounded into the stash (bf16): the forward and dWa read it
+        os_tensor ar = os_mat(stash_row(L, L->ain, A), OS_BF16, n, A, A);
+        os_k->cast(ar, in);
+        in = ar;
+    }
+    mm(os_matf(al, n, GA, GA), in, os_tensor_t(L->adapter_w), 0.0f);
     os_k->add_row_bias(al, L->adapter_b, n, GA);
     for (int k = 0; k < G; k++) xent(r, 1 + k, al + k * A, GA, r0, n, A);
 }
@@ -205,18 +209,17 @@ static void audio_fwd(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, 
 // dA = dal @ Wa, dWa += dal^T @ a, dba += colsum(dal)
 static void adapter_bwd(os_loss *L, int64_t n, float *la) {
     const os_model *m = L->m;
-    const float *Wa = L->adapter_w;
     int64_t V = m->V, A = m->oc.audio_vocab, GA = m->oc.G * A;
     float *al = L->al, *dWa = L->dadapter_w, *dba = L->dadapter_b;
     if (dba) os_k->sum_rows(dba, al, n, GA);
-    if (L->st_e) {   // dal rounded once: dA now, dWa with the stash (which holds the input)
-        void *dr = stash_row(L, L->als, GA);
-        os_k->gemm_round(dr, al, n, GA, GA);
-        os_k->gemm_rounded(OS_PRE_A, 0, 0, n, A, GA, 1.0f, dr, GA, Wa, A, 0.0f, la, V);
-    } else {
-        if (dWa) os_k->gemm(1, 0, GA, A, n, 1.0f, al, GA, la, V, 1.0f, dWa, A);
-        os_k->gemm(0, 0, n, A, GA, 1.0f, al, GA, Wa, A, 0.0f, la, V);
-    }
+    os_tensor dal = os_matf(al, n, GA, GA), dA = os_matf(la, n, A, V);
+    if (L->st_e) {   // dal rounded once (bf16): dA now, dWa with the stash (which holds the input)
+        os_tensor dr = os_mat(stash_row(L, L->als, GA), OS_BF16, n, GA, GA);
+        os_k->cast(dr, dal);
+        dal = dr;
+    } else if (dWa)
+        mm(os_matf(dWa, GA, A, A), os_tensor_t(dal), dA, 1.0f);
+    mm(dA, dal, L->adapter_w, 0.0f);
 }
 
 // One chunk: rows [r0, r0 + n), all of one class, lm_head columns [c0, c1) (c0 = 0: the text columns are among
@@ -224,29 +227,32 @@ static void adapter_bwd(os_loss *L, int64_t n, float *la) {
 // class's next chunk (0: this is its last).
 static void chunk(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, int64_t c0, int64_t c1, int64_t next) {
     const os_model *m = L->m;
-    const float *W = L->lm_head;
+    os_tensor W = L->lm_head;
     float *dW = L->dlm_head;
     int64_t C = m->C, V = m->V, T = m->oc.text_vocab, w = c1 - c0;
     int text = c0 == 0, audio = c1 > T && m->oc.G > 0;
     const float *hr = r->hn + r0 * C;
     float *lg = L->logits, *la = lg + (T - c0);   // la: the audio columns (c0 <= T)
-    os_k->gemm(0, 1, n, w, C, 1.0f, hr, C, W + c0 * C, C, 0.0f, lg, V);   // logits[n, c0:c1]
+    os_tensor Wc = os_tensor_rows(W, c0, w), lgc = os_matf(lg, n, w, V);   // W[c0:c1], logits[n, c0:c1]
+    mm(lgc, os_matf(hr, n, C, C), os_tensor_t(Wc), 0.0f);
     if (L->dump) os_k->download(L->dump + r0 * V, lg, (int64_t)sizeof(float) * n * V);   // every row and column (w = V)
     if (!r->nterms) return;
     if (text) xent(r, 0, lg, V, r0, n, T);
     if (audio) audio_fwd(L, r, r0, n, la);
     if (!L->train) return;   // forward only: the losses are all (the xent kernels wrote zero gradients in place)
-    if (audio && L->adapter_w) adapter_bwd(L, n, la);
+    if (audio && L->adapter_w.data) adapter_bwd(L, n, la);
     // lm_head backward: dh = dlogits @ W[c0:c1], dW[d0:c1] += dlogits[:, d0:]^T h
-    if (L->st_e) {   // dlogits rounded once: dh and dW with the stash
-        if (L->dh || dW) os_k->gemm_round(stash_row(L, L->dls, w), lg, n, w, V);
+    if (L->st_e) {   // dlogits rounded once (bf16): dh and dW with the stash
+        if (L->dh || dW) os_k->cast(os_mat(stash_row(L, L->dls, w), OS_BF16, n, w, w), lgc);
         L->st_n += n;
         if (!next || L->st_n + next > L->st_cap) stash_flush(L, r, c0, c1);
         return;
     }
     int64_t d0 = L->row0 > c0 ? L->row0 : c0;
-    if (L->dh) os_k->gemm(0, 0, n, C, w, 1.0f, lg, V, W + c0 * C, C, 0.0f, r->dhn + r0 * C, C);
-    if (dW && d0 < c1) os_k->gemm(1, 0, c1 - d0, C, n, 1.0f, lg + (d0 - c0), V, hr, C, 1.0f, dW + d0 * C, C);
+    if (L->dh) mm(os_matf(r->dhn + r0 * C, n, C, C), lgc, Wc, 0.0f);
+    if (dW && d0 < c1)
+        mm(os_matf(dW + d0 * C, c1 - d0, C, C), os_tensor_t(os_tensor_cols(lgc, d0 - c0, c1 - d0)),
+           os_matf(hr, n, C, C), 1.0f);
 }
 
 // the rows of the next of k equal chunks over `left` rows (0 when k = 0)
@@ -254,8 +260,9 @@ static int64_t share(int64_t left, int64_t k) { return k > 0 ? (left + k - 1) / 
 
 void os_loss_compute(os_loss *L, const os_loss_rows *r) {
     const os_model *m = L->m;
-    // bf16 training: the chunks' gradients rounded once into the stash, the weight gradients one product per stash
-    L->st_e = L->train && r->nterms && L->dls ? os_k->gemm_rounds() : 0;
+    // bf16 training: the chunks' gradients rounded once into the stash (bf16, 2 bytes an element; allocated with the
+    // activations only then), the weight gradients one product per stash
+    L->st_e = L->train && r->nterms && L->dls ? 2 : 0;
     L->st_cap = L->st_e ? os_loss_stash_rows(m, L->N) : 0;   // sized for the micro-batch's rows (activations.c)
     L->st_n = 0;
     int64_t n = 0, r0 = 0;
@@ -280,22 +287,22 @@ void os_loss_compute(os_loss *L, const os_loss_rows *r) {
 void os_loss_logits(os_loss *L, const os_weights *w, const float *hn, int64_t B, int64_t Lp, int last, float *out) {
     const os_model *m = L->m;
     w->gather(w->ctx, m->b_head);
-    const float *W = os_weight(w, m->lm_head);
+    os_tensor W = os_weight_t(w, m->lm_head);
     if (last) {
         // each sample's last row: when each sample is one position (batched decoding, infer/infer_batch.c) the rows
         // are contiguous and one product covers as many of them as the buffer holds, else one product per sample
         int64_t step = Lp == 1 ? k_xent_chunk_rows(m->V, B, m->logits_rows) : 1;
         for (int64_t b = 0; b < B; b += step) {
             int64_t n = B - b < step ? B - b : step;
-            os_k->linear_fwd(L->logits, hn + (b * Lp + Lp - 1) * m->C, W, NULL, n, m->C, m->V);
+            mm(os_matf(L->logits, n, m->V, m->V), os_matf(hn + (b * Lp + Lp - 1) * m->C, n, m->C, m->C),
+               os_tensor_t(W), 0.0f);
             os_k->download(out + b * m->V, L->logits, (int64_t)sizeof(float) * n * m->V);
         }
     } else {   // every row: the loss's chunks without targets, each downloaded
-        L->lm_head = W, L->adapter_w = L->adapter_b = NULL, L->dlm_head = L->dadapter_w = L->dadapter_b = NULL;
+        L->lm_head = W, L->adapter_w = os_tensor_none(), L->adapter_b = NULL;
+        L->dlm_head = L->dadapter_w = L->dadapter_b = NULL;
         L->row0 = 0, L->N = B * Lp, L->train = L->dh = 0, L->dump = out;
-        os_k->gemm_pin(W, m->V, m->C, m->C);
         os_loss_compute(L, &(os_loss_rows){.cnt = {B * Lp, 0, 0}, .hn = hn, .fixed = 1});
-        os_k->gemm_unpin();
     }
     w->release(w->ctx, m->b_head);
 }

@@ -16,8 +16,8 @@
 //                     computes them beside rows of other ranks instead, when it balances)
 //   os_loss_close     dL/dhn back at the rows' places; the buckets released, the scopes closed
 //   os_loss_read      the sums and correct counts to the host: waits for the loss's kernels
-// bf16 training (the products round their inputs, os_k->gemm_rounds() bytes an element): each chunk's dlogits (and
-// the adapter's output gradient and input) are rounded once into the stash, and the products that read them run
+// bf16 training (the backend's products round their inputs, os_k->bf16): each chunk's dlogits (and the adapter's
+// output gradient and input) are rounded once into the stash, stored as bf16, and the products that read them run
 // once over the stash's rows (up to OS_LOSS_STASH_K), not once per chunk.
 #pragma once
 #include "model/omni.h"
@@ -55,10 +55,12 @@ typedef struct {
 // and row order between os_loss_open and os_loss_close.
 typedef struct {
     const os_model *m;
-    // the micro-batch (os_loss_open): lm_head [V, C]; adapter_w [G*A, A], adapter_b [G*A] (NULL: no adapter); their
+    // the micro-batch (os_loss_open): lm_head [V, C]; adapter_w [G*A, A] (views as os_weights.tensor gives them:
+    // fp32, or under bf16 the owner's bf16 copies), adapter_b [G*A] (data NULL / NULL: no adapter); their
     // gradients, accumulated (+=; NULL: not computed: frozen, or no gradients). lm_head trains on rows [row0, V)
     // only (--trainable_embed_rows): the rest of its gradient is not computed
-    const float *lm_head, *adapter_w, *adapter_b;
+    os_tensor lm_head, adapter_w;
+    const float *adapter_b;
     float *dlm_head, *dadapter_w, *dadapter_b;
     int64_t row0;
     int64_t N;                 // the micro-batch's rows B*L: the buffers' capacity (logits chunk, stash)
@@ -71,10 +73,10 @@ typedef struct {
     int32_t *order;            // os_loss_targets' row order on the backend: [n] hn's row of row i of the rows, then
     int64_t n;                 //   [N] row r's place among them or -1 (the inverse; NULL: every row, in order)
     int64_t st_first, st_n, st_e, st_cap;   // the bf16 stash: rows [first, first + n) of the rows computed are in
-                                            //   it, e bytes an element (0: no stash), cap rows at most
+                                            //   it, e bytes an element (2: bf16; 0: no stash), cap rows at most
     // buffers: logits [rows, V] (at least [N, C]: also the scratch of the row order), al [rows, G*A] (adapter),
     // y [(G+1), N] targets; the stash of OS_LOSS_STASH_K rows (os_loss_stash_rows) while
-    // training with rounding products: dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
+    // training with rounding products (bf16, os_act_shape.rounds): dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
     // [srows, A] (adapter input), else NULL. sums: the loss sums on the backend's memory (the cross-entropy adds into
     // them), allocated with the activations (os_acts_init); yh: y's copy on the host (the targets are made, ordered
     // and classed there, then uploaded)

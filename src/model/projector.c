@@ -44,7 +44,7 @@ void os_projector_bwd(const os_proj_dims *p, const os_proj_w *w, const float *x,
     os_linear_bwd(da, g->w2, g->b2, dout, a, w->w2, T_s, H, p->C);
     os_k->relu_grad(da, a, T_s * H);
     if (p->kind != OS_PROJ_COV1D) {
-        os_linear_bwd(NULL, g->w1, g->b1, da, x, NULL, T_s, p->k * p->d, H);
+        os_linear_bwd(NULL, g->w1, g->b1, da, x, os_tensor_none(), T_s, p->k * p->d, H);
         return;
     }
     const float *c = act + T_s * H, *xt = c + T_s * p->d;
@@ -52,5 +52,5 @@ void os_projector_bwd(const os_proj_dims *p, const os_proj_w *w, const float *x,
     os_k->zero(dc, T_s * p->d);
     os_linear_bwd(dc, g->w1, g->b1, da, c, w->w1, T_s, p->d, H);
     os_k->relu_grad(dc, c, T_s * p->d);
-    os_linear_bwd(NULL, g->cw, g->cb, dc, xt, NULL, T_s, p->k * p->d, p->d);
+    os_linear_bwd(NULL, g->cw, g->cb, dc, xt, os_tensor_none(), T_s, p->k * p->d, p->d);
 }

@@ -9,6 +9,7 @@
 //     Parameters encoder_projector.conv1d.{weight [d, d, k], bias [d]}, linear1.{weight [hidden, d], bias},
 //     linear2.{weight [C, hidden], bias [C]}.
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 typedef enum { OS_PROJ_LINEAR, OS_PROJ_COV1D } os_proj_kind;
@@ -18,8 +19,15 @@ typedef struct {
     os_proj_kind kind;
 } os_proj_dims;
 
+// the matrices as views [rows, cols] (fp32, or bf16 under bf16 mixed precision: os_weights.tensor; the conv weight
+// [d, d, k] read as [d, d*k]), the biases fp32
 typedef struct {
-    const float *w1, *b1, *w2, *b2, *cw, *cb;   // cw, cb: the convolution (cov1d-linear only)
+    os_tensor w1;
+    const float *b1;
+    os_tensor w2;
+    const float *b2;
+    os_tensor cw;                               // cw, cb: the convolution (cov1d-linear only)
+    const float *cb;
 } os_proj_w;
 
 typedef struct {

@@ -7,8 +7,8 @@ os_proj_dims os_model_proj_dims(const os_model *m) {
 
 // the projector's parameters, its bucket open
 static os_proj_w proj_weights(const os_model *m, const os_weights *w) {
-    return (os_proj_w){os_weight(w, m->proj_w1), os_weight(w, m->proj_b1), os_weight(w, m->proj_w2),
-                       os_weight(w, m->proj_b2), m->proj_cw >= 0 ? os_weight(w, m->proj_cw) : NULL,
+    return (os_proj_w){os_weight_t(w, m->proj_w1), os_weight(w, m->proj_b1), os_weight_t(w, m->proj_w2),
+                       os_weight(w, m->proj_b2), m->proj_cw >= 0 ? os_weight_t(w, m->proj_cw) : os_tensor_none(),
                        m->proj_cb >= 0 ? os_weight(w, m->proj_cb) : NULL};
 }
 

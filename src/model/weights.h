@@ -6,6 +6,7 @@
 // (NULL: frozen, not computed) and closes it; the owner does what a close means to it (loss terms over the
 // parameters, the reduce-scatter of ZeRO-2/3).
 #pragma once
+#include "core/tensor.h"
 #include <stdint.h>
 
 typedef struct {
@@ -14,6 +15,10 @@ typedef struct {
     void (*gather)(void *ctx, int bucket);                  // open bucket: its parameters are readable until release
     void (*release)(void *ctx, int bucket);                 // close it
     const float *(*param)(void *ctx, int pid, const char *caller);   // parameter pid's data (its bucket open)
+    // parameter pid as a tensor view (its bucket open), what the products read: a matrix-product operand
+    // (os_param.gemm) whose owner keeps it rounded (bf16 mixed precision) is its bf16 copy, anything else its fp32
+    // values; a matrix [shape[0], numel / shape[0]] (row-major, packed), a vector [numel] with one dimension
+    os_tensor (*tensor)(void *ctx, int pid, const char *caller);
     // rows ids[0..n) (sorted, distinct) of 2-D parameter pid into out[n, cols], its bucket not open; every rank calls
     // it at the same point (the sharding runtime: a collective moving only those rows). NULL: the caller gathers
     void (*rows)(void *ctx, int pid, const int32_t *ids, int64_t n, float *out);
@@ -30,4 +35,5 @@ typedef struct {
 } os_grads;
 
 #define os_weight(w, pid) ((w)->param((w)->ctx, (pid), __func__))
+#define os_weight_t(w, pid) ((w)->tensor((w)->ctx, (pid), __func__))
 #define os_grad(g, pid) ((g)->grad((g)->ctx, (pid), __func__))

@@ -99,16 +99,16 @@ static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, floa
     const os_whisper_layer_ids *P = &w->layer[l];
     int64_t d = w->d, H = w->H, F = w->F;
     os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
-    os_linear_fwd(s->q, s->ln, os_weight(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
-    os_linear_fwd(s->k, s->ln, os_weight(wt, P->k_w), NULL, T, d, d);
-    os_linear_fwd(s->v, s->ln, os_weight(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
+    os_linear_fwd(s->q, s->ln, os_weight_t(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
+    os_linear_fwd(s->k, s->ln, os_weight_t(wt, P->k_w), NULL, T, d, d);
+    os_linear_fwd(s->v, s->ln, os_weight_t(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
     os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, NULL, 0, 1, T, H, H, d / H);
-    os_linear_fwd(s->tmp, s->ao, os_weight(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
+    os_linear_fwd(s->tmp, s->ao, os_weight_t(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
     os_k->add(x, x, s->tmp, T * d);
     os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
-    os_linear_fwd(s->hid, s->ln, os_weight(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
+    os_linear_fwd(s->hid, s->ln, os_weight_t(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
     os_k->gelu_fwd(s->hid, s->hid, T * F);
-    os_linear_fwd(s->tmp, s->hid, os_weight(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
+    os_linear_fwd(s->tmp, s->hid, os_weight_t(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
     os_k->add(x, x, s->tmp, T * d);
 }
 

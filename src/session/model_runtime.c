@@ -40,10 +40,11 @@ static void w_prefetch(void *rt, int b) { zr_prefetch(rt, b); }
 static void w_gather(void *rt, int b) { zr_gather_compute(rt, b); }   // the products' weights: bf16 at stage 3
 static void w_release(void *rt, int b) { zr_release(rt, b); }
 static const float *w_param(void *rt, int pid, const char *caller) { return zr_param_at(rt, pid, caller); }
+static os_tensor w_tensor(void *rt, int pid, const char *caller) { return zr_tensor_at(rt, pid, caller); }
 static void w_rows(void *rt, int pid, const int32_t *ids, int64_t n, float *out) { zr_read_rows(rt, pid, ids, n, out); }
 static const float *w_resident(void *rt, int pid) { return zr_resident(rt, pid); }
 
 os_weights os_runtime_weights(zr_runtime *rt) {
     return (os_weights){.ctx = rt, .prefetch = w_prefetch, .gather = w_gather, .release = w_release, .param = w_param,
-                        .rows = w_rows, .resident = w_resident};
+                        .tensor = w_tensor, .rows = w_rows, .resident = w_resident};
 }

@@ -2,6 +2,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "model/activations.h"
+#include "model/loss.h"
 #include "model/mean_rows.h"
 #include "core/err.h"
 #include "session/speech.h"
@@ -36,13 +37,13 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     zr_policy pol = zr_policy_of(stage);
     int sharded = pol.params == ZR_PARAMS_SHARDED, scattered = pol.grads == ZR_GRADS_REDUCE_SCATTER;
     int64_t max_b = 0, max_tb = 0, layer_b = 0;
-    // bytes per element of a gathered bucket (parameters sharded): bf16 gathers the buckets holding matrices at esz bytes (their
+    // bytes per element of a gathered bucket (parameters sharded): bf16 gathers the buckets holding matrices at 2 bytes (their
     // fp32 tensors, a few hundredths, in pages of an otherwise untouched buffer); 4 otherwise
     int gl = 4, gh = 4, ga = 4;
     for (int b = 0; b < r->nb; b++) {
         int64_t np = pad(r->b[b].numel, N), s = np / N;
         p->params += 4 * (sharded ? s : np);
-        if (esz && !sharded && has_gemm(r, b)) p->rounded += esz * np;   // its rounded copy, kept (zero/runtime.c)
+        if (esz && !sharded && has_gemm(r, b)) p->rounded += 2 * np;   // its bf16 copy, kept (zero/gather_bf16.c)
         if (np > max_b) max_b = np;
         if (!r->b[b].trainable) continue;
         if (np > max_tb) max_tb = np;
@@ -57,8 +58,8 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     int head_tr = k[m->b_head].trainable, ad_tr = m->b_adapter >= 0 && k[m->b_adapter].trainable;
     int layer_tr = m->nlayers > 0 && k[m->b_layer[0]].trainable, emb_tr = k[m->b_embed].trainable;
     if (esz) {
-        gl = m->nlayers > 0 && has_gemm(r, m->b_layer[0]) ? esz : 4, gh = has_gemm(r, m->b_head) ? esz : 4;
-        ga = m->b_adapter >= 0 && has_gemm(r, m->b_adapter) ? esz : 4;
+        gl = m->nlayers > 0 && has_gemm(r, m->b_layer[0]) ? 2 : 4, gh = has_gemm(r, m->b_head) ? 2 : 4;
+        ga = m->b_adapter >= 0 && has_gemm(r, m->b_adapter) ? 2 : 4;
     }
     // runtime buffers at the two peaks: the head (head + adapter gathered and their gradients open, the next
     // bucket prefetched) and a layer's backward (layer + prefetched layer, its gradient; tied: embedding gradient)
@@ -79,7 +80,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     // activations: the forward/backward's arena, laid out from the same table that allocates it
     // (model/activations.c; it holds the head's buffers and the backward's together, reused by every micro-batch)
     os_act_sizes as;
-    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .recompute = ckpt, .rounds = esz};
+    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .recompute = ckpt, .rounds = esz ? 2 : 0};
     os_acts_sizes(m, &sh, &as);
     int64_t n = B * L, G = m->oc.G;
     int64_t batch = (2 * n * (G + 1) * 4 + 2 * n) / 4;                           // ids, labels, masks
@@ -136,12 +137,19 @@ int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
     int64_t la[] = {n * F, n * C, n * HD, rows * A}, lb[] = {n * F, n * C, n * HD};
     for (size_t i = 0; i < sizeof la / sizeof la[0]; i++) a = la[i] > a ? la[i] : a;
     for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) b = lb[i] > b ? lb[i] : b;
-    return esz * (a + b);   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
+    int64_t widened = 0;   // the sgemm path (esz 4) widens each bf16 operand to fp32 for its product (kernels/matmul.c):
+    if (esz == 4) {        // the largest matrix (a weight, whole or a logits chunk's rows) and the head's stash
+        const os_registry *r = &m->reg;
+        for (int i = 0; i < r->np; i++)
+            if (r->p[i].gemm && r->p[i].numel > widened) widened = r->p[i].numel;
+        widened += os_loss_stash_rows(m, n) * m->V;
+    }
+    return esz * (a + b) + 4 * widened;   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
 }
 
 int64_t os_plan_bf16_stash(const os_model *m, int64_t B, int64_t L, int esz) {
     os_act_sizes with, without;
-    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .rounds = esz};
+    os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .rounds = esz ? 2 : 0};
     os_acts_sizes(m, &sh, &with);
     sh.rounds = 0;
     os_acts_sizes(m, &sh, &without);

@@ -23,9 +23,10 @@ typedef struct {
 #define OS_PLAN_BASELINE_BYTES (int64_t)40000000
 
 // accum: micro-batches per optimizer step (gradient accumulation; > 1 keeps every gradient slice for the whole step)
-// esz: 0 fp32; bf16 mixed precision (--torch_dtype bfloat16): the bytes of a rounded element on the path in use (2
-// oneDNN, 4 the sgemm fallback; k_gemm_bf16_esz): the rounded copies kept (stage 0-2) or the buckets gathered in bf16
-// (stage 3) and the rounded product inputs (os_plan_bf16) are counted (docs/zero.md "bf16")
+// esz: 0 fp32; bf16 mixed precision (--torch_dtype bfloat16): the bytes of a rounded product input on the path in
+// use (2 oneDNN, 4 the sgemm fallback; k_gemm_bf16_esz): the bf16 copies kept (stage 0-2) or the buckets gathered in
+// bf16 (stage 3, 2 bytes per element on every path) and the rounded product inputs (os_plan_bf16) are counted
+// (docs/zero.md "bf16")
 void os_plan_compute(const os_model *m, int nranks, int stage, int64_t batch, int64_t seq, int recompute, int64_t accum,
                      int esz, os_plan *p);
 // What loading reads for one parameter: `have` leading elements from the checkpoint (the rest initialised), `bytes`
@@ -46,7 +47,8 @@ int64_t os_plan_startup(const os_model *m, int nranks, int stage, const os_plan_
 // mean_resizing's scratch for rows of width C (bytes at os_mean_rows_init's peak)
 int64_t os_plan_mean_rows_bytes(int64_t C);
 // bf16: the bytes of the rounded product inputs held at the peak (the largest activation operands, kept by
-// src/kernels/gemm_bf16.c; the weights are rounded ahead by the runtime), esz bytes per element
+// src/kernels/gemm_bf16.c; the weights are rounded ahead by the runtime), esz bytes per element; on the sgemm path
+// (esz 4) also the bf16 operands widened to fp32 (kernels/matmul.c's scratch)
 int64_t os_plan_bf16(const os_model *m, int64_t batch, int64_t seq, int esz);
 // bf16 training: the bytes of the head's stash of rounded gradients (model/loss.h) in the activations' arena
 int64_t os_plan_bf16_stash(const os_model *m, int64_t batch, int64_t seq, int esz);

@@ -21,7 +21,7 @@ typedef struct {
     float *m, *v;            // AdamW moments over zr_local(.., ZR_EXP_AVG/_SQ)
     // bf16 (zero/gather_bf16.h; zr_set_bf16)
     uint8_t has_gemm;        // holds a matrix-product operand (zr_tensor.gemm)
-    void *rw;                // the bucket rounded (gemm_bound_esz bytes per element): replicated parameters keep
+    uint16_t *rw;            // the bucket rounded to bf16 [padded]: replicated parameters keep
                              // and refresh it when they change; sharded ones gather it in bf16 per scope
     uint8_t stale;           // replicated: rw is out of date (or absent)
     uint8_t exact;           // sharded: full holds every value (a bf16 gather fills only the fp32 tensors)

@@ -29,19 +29,18 @@ void zr_bf16_describe(zr_bucket_state *k, const zr_registry *r, int b, int nrank
     }
 }
 
-void zr_bf16_params_changed(zr_bucket_state *k, int replicated) {
-    if (replicated && k->rw && !k->stale) os_k->gemm_unbind(k->full);
-    k->stale = 1;
-}
+void zr_bf16_params_changed(zr_bucket_state *k) { k->stale = 1; }
 
 void zr_bf16_keep_rounded(zr_bucket_state *k) {
     if (!k->stale) return;
     int64_t n = k->padded;
-    if (!k->rw) k->rw = os_k->alloc(os_k->gemm_bound_esz() * n, "bf16-rounded parameters");
-    os_k->to_bf16(k->rw, k->full, n);
-    os_k->gemm_widen(k->rw, n);
-    os_k->gemm_bind(k->full, n, k->rw);
+    if (!k->rw) k->rw = os_k->alloc(2 * n, "bf16-rounded parameters");
+    os_k->cast(os_vec(k->rw, OS_BF16, n), os_vecf(k->full, n));
     k->stale = 0;
+}
+
+const uint16_t *zr_bf16_rounded(const zr_bucket_state *k, int sharded) {
+    return k->rw && (sharded || !k->stale) ? k->rw : NULL;
 }
 
 // every slice rounded (bf16 pairs moved as floats, never computed on) into rw, and the fp32 tensors' elements of
@@ -49,11 +48,11 @@ void zr_bf16_keep_rounded(zr_bucket_state *k) {
 // touched: os_k->alloc_sparse: on the CPU they take no memory)
 int64_t zr_bf16_gather_start(zr_bucket_state *k, const zr_registry *r, int b, int rank, int nranks,
                              int64_t *received) {
-    int64_t S = k->slice, n = k->padded, x = k->nx, esz = os_k->gemm_bound_esz();
+    int64_t S = k->slice, n = k->padded, x = k->nx;
     k->full = os_k->alloc_sparse((int64_t)sizeof(float) * n, "gathered bucket (its fp32 tensors)");
-    k->rw = os_k->alloc(esz * n, "gathered bucket in bf16");
-    os_k->to_bf16((uint16_t *)k->rw + rank * S, k->pshard, S);
-    k->prefetch = comm_iallgather_f32(k->rw, S / 2);   // S is a multiple of 16
+    k->rw = os_k->alloc(2 * n, "gathered bucket in bf16");
+    os_k->cast(os_vec(k->rw + rank * S, OS_BF16, S), os_vecf(k->pshard, S));
+    k->prefetch = comm_iallgather_f32((float *)k->rw, S / 2);   // S is a multiple of 16
     if (x) {
         k->xbuf = os_k->alloc((int64_t)sizeof(float) * nranks * x, "gathered fp32 tensors");
         extras(r, b, S, rank, k->pshard, k->xbuf + rank * x, NULL);
@@ -61,13 +60,13 @@ int64_t zr_bf16_gather_start(zr_bucket_state *k, const zr_registry *r, int b, in
     }
     k->exact = 0;
     *received += (nranks - 1) * (2 * S + 4 * x);
-    return esz * n + 4 * nranks * x;
+    return 2 * n + 4 * nranks * x;
 }
 
 int64_t zr_bf16_gather_finish(zr_bucket_state *k, const zr_registry *r, int b, int nranks) {
     comm_wait(k->prefetch);
     k->prefetch = NULL;
-    int64_t x = k->nx, n = k->padded, freed = 0;
+    int64_t x = k->nx, freed = 0;
     if (k->xreq) {
         comm_wait(k->xreq);
         k->xreq = NULL;
@@ -76,15 +75,12 @@ int64_t zr_bf16_gather_finish(zr_bucket_state *k, const zr_registry *r, int b, i
         k->xbuf = NULL;
         freed = 4 * nranks * x;
     }
-    os_k->gemm_widen(k->rw, n);
-    os_k->gemm_bind(k->full, n, k->rw);
     return freed;
 }
 
 int64_t zr_bf16_drop(zr_bucket_state *k) {
     if (!k->rw) return 0;
-    os_k->gemm_unbind(k->full);
     os_k->free(k->rw);
     k->rw = NULL;
-    return os_k->gemm_bound_esz() * k->padded;
+    return 2 * k->padded;
 }

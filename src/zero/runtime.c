@@ -112,7 +112,6 @@ void zr_free(zr_runtime *rt) {
         zr_bucket_state *k = &rt->bk[b];
         if (k->prefetch) comm_wait(k->prefetch);
         if (k->xreq) comm_wait(k->xreq);
-        if (k->rw) os_k->gemm_unbind(k->full);
         os_k->free(k->full), os_k->free(k->pshard), os_k->free(k->gfull), os_k->free(k->gshard);
         os_k->free(k->m), os_k->free(k->v), os_k->free(k->rw), os_k->free(k->xbuf);
     }
@@ -143,7 +142,7 @@ int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx) {
     return rc;
 }
 
-void zr_params_changed(zr_runtime *rt, int b) { zr_bf16_params_changed(&rt->bk[b], !params_sharded(rt)); }
+void zr_params_changed(zr_runtime *rt, int b) { zr_bf16_params_changed(&rt->bk[b]); }
 
 void zr_set_bf16(zr_runtime *rt, int on) {
     for (int b = 0; b < rt->nb; b++) {
@@ -214,7 +213,7 @@ static void gather_sharded(zr_runtime *rt, int b, int exact) {
         k->full = start_gather(rt, b);
         comm_allgather_f32(k->full, k->slice);
     }
-    if (exact && !k->exact) {   // gathered in bf16: its fp32 values too (the rounded copy stays bound)
+    if (exact && !k->exact) {   // gathered in bf16: its fp32 values too (the rounded copy stays)
         own_slice_in(rt, b, k->full);
         comm_allgather_f32(k->full, k->slice);
     }
@@ -372,6 +371,17 @@ float *zr_param_at(zr_runtime *rt, int pid, const char *caller) {
     const zr_bucket_state *k = &rt->bk[p->bucket];
     if (k->scope <= 0 || !k->full) outside(rt, pid, "data", caller);
     return k->full + p->offset;
+}
+
+os_tensor zr_tensor_at(zr_runtime *rt, int pid, const char *caller) {
+    const zr_tensor *p = &rt->reg->p[pid];
+    const float *f = zr_param_at(rt, pid, caller);
+    const uint16_t *r = p->gemm ? zr_bf16_rounded(&rt->bk[p->bucket], params_sharded(rt)) : NULL;
+    const void *d = r ? (const void *)(r + p->offset) : f;
+    os_dtype t = r ? OS_BF16 : OS_F32;
+    if (p->ndim < 2) return os_vec(d, t, p->numel);
+    int64_t rows = p->shape[0], cols = rows ? p->numel / rows : 0;
+    return os_mat(d, t, rows, cols, cols);
 }
 
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller) {

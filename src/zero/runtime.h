@@ -11,6 +11,7 @@
 //   stage 2: + gradients sharded (reduce-scatter as each bucket's backward ends)
 //   stage 3: + parameters sharded (gathered per bucket for forward and again for backward, then dropped)
 #pragma once
+#include "core/tensor.h"
 #include "zero/bucket_state.h"
 #include "zero/policy.h"
 #include "zero/registry.h"
@@ -64,7 +65,7 @@ int zr_fill(zr_runtime *rt, int b, zr_fill_fn fill, void *ctx);
 
 // bf16 mixed precision (on 1; after zr_init, with k_gemm's bf16 mode on): the products read the matrices
 // (zr_tensor.gemm) rounded once, never rounding them per product (zero/gather_bf16.h). Parameters replicated (stages
-// 0-2): each bucket holding a matrix keeps a rounded copy (2 bytes per element on the oneDNN path, 4 on the sgemm one),
+// 0-2): each bucket holding a matrix keeps a rounded copy (bf16, 2 bytes per element),
 // refreshed at the first gather after its parameters changed (AdamW, zr_fill, zr_shards_read). Sharded (stage 3):
 // zr_gather_compute and zr_prefetch gather such a bucket in bf16 (each rank rounds its slice; 2 bytes per element on
 // the wire) plus its fp32 tensors (norms, biases) exactly; the fp32 master slices, gradients and AdamW are unchanged.
@@ -79,9 +80,9 @@ void zr_params_changed(zr_runtime *rt, int b);
 void zr_prefetch(zr_runtime *rt, int b);
 float *zr_gather(zr_runtime *rt, int b);        // open a gather scope; returns the full bucket buffer
 // open a gather scope for the model's products: under bf16 with sharded parameters, the buffer holds exact values only
-// in the fp32 tensors (zr_tensor.gemm 0); the matrices' addresses are bound to their rounded gathered copy (their fp32
-// values are not there: read them only as products' operands). Otherwise zr_gather. A zr_gather of a bucket so gathered
-// completes it with an fp32 all-gather.
+// in the fp32 tensors (zr_tensor.gemm 0); the matrices are read from their rounded gathered copy (zr_tensor_at; their
+// fp32 values are not there). Otherwise zr_gather. A zr_gather of a bucket so gathered completes it with an fp32
+// all-gather.
 float *zr_gather_compute(zr_runtime *rt, int b);
 void zr_release(zr_runtime *rt, int b);         // close it (sharded: the last close drops the buffer)
 // Frozen buckets (registry trainable 0) have no gradient: zr_grad_open returns NULL, zr_grad_close does nothing and
@@ -105,6 +106,10 @@ const float *zr_resident(const zr_runtime *rt, int pid);
 #define zr_grad(rt, pid) zr_grad_at(rt, pid, __func__)
 float *zr_param_at(zr_runtime *rt, int pid, const char *caller);
 float *zr_grad_at(zr_runtime *rt, int pid, const char *caller);
+// parameter pid as a tensor view (its bucket open): a matrix-product operand (zr_tensor.gemm) of a bucket whose
+// bf16 copy holds its current values (zr_set_bf16) is that bf16 copy, anything else its fp32 values (zr_param_at);
+// a matrix [shape[0], numel / shape[0]] (row-major, packed), a vector [numel] when it has one dimension
+os_tensor zr_tensor_at(zr_runtime *rt, int pid, const char *caller);
 
 // ---- optimizer side (called once per optimizer step, after every micro-batch's backward) ----
 // gradients all-reduced (stage 0/1): all-reduce the full gradients (sum over ranks); reduce-scattered (2/3):

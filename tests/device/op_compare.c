@@ -326,6 +326,41 @@ static void t_to_bf16(void) {
     free(a), free(want), free(got);
 }
 
+// cast: fp32 -> bf16 (ties, signs, infinity, a subnormal; a vector, and a matrix's columns [7, 1000] of a row
+// stride 1003 into a packed one), bf16 -> fp32 (into a strided matrix), and one dtype copied; bit for bit
+static void cast_case(const char *s, os_dtype td, os_dtype ts, int64_t rows, int64_t cols, int64_t ldd, int64_t lds) {
+    int64_t nd = rows * ldd, ns = rows * lds, ed = os_dtype_bytes(td), es = os_dtype_bytes(ts);
+    float *a = rnd(ns, -3, 3);
+    a[0] = 1.0f + 1.0f / 256, a[1] = 1.0f + 3.0f / 256, a[2] = -0.0f, a[3] = INFINITY, a[4] = 1e-40f;
+    void *src = malloc((size_t)(ns * es)), *want = calloc((size_t)nd, (size_t)ed), *got = malloc((size_t)(nd * ed));
+    if (ts == OS_BF16) R->cast(os_vec(src, OS_BF16, ns), os_vecf(a, ns));
+    else memcpy(src, a, (size_t)(4 * ns));
+    os_tensor hd = rows == 1 ? os_vec(want, td, cols) : os_mat(want, td, rows, cols, ldd);
+    os_tensor hs = rows == 1 ? os_vec(src, ts, cols) : os_mat(src, ts, rows, cols, lds);
+    R->cast(hd, hs);
+    memset(got, 0xff, (size_t)(nd * ed));   // NaN bits before the call: an element the backend does not write differs
+    void *dd = up(got, nd * ed), *ds = up(src, ns * es);
+    os_tensor xd = hd, xs = hs;
+    xd.data = dd, xs.data = ds;
+    X->cast(xd, xs);
+    X->download(got, dd, nd * ed);
+    int64_t diff = 0;
+    for (int64_t r = 0; r < rows; r++)
+        diff += memcmp((char *)got + r * ldd * ed, (char *)want + r * ldd * ed, (size_t)(cols * ed)) != 0;
+    char note[64];
+    snprintf(note, sizeof note, "%lld of %lld rows differ", (long long)diff, (long long)rows);
+    check_info("cast", s, diff == 0 && !(g_perturb && !strcmp(g_perturb, "cast")), note);
+    X->free(dd), X->free(ds);
+    free(a), free(src), free(want), free(got);
+}
+static void t_cast(void) {
+    cast_case("fp32->bf16 100003 (ties, -0, inf, subnormal)", OS_BF16, OS_F32, 1, 100003, 100003, 100003);
+    cast_case("fp32->bf16 [7,1000] ld 1003 -> packed", OS_BF16, OS_F32, 7, 1000, 1000, 1003);
+    cast_case("bf16->fp32 [7,1000] packed -> ld 1003", OS_F32, OS_BF16, 7, 1000, 1003, 1000);
+    cast_case("fp32->fp32 [7,1001] ld 1003 -> 1002", OS_F32, OS_F32, 7, 1001, 1002, 1003);
+    cast_case("bf16->bf16 [7,1001] ld 1003 -> 1001", OS_BF16, OS_BF16, 7, 1001, 1001, 1003);
+}
+
 static void t_bind(void) {   // the runtime's path: bf16 bits of w2, widened, bound as w's copy; products read it
     const int64_t N = 7, I = 896, O = 131, n = O * I;
     int64_t esz = X->gemm_bound_esz(), resz = R->gemm_bound_esz();
@@ -826,6 +861,7 @@ static const check_fn TESTS[] = {
     {"gemm", "gemm", t_gemm},
     {"linear", "linear_fwd linear_bwd", t_linear},
     {"matmul", "matmul", t_matmul},
+    {"cast", "cast", t_cast},
     {"to_bf16", "to_bf16", t_to_bf16},
     {"bf16", "bf16 gemm linear_fwd linear_bwd matmul gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
              "gemm_rounds gemm_round gemm_rounded", t_bf16},

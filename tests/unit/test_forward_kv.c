@@ -29,6 +29,12 @@ static const float *param(void *ctx, int pid, const char *caller) {
     return t->bucket[p->bucket] + p->offset;
 }
 
+static os_tensor tensor(void *ctx, int pid, const char *caller) {   // fp32 values, as the runtime's without bf16
+    const zr_tensor *p = &((table *)ctx)->reg.p[pid];
+    const float *d = param(ctx, pid, caller);
+    return p->ndim < 2 ? os_vecf(d, p->numel) : os_matf(d, p->shape[0], p->numel / p->shape[0], p->numel / p->shape[0]);
+}
+
 // forward of positions [p0, p0+L) of ids [NB, R, LEN] (cache: NULL or holding [0, p0)) -> logits [NB*L, V]
 static void fwd(os_model_acts *a, const os_weights *w, const int32_t *ids, int64_t p0, int64_t L, os_kv_cache *kv,
                 float *logits) {
@@ -66,7 +72,7 @@ int main(void) {
         t.bucket[b] = os_alloc(sizeof(float) * (size_t)m.reg.b[b].numel, "bucket");
         os_rng_fill_uniform(t.bucket[b], m.reg.b[b].numel, 77 + (uint64_t)b, 0, -0.3f, 0.3f);
     }
-    os_weights w = {.ctx = &t, .prefetch = nop, .gather = nop, .release = nop, .param = param};
+    os_weights w = {.ctx = &t, .prefetch = nop, .gather = nop, .release = nop, .param = param, .tensor = tensor};
     int64_t R = G + 1, V = m.V;
     int32_t ids[NB * (G + 1) * LEN];
     for (int64_t i = 0; i < NB * R * LEN; i++) ids[i] = (int32_t)(os_rng_u64(5, (uint64_t)i) % (uint64_t)V);

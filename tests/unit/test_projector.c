@@ -27,7 +27,10 @@ enum { K = 5, D = 4, HID = 8, C = 6, TS = 3, TENC = TS * K + 2 };   // 2 trailin
 static os_proj_dims pd;
 static float *w1, *b1, *w2, *b2, *cw, *cb, *x, *dout;
 
-static os_proj_w weights(void) { return (os_proj_w){w1, b1, w2, b2, cw, cb}; }
+static os_proj_w weights(void) {   // w1 [HID, I] (I = K*D, or D after the convolution), w2 [C, HID], cw [D, D*K]
+    int64_t I = cw ? D : K * D;
+    return (os_proj_w){os_matf(w1, HID, I, I), b1, os_matf(w2, C, HID, HID), b2, os_matf(cw, D, D * K, D * K), cb};
+}
 
 static double loss(void) {
     float act[TS * (HID + D + K * D)], out[TS * C];
