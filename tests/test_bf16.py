@@ -87,6 +87,19 @@ def test_gemm_definition(path):
         assert "oneDNN" in p.stdout and kernel in p.stdout.split("path:")[1].split("\n")[0], p.stdout
 
 
+@pytest.mark.parametrize("path", ["sgemm", "onednn", "onednn_gemm"])
+def test_rows_independent_of_the_rows_beside_them(path):
+    """tests/unit/test_gemm_rows.c on each path a run can take by default (onednn_matmul, forced for comparisons, is
+    the documented exception): a row of a product has the bits of the row computed alone"""
+    exe = BIN.parent / "tests" / "test_gemm_rows"
+    p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OMNISHARD_BF16_GEMM=path))
+    if path.startswith("onednn") and p.returncode and f"={path}: " in p.stderr and not has_bf16_cpu():
+        pytest.skip(f"this machine cannot run {path}; the run refused it: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"bf16 GEMM path: {path.split('_')[0]}" in p.stdout and "bf16: skipped" not in p.stdout, p.stdout
+
+
 def test_sgemm_path_is_the_definition(setup):
     run = omnishard(setup, "sgemm", "sgemm")
     assert "bf16 mixed precision" in run[0].stderr and "OpenBLAS sgemm on bf16-rounded fp32" in run[0].stderr, run[0].stderr

@@ -64,17 +64,20 @@ def run(d, name, np_, balance, extra=(), rows="16"):
     return logs(out), load_file(str(grads)), weights(out / "final_model")
 
 
+HEAD_PARAMS = ("embed_tokens", "lm_head", "group_decode_adapter")   # the parameters whose gradients the head sums
+
+
 @pytest.mark.parametrize("np_", [2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_moved_rows_same_run(setup, np_, dtype):
     """rows move (head_rows_moved > 0 in logging.jsonl; 0 when told to stay), and losses, step-1 gradients and the
-    final weights match the run where they stay; bf16 rounds each row's logits gradient the same on any rank"""
-    if dtype == "bfloat16" and "asan" in os.environ.get("OMNISHARD_BUILD", ""):
-        # known gap: the sanitizer build (-O1, no -march=native) gives grad_norm differing by ~1e-5 relative at
-        # step 3 between moved and staying rows in bf16; the optimised build (make test) holds the bound. Not yet
-        # understood: to be found and fixed, then this skip removed
-        pytest.skip("bf16 moved rows differ by ~1e-5 in the -O1 sanitizer build (known gap, under investigation)")
-    extra = ["--zero_stage", 3, "--torch_dtype", dtype]
+    final weights match the run where they stay. A row's bits do not depend on the rows beside it (docs/design.md,
+    of that name): the moved rows' dh are the same bits, so every gradient below the head is identical; only the
+    head's own weight gradients sum the rows in other groups (fp32 order). bf16 runs at learning rate 0: after an
+    update those last-bit differences in the head's weights become bf16 ulps wherever the next step rounds a value
+    they touch (a chance event, not a bound), while with the weights unchanged each of the steps, whose rows move
+    differently, must give the same numbers"""
+    extra = ["--zero_stage", 3, "--torch_dtype", dtype] + (["--learning_rate", 0] if dtype == "bfloat16" else [])
     moved = run(setup, f"on{np_}{dtype}", np_, "1", extra)
     stay = run(setup, f"off{np_}{dtype}", np_, "0", extra)
     assert sum(x["head_rows_moved"] for x in moved[0]) > 0, [x["head_rows_moved"] for x in moved[0]]
@@ -85,6 +88,11 @@ def test_moved_rows_same_run(setup, np_, dtype):
             assert abs(x[k] - y[k]) <= 1e-6 * max(abs(y[k]), 1e-6), (k, x, y)
     for k in stay[1]:
         assert rel(moved[1][k], stay[1][k]) <= 1e-6, (k, rel(moved[1][k], stay[1][k]))
+    below = [k for k in stay[1] if not any(h in k for h in HEAD_PARAMS)]
+    assert len(below) > 10, sorted(stay[1])
+    for k in below:
+        same = np.array_equal(moved[1][k].view(np.uint32), stay[1][k].view(np.uint32))
+        assert same, (k, int((moved[1][k] != stay[1][k]).sum()), "elements differ", rel(moved[1][k], stay[1][k]))
     for k in stay[2]:
         assert rel(moved[2][k], stay[2][k]) <= 1e-6, (k, rel(moved[2][k], stay[2][k]))
 

@@ -2,6 +2,7 @@
 // described once, cut over the OpenMP threads by k_gemm_run, each block computed by a single-threaded kernel.
 #pragma once
 #include <oneapi/dnnl/dnnl.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -23,8 +24,15 @@ void k_gemm_run(const k_gemm_op *g, k_gemm_kernel *kern);
 k_gemm_op k_gemm_part(const k_gemm_op *g, int64_t lo, int64_t n);
 // OpenBLAS set to one thread (once; gemm.c says why): before any product
 void k_gemm_blas_single_thread(void);
-// OpenBLAS sgemm of a float op (esz 4), single-threaded
+// OpenBLAS sgemm of a float op (esz 4), single-threaded; a row's bits do not depend on the rows beside it (a small
+// product runs padded: gemm.c)
 void k_gemm_sgemm(const k_gemm_op *g);
+// *buf grown to at least bytes (the old contents dropped; *cap its size), for per-thread scratch kept between calls
+void *k_scratch(void **buf, size_t *cap, size_t bytes, const char *what);
+// g computed by kern with zero rows added below op(a)'s (to m_min rows) and zero columns right of op(b)'s (to n_min),
+// on per-thread scratch (the operands' transposes kept), the added rows and columns of c dropped: for kernels whose
+// sums for a row of c depend on how few rows (columns) the product has
+void k_gemm_padded(const k_gemm_op *g, int64_t m_min, int64_t n_min, k_gemm_kernel *kern);
 // k_gemm in bf16 (gemm_bf16.c): op(a) and op(b) rounded to bf16, products accumulated in fp32
 void k_gemm_bf16(const k_gemm_op *g);
 // oneDNN's matmul primitive for g's product (g->a, b, c unused): inputs of type in (dnnl_bf16 or dnnl_f32),

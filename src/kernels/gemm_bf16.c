@@ -66,14 +66,7 @@ static void round_rows(void *dst, const float *src, int64_t rows, int64_t cols, 
 static _Thread_local void *scr[2];
 static _Thread_local size_t scr_cap[2];
 
-static void *scratch(int i, size_t bytes) {
-    if (bytes > scr_cap[i]) {
-        os_free(scr[i]);
-        scr[i] = os_alloc(bytes, "bf16 GEMM input scratch");
-        scr_cap[i] = bytes;
-    }
-    return scr[i];
-}
+static void *scratch(int i, size_t bytes) { return k_scratch(&scr[i], &scr_cap[i], bytes, "bf16 GEMM input scratch"); }
 
 // ---- oneDNN matmul, one primitive per shape, cached per thread ----
 typedef struct {
@@ -151,12 +144,19 @@ static prim *get_prim(const k_gemm_op *g, char *impl_name) {
 typedef dnnl_status_t gemm_fn(char ta, char tb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
                               const uint16_t *a, dnnl_dim_t lda, const uint16_t *b, dnnl_dim_t ldb, float beta,
                               float *c, dnnl_dim_t ldc);
-static gemm_fn *dgemm;   // NULL: the matmul primitive
+static gemm_fn *dgemm;   // NULL: the matmul primitive for every product
+static int mm_ta;        // 1: the matmul primitive for the products whose a is transposed (AMX), dgemm for the rest
+
+static void gemm_entry(const k_gemm_op *g) {
+    ok(dgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M, g->N, g->K, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
+             g->c, g->ldc), "gemm_bf16bf16f32");
+}
 
 static void onednn_run(const k_gemm_op *g) {
-    if (dgemm) {
-        ok(dgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M, g->N, g->K, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
-                 g->c, g->ldc), "gemm_bf16bf16f32");
+    if (dgemm && !(mm_ta && g->ta)) {
+        // the GEMM entry sums a 1-row (1-column) product in another order than the same row among 2 or more rows
+        // (its matrix-vector kernel): such a product runs with a zero row (column) beside it
+        k_gemm_padded(g, 2, 2, gemm_entry);
         return;
     }
     prim *e = get_prim(g, NULL);
@@ -238,12 +238,13 @@ static void setup(void) {
     if (onednn && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) onednn = 0;
     if (!onednn) return;
     const dnnl_version_t *v = dnnl_version();
-    int want_gemm = forced && strcmp(env, "onednn") ? !strcmp(env, "onednn_gemm") : !onednn_amx();
-    if (want_gemm && (dgemm = find_gemm())) {
+    int only = forced && strcmp(env, "onednn");   // one kernel for every product: onednn_gemm or onednn_matmul
+    if (!(only && !strcmp(env, "onednn_matmul"))) dgemm = find_gemm();
+    if (dgemm && (only || !onednn_amx())) {
         snprintf(impl, sizeof impl, "oneDNN %d.%d.%d gemm_bf16bf16f32", v->major, v->minor, v->patch);
         return;
     }
-    if (forced && !strcmp(env, "onednn_gemm")) return;   // refused by k_gemm_bf16_setup
+    if (only && !strcmp(env, "onednn_gemm")) return;   // refused by k_gemm_bf16_setup
     char name[64] = "?";
     k_gemm_op probe = {0, 1, 32, 32, 32, 1.0f, 0.0f, NULL, NULL, 32, 32, 32, NULL, 2};
     const char *failed = NULL;
@@ -254,6 +255,12 @@ static void setup(void) {
         dnnl_memory_desc_t md[3];
         failed = k_onednn_matmul(eng, &probe, dnnl_bf16, &p, md, name);
         if (p) dnnl_primitive_destroy(p);
+    }
+    if (dgemm) {   // AMX: the matmul takes the products whose a is transposed, if it runs here; the GEMM the rest
+        mm_ta = !failed && !strstr(name, "ref");
+        snprintf(impl, sizeof impl, "oneDNN %d.%d.%d gemm_bf16bf16f32%s%s", v->major, v->minor, v->patch,
+                 mm_ta ? ", a transposed: matmul " : "", mm_ta ? name : "");
+        return;
     }
     snprintf(impl, sizeof impl, "oneDNN %d.%d.%d matmul %s", v->major, v->minor, v->patch, name);
     if (failed || (strstr(name, "ref") && !forced)) onednn = 0;
