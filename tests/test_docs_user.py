@@ -198,3 +198,18 @@ def test_the_docs_say_not_yet_run_on_a_gpu_until_a_device_report_exists():
     for where, text in (("README make CUDA=1 line", make_line), ("README Devices", devices),
                         ("operations.md GPUs", gpus.split("\n\n", 2)[1]), ("operations.md NCCL", nccl[:400])):
         assert "not yet run on a gpu" in " ".join(text.split()).lower(), (where, text[:300])
+
+
+def test_the_ms_swift_habits_table_names_tests_that_exist():
+    """docs/training.md "Coming from ms-swift": one row per habit, each naming the test that keeps it true; every
+    file named there exists and every test function named there is defined in it"""
+    doc = (ROOT / "docs" / "training.md").read_text()
+    part = doc.split("\n## Coming from ms-swift", 1)[1].split("\n## ", 1)[0]
+    rows = [l for l in part.splitlines() if l.startswith("| ") and not l.startswith("| you do") and "---" not in l]
+    assert len(rows) >= 15, len(rows)
+    for row in rows:
+        tests = re.findall(r"tests/([\w/]+\.py)(?:::(\w+))?", row.rsplit("|", 2)[1])
+        assert tests, row
+        for path, func in tests:
+            text = (ROOT / "tests" / path).read_text()
+            assert not func or re.search(rf"^def {func}\b", text, re.M), (path, func)
