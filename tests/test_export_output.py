@@ -117,3 +117,11 @@ def test_ms_swifts_export_line(trained, tmp_path):
     assert p.returncode != 0 and "--output_dir is required with --merge_lora false" in p.stderr, p.stderr
     p = run(["export", "--output_dir", tmp_path / "x"], check=False, timeout=60)
     assert p.returncode != 0 and "--checkpoint (or ms-swift's --adapters) is required" in p.stderr, p.stderr
+    p = run(["export", "--model", "Qwen/Qwen2.5-0.5B", "--adapters", ck, "--quant_bits", "4"], check=False, timeout=60)
+    assert p.returncode != 0, p.stderr
+    assert ("unknown option '--model' (ms-swift's; not in omnishard): the checkpoint (--checkpoint, or --adapters) "
+            "holds its base model: leave --model out") in p.stderr, p.stderr
+    assert "unknown option '--quant_bits' (ms-swift's; not in omnishard): no quantized export" in p.stderr, p.stderr
+    p = run(["export", "--adapters", ck, "--output_dir", tmp_path / "noted", "--safe_serialization", "true"], timeout=120)
+    assert p.stderr.count("omnishard export: --safe_serialization accepted, no effect here: the model is always "
+                          "written as safetensors") == 1, p.stderr

@@ -66,6 +66,19 @@ static const os_opt OPTS[] = {
 };
 #undef F
 
+// ms-swift's `swift export` options omnishard's export does not have: refused with the reason, or noted when they
+// change nothing here (docs/operations.md "Where omnishard export writes")
+static const os_opt_known KNOWN[] = {
+    {"model", "the checkpoint (--checkpoint, or --adapters) holds its base model: leave --model out", 0},
+    {"quant_method", "no quantized export: the weights are written in --save_dtype", 0},
+    {"quant_bits", "no quantized export: the weights are written in --save_dtype", 0},
+    {"push_to_hub", "nothing is uploaded: upload the written directory yourself (`huggingface-cli upload`)", 0},
+    {"hub_model_id", "nothing is uploaded: upload the written directory yourself (`huggingface-cli upload`)", 0},
+    {"to_ollama", "no Ollama export: the written directory is a transformers model", 0},
+    {"safe_serialization", "the model is always written as safetensors", 1},
+    {"merge_device_map", "the merge runs on each rank's slice of the weights (--device)", 1},
+};
+
 // --output_dir not given: CHECKPOINT-merged beside the checkpoint under --merge_lora true, as ms-swift's
 // `swift export --adapters DIR --merge_lora true` writes DIR-merged; --checkpoint is required
 static int default_output_dir(export_args *a) {
@@ -86,7 +99,9 @@ static int default_output_dir(export_args *a) {
 int cmd_export(int argc, char **argv) {
     export_args a = {.merge_lora = 1, .save_dtype = "auto", .max_shard_size = OS_SHARD_DEFAULT, .device = "cpu"};
     const os_opt_group g = {.title = "options", .opts = OPTS, .n = (int)(sizeof OPTS / sizeof OPTS[0]), .obj = &a};
-    const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1,
+    unsigned char noted[sizeof KNOWN / sizeof KNOWN[0]] = {0};
+    const os_opt_cmd c = {.command = "export", .groups = &g, .ngroups = 1, .known = KNOWN,
+                          .nknown = (int)(sizeof KNOWN / sizeof KNOWN[0]), .known_given = noted,
                           .usage = "usage: omnishard export --checkpoint OUTPUT_DIR/checkpoint-STEP [--output_dir OUT] "
                                    "[--merge_lora true|false] [--save_dtype auto|float32|bfloat16|float16]\n"
                                    "       [--max_shard_size 5GB] [--overwrite_output_dir true|false] [--device D]\n"
@@ -102,6 +117,7 @@ int cmd_export(int argc, char **argv) {
     for (size_t n = strlen(out); n > 1 && out[n - 1] == '/';) out[--n] = 0;
     comm_init(&argc, &argv);
     if (comm_rank() == 0) {
+        os_opts_known_notes(KNOWN, c.nknown, noted, "export");   // ms-swift's options that change nothing here
         os_export_cleanup(out, 0);
         rc = os_export_check_dest(a.checkpoint, out, a.overwrite_output_dir);
     }

@@ -211,6 +211,12 @@ static const os_opt_known *known(const os_opt_cmd *c, const char *name, size_t l
     return NULL;
 }
 
+void os_opts_known_notes(const os_opt_known *known, int n, const unsigned char *given, const char *command) {
+    for (int i = 0; i < n; i++)
+        if (given[i] && known[i].no_effect)
+            os_info("omnishard %s: --%s accepted, no effect here: %s", command, known[i].name, known[i].reason);
+}
+
 // appends "; " + the stored message to text[k..n)
 static size_t add_error(char *text, size_t k, size_t n) {
     if (k < n) k += (size_t)snprintf(text + k, n - k, "%s%s", k ? "; " : "", os_errmsg());

@@ -84,6 +84,8 @@ typedef struct {
 // "unknown option '--x' (ms-swift's; not in omnishard): REASON"), a value outside its range
 // or its allowed values, a missing value.
 int os_opts_parse(const os_opt_cmd *c, int argc, char **argv);
+// a note (os_info) for each no-effect known option given[i] flags: "omnishard COMMAND: --x accepted, no effect here: WHY"
+void os_opts_known_notes(const os_opt_known *known, int n, const unsigned char *given, const char *command);
 // --help: the usage, each group's options with help, range or allowed values (a group with sections: under each
 // section's heading, in the sections' order, each section's options in the table's order; an option of no listed
 // section last, under "other"), then the notes

@@ -2,8 +2,6 @@
 // "no effect" rows; tests/test_swift_flags.py keeps the two equal): the option parser refuses the first with the
 // reason in the error line, and accepts the second (with any value) for a one-line note at start.
 #include "train/swift_options.h"
-#include "core/err.h"
-#include <string.h>
 
 #define FREEZE "freezing is by part (`--freeze_llm`, `--freeze_encoder_projector`, `--freeze_group_decode_adapter`, " \
                "`--trainable_embed_rows`)"
@@ -83,7 +81,5 @@ const os_opt_known *os_sft_swift_known(int *n) {
 }
 
 void os_sft_swift_notes(const unsigned char *given, const char *command) {
-    for (int i = 0; i < (int)(sizeof KNOWN / sizeof KNOWN[0]); i++)
-        if (given[i] && KNOWN[i].no_effect)
-            os_info("omnishard %s: --%s accepted, no effect here: %s", command, KNOWN[i].name, KNOWN[i].reason);
+    os_opts_known_notes(KNOWN, (int)(sizeof KNOWN / sizeof KNOWN[0]), given, command);
 }
