@@ -7,7 +7,7 @@ import re
 import pytest
 
 from oracle import slam_omni_ref as ref
-from omni_run import sft, logs, run
+from omni_run import DEVICE, sft, logs, run
 
 L = 256
 BASELINE_GB = 0.04   # the process baseline plan adds (OS_PLAN_BASELINE_BYTES, src/train/plan.h)
@@ -44,6 +44,13 @@ def plan_total_gb(model_dir, n, ckpt, dtype, stage=3):
                                                 (1, "false", "bfloat16", 3), (1, "false", "bfloat16", 2)])
 def test_plan_matches_peak_rss(model, tmp_path, n, ckpt, dtype, stage):
     want = plan_total_gb(model / "model", n, ckpt, dtype, stage)
+    if DEVICE == "guard" and n > 1:
+        # the guard backend's memory is not the host's, so with several ranks its collectives travel through host
+        # buffers (src/zero/coll_staged.c, as those of a device's ranks that share a GPU): the process also holds the
+        # host copy of the bucket in flight, which the plan (of the backend's memory) leaves out: the largest
+        # bucket, here the 34816 x 512 embedding (lm_head's is alike), in fp32
+        from safetensors.numpy import load_file
+        want += max(v.size for v in load_file(str(model / "model" / "model.safetensors")).values()) * 4 / 1e9
     sft(model / "model", model / "data.jsonl", tmp_path / "o", 2,
         ["--deepspeed", f"zero{stage}", "--max_length", L, "--gradient_checkpointing", ckpt, "--save_only_model", "true",
          "--torch_dtype", dtype], np_=n if n > 1 else None)

@@ -50,9 +50,12 @@ static void cuda_download(void *dst, const void *src, int64_t bytes) {
 #define FILL_RUN(name) .name = cu_##name,
 #define FILL_MUL(name) .name = cu_##name,
 #define FILL_OWN(name) .name = cu_##name,
+static int64_t cuda_held_bytes(void) { return cu_alloc_stats().in_use; }   // the live blocks' size classes
+
 static os_ops g_cuda = {   // bf16 set when opened
     .name = "cuda",
     .host_memory = 0,   // zero/transport.c: NCCL between GPUs (cu_nccl.c), else MPI through host buffers
+    .held_bytes = cuda_held_bytes,
     OS_OPS_LIST(FILL)
 };
 #undef FILL

@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "dataset/slam_dataset.h"
+#include "kernels/ops.h"
 #include "infer/infer_text.h"
 #include "zero/comm.h"
 #include "zero/watchdog.h"
@@ -141,9 +142,10 @@ int os_infer_run(const infer_args *a, const os_gen_opts *g, const os_session_opt
     if (a->output_file && os_infer_failed(comm_rank() == 0 ? os_infer_output_open(&out, a, g, so->speech_encoder) : 0))
         return 1;
     if (a->output_file) os_infer_stop_install();   // a signal from here on stops at a round's end (infer_dataset.c)
-    int64_t live0 = os_alloc_live_bytes();
+    // the session's memory: the host's (os_alloc) and, on a backend with memory of its own, what its buffers hold
+    int64_t live0 = os_alloc_live_bytes(), held0 = os_k->held_bytes ? os_k->held_bytes() : 0;
     if (os_infer_failed(os_session_open(&c.s, so, comm_rank(), comm_size()))) return os_infer_output_close(&out), 1;
-    int64_t session = os_alloc_live_bytes() - live0;
+    int64_t session = os_alloc_live_bytes() - live0 + (os_k->held_bytes ? os_k->held_bytes() - held0 : 0);
     const os_model *m = &c.s.model;
     const os_st_tensor *emb = os_st_dir_find(c.s.ckpt, "model.embed_tokens.weight");
     if (emb && emb->ndim == 2 && emb->shape[0] < m->V)

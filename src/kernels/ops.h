@@ -25,6 +25,10 @@ typedef struct {
     // --torch_dtype): 0 fp32, 1 bf16 mixed precision (every product rounds its fp32 operands to bf16 and
     // accumulates in fp32: gemm, linear_*, matmul, the attention's and the convolution's products)
     int bf16;
+    // the bytes the backend's buffers hold now in memory of its own, as it holds them (the guard: whole pages; CUDA:
+    // its allocator's size classes), beside the host's that os_alloc_live_bytes counts; NULL: the backend's memory
+    // is the host's (the CPU backend: os_alloc counts it)
+    int64_t (*held_bytes)(void);
     OS_OPS_LIST(OS_OPS_FIELD)
 } os_ops;
 

@@ -59,6 +59,7 @@ const os_ops *os_ops_count(const os_ops *inner) {
     g_count = (os_ops){
         .name = inner->name,
         .host_memory = inner->host_memory,
+        .held_bytes = inner->held_bytes,
 #define CNT_FILL(name, ...) .name = cnt_##name,
         OS_OPS_LIST(CNT_FILL)
 #undef CNT_FILL

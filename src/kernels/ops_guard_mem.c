@@ -19,6 +19,7 @@ typedef struct {
 
 static region *g_r;   // sorted by address
 static int g_n, g_cap;
+static int64_t g_held;   // the regions' bytes (whole pages)
 typedef struct {
     const char *w;   // gemm_bind's operand range [w, w + n floats) and its bound copy
     int64_t n;
@@ -63,8 +64,16 @@ void *gd_alloc(int64_t bytes, const char *what) {
     int i = g_n;
     while (i > 0 && g_r[i - 1].p > p) g_r[i] = g_r[i - 1], i--;
     g_r[i] = (region){p, len, 0}, g_n++;
+    g_held += (int64_t)len;
     pthread_mutex_unlock(&g_mu);
     return p;
+}
+
+int64_t gd_held_bytes(void) {
+    pthread_mutex_lock(&g_mu);
+    int64_t n = g_held;
+    pthread_mutex_unlock(&g_mu);
+    return n;
 }
 
 // ---- one call: its arguments' regions opened, then closed ----
@@ -144,6 +153,7 @@ void gd_unmap(void *p) {
     if (i < 0 || g_r[i].p != p) os_die("guard backend: free of %p, which it did not allocate", p);
     if (g_r[i].open) os_die("guard backend: free of %p while a call is given it", p);
     munmap(p, g_r[i].len);
+    g_held -= (int64_t)g_r[i].len;
     memmove(&g_r[i], &g_r[i + 1], sizeof(region) * (size_t)(g_n - i - 1)), g_n--;
     pthread_mutex_unlock(&g_mu);
 }

@@ -7,6 +7,8 @@ enum { GD_MAXPTR = 16 };   // pointer arguments of one member at most (attention
 // buffers mapped PROT_NONE (zero pages; what: named in the out-of-memory message), unmapped (the queue run first)
 void *gd_alloc(int64_t bytes, const char *what);
 void gd_unmap(void *p);
+// the bytes mapped for the live buffers (each rounded up to whole pages, as the guard maps it)
+int64_t gd_held_bytes(void);
 
 // the buffers a call opened (closed again by gd_leave)
 typedef struct {

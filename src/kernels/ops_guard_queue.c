@@ -45,13 +45,26 @@ void gd_enqueue(void (*run)(const void *), const void *args, size_t bytes, const
     pthread_mutex_unlock(&g_qmu);
 }
 
+int gd_idle(void) {
+    pthread_mutex_lock(&g_qmu);
+    int idle = g_len == 0;
+    pthread_mutex_unlock(&g_qmu);
+    return idle;
+}
+
 const void *gd_extra(const void *args, size_t bytes) { return (const char *)args + ROUND(bytes); }
+
+// A device keeps no host copy of an upload once it is written: a queue that a burst of uploads (the parameters
+// at start-up, a bucket staged from the host) grew past this is given back when it has run, so the process holds
+// what a device's host side holds, plus at most this (the planned memory stays comparable: test_plan_memory.py)
+#define QUEUE_KEEP ((size_t)8 << 20)
 
 void gd_flush(void) {
     pthread_mutex_lock(&g_qmu);
     for (size_t at = 0; at < g_len; at += ((record *)(g_q + at))->size)
         ((record *)(g_q + at))->run(g_q + at + ROUND(sizeof(record)));
     g_len = 0;
+    if (g_cap > QUEUE_KEEP) free(g_q), g_q = NULL, g_cap = 0;
     pthread_mutex_unlock(&g_qmu);
 }
 

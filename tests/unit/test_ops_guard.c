@@ -110,7 +110,29 @@ static void queue_checks(const os_ops *g, float *v, const float *cv) {
     g->download(got, u, sizeof got);
     CHECK(got[0] == 5 && got[3] == 8, "an upload's bytes are taken when called, and free runs the queue first: %g %g",
           got[0], got[3]);
+    // with nothing pending an upload is written at once; with a call pending it waits behind it, with its bytes
+    float ones[4] = {1, 1, 1, 1}, nines[4] = {9, 9, 9, 9}, gy[4], *y = g->alloc(sizeof ones, "y");
+    g->upload(y, ones, sizeof ones);
+    g->add(u, y, y, 4);   // pending: reads the ones
+    g->upload(y, nines, sizeof nines);
+    nines[0] = -1;
+    g->download(got, u, sizeof got);
+    g->download(gy, y, sizeof gy);
+    CHECK(got[0] == 2 && got[3] == 2 && gy[0] == 9 && gy[3] == 9, "an upload behind a pending call lands after it: "
+          "%g %g, %g %g", got[0], got[3], gy[0], gy[3]);
+    g->free(y);
     g->free(u);
+}
+
+// held_bytes: the pages the live buffers map
+static void held_checks(const os_ops *g) {
+    int64_t page = sysconf(_SC_PAGESIZE), before = g->held_bytes();
+    float *a = g->alloc(1, "one byte"), *b = g->alloc(page + 1, "a page and a byte");
+    CHECK(g->held_bytes() - before == 3 * page, "held: %lld bytes over %lld, want 3 pages of %lld",
+          (long long)g->held_bytes(), (long long)before, (long long)page);
+    g->free(a), g->free(b);
+    CHECK(g->held_bytes() == before, "held after free: %lld, was %lld", (long long)g->held_bytes(), (long long)before);
+    CHECK(!os_ops_cpu.held_bytes, "the CPU backend's memory is the host's (os_alloc counts it)");
 }
 
 int main(void) {
@@ -178,6 +200,7 @@ int main(void) {
     g->download(ho, o, sizeof ho);
     CHECK(!memcmp(ho, co, sizeof ho), "strict: linear_fwd on guard memory with no bias as on the CPU");
     queue_checks(g, v, cv);
+    held_checks(g);
     g->free(d), g->free(dc), g->free(v), g->free(w), g->free(o), g->free(NULL);
     return check_report("ops_guard");
 }
