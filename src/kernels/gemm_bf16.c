@@ -29,7 +29,7 @@
 #include <string.h>
 
 static int onednn;   // the path: 1 onednn, 0 sgemm (set once by setup)
-static char impl[96] = "?";
+static char impl[160] = "?";   // the kernels, with the matmul's name (up to 63 characters)
 static dnnl_engine_t eng;
 
 const char *k_gemm_bf16_impl(void) { return onednn ? impl : "OpenBLAS sgemm on bf16-rounded fp32"; }
