@@ -50,7 +50,7 @@ def build(prefix, out):
     if dnnl:
         base = os.path.dirname(dnnl.rstrip("/")) if dnnl.endswith("include") else dnnl
         lib = os.path.join(base, "lib/x86_64-linux-gnu")
-        cmd += ["-DHAVE_DNNL", "-I" + dnnl, "src/kernels/gemm_bf16.c", "src/kernels/gemm_binds.c", "src/kernels/linear.c", "src/kernels/matmul.c", "src/kernels/gemm.c", "src/kernels/gemm_times.c"]
+        cmd += ["-DHAVE_DNNL", "-I" + dnnl, "src/kernels/gemm_bf16.c", "src/kernels/linear.c", "src/kernels/matmul.c", "src/kernels/gemm.c", "src/kernels/gemm_times.c"]
         libs += ["-L" + lib, "-ldnnl"]
         rpath.append(lib)
     blis = find_header("blis.h", prefixes)

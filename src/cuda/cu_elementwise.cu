@@ -1,5 +1,5 @@
-// Buffers and elementwise helpers on flat arrays x[N] (CPU: kernels/elementwise.c, ops_cpu.c, k_bf16_round).
-// add, axpy, scale and to_bf16 round each operation as the CPU does (no contraction into fma: __fmul_rn/__fadd_rn),
+// Buffers and elementwise helpers on flat arrays x[N] (CPU: kernels/elementwise.c, ops_cpu.c).
+// add, axpy and scale round each operation as the CPU does (no contraction into fma: __fmul_rn/__fadd_rn),
 // so they equal the CPU kernels bit for bit; first_nonfinite is a minimum (exact in any order): equal. sumsq sums in double in a fixed tree (CU_SUM_BLOCKS blocks, then one):
 // the same bits on every run; against the CPU's OpenMP sum, relative difference about 1e-15.
 #include "cu_kern.cuh"
@@ -16,23 +16,6 @@ void cu_zero(float *x, int64_t n) {
 void cu_copy(float *dst, const float *src, int64_t n) {
     if (n > 0 && dst != src)
         CU_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, cu_stream()));
-}
-
-// bf16 bits of f, round to nearest even; NaN stays NaN (quiet): kernels/gemm_bf16.c bf16_bits
-__device__ static inline uint16_t bf16_bits(float f) {
-    uint32_t u = __float_as_uint(f);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-}
-
-__global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
-    CU_FOR(i, n) dst[i] = bf16_bits(src[i]);
-}
-
-void cu_to_bf16(uint16_t *dst, const float *src, int64_t n) {
-    if (n <= 0) return;
-    to_bf16_kernel<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(dst, src, n);
-    CU_LAUNCHED("to_bf16_kernel");
 }
 
 __global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {

@@ -48,7 +48,6 @@ static void cuda_download(void *dst, const void *src, int64_t bytes) {
 #define FILL_MEM(name) .name = cuda_##name,
 #define FILL_ASK(name) .name = cu_##name,
 #define FILL_RUN(name) .name = cu_##name,
-#define FILL_MUL(name) .name = cu_##name,
 #define FILL_OWN(name) .name = cu_##name,
 static int64_t cuda_held_bytes(void) { return cu_alloc_stats().in_use; }   // the live blocks' size classes
 

@@ -11,14 +11,13 @@
 //              where the gemm entry is missing or fails its probe;
 //  - sgemm:  elsewhere (or OMNISHARD_BF16_GEMM=sgemm): the rounded values held as fp32, OpenBLAS sgemm.
 // Both operands are rounded into per-thread scratch (grown to the largest product and kept; os_plan_bf16 in
-// src/train/plan.c counts it), unless one was rounded ahead: bound (k_gemm_bf16_bind: the runtime's rounded copy
-// of a parameter bucket, docs/zero.md "bf16") or pinned (k_gemm_bf16_pin); then the product is cut over the
-// threads like the fp32 one (k_gemm_run), each block one single-threaded oneDNN call.
+// src/train/plan.c counts it), unless one comes rounded (k_gemm_rounded: a bf16 operand of k_matmul, such as the
+// runtime's bf16 copy of a weight, docs/zero.md "bf16"); then the product is cut over the threads like the fp32
+// one (k_gemm_run), each block one single-threaded oneDNN call.
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/err.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_binds.h"
 #include "kernels/kernels.h"
 #include <dlfcn.h>
 #include <omp.h>
@@ -286,74 +285,14 @@ int k_gemm_bf16_setup(const char *forced, const char **path) {
     return 0;
 }
 
-// One operand rounded ahead (k_gemm_bf16_pin), used by every product that reads exactly it
-static struct {
-    const float *src;   // NULL: none pinned
-    int64_t rows, cols, ld;
-    void *copy;         // kept between pins (grown only), as the scratch
-    size_t cap;
-} pin;
-
-// Operands rounded ahead by their owner (k_gemm_bf16_bind; gemm_binds.h)
-static k_binds binds;
-
 int64_t k_gemm_bf16_esz(void) {
     pthread_once(&once, setup);
     return onednn ? 2 : 4;
 }
 
-// bits[n] -> the path's operand format, in place: on the sgemm path fp32 (bits << 16), the upper half [h, n)
-// first (h = ceil(n/2): its writes, bytes [4h, 4n), lie above every element it reads or that remains), then [0, h)
-void k_gemm_bf16_widen(void *buf, int64_t n) {
-    pthread_once(&once, setup);
-    if (onednn) return;
-    const uint16_t *b = buf;
-    uint32_t *d = buf;
-    while (n > 64) {
-        int64_t h = (n + 1) / 2;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && n - h >= (1 << 16))
-        for (int64_t i = h; i < n; i++) d[i] = (uint32_t)b[i] << 16;
-        n = h;
-    }
-    for (int64_t i = n - 1; i >= 0; i--) d[i] = (uint32_t)b[i] << 16;
-}
-
-void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded) { k_binds_set(&binds, w, n, rounded); }
-void k_gemm_bf16_unbind(const float *w) { k_binds_drop(&binds, w); }
-
-// the rounded copy of operand src [rows, cols] (row stride ld) inside a bound range; NULL when none holds all of it
-static const void *bound(const float *src, int64_t rows, int64_t cols, int64_t ld) {
-    return k_binds_find(&binds, src, rows, cols, ld, onednn ? 2 : 4);
-}
-
-void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) {
-    if (rows <= 0 || cols <= 0) return;
-    pthread_once(&once, setup);
-    if (bound(w, rows, cols, ld)) return;   // rounded ahead already
-    size_t bytes = (onednn ? 2 : 4) * (size_t)(rows * cols);
-    if (bytes > pin.cap) {
-        os_free(pin.copy);
-        pin.copy = os_alloc(bytes, "bf16 rounded weight"), pin.cap = bytes;
-    }
-    round_rows(pin.copy, w, rows, cols, ld);
-    pin.src = w, pin.rows = rows, pin.cols = cols, pin.ld = ld;
-}
-
-void k_gemm_bf16_unpin(void) { pin.src = NULL; }
-
-// the operand src [rows, cols] (row stride ld) rounded, with its row stride in *ldr: the bound copy (stride ld),
-// the pinned copy (stride: the pinned columns) or scratch i filled now (packed: cols)
+// the operand src [rows, cols] (row stride ld) rounded into scratch i (packed: *ldr = cols)
 static const void *rounded(int i, const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t *ldr) {
-    const void *b = bound(src, rows, cols, ld);
-    *ldr = b ? ld : cols;
-    if (b) return b;
-    if (pin.src && ld == pin.ld && src >= pin.src) {   // the pinned operand or a block of it
-        int64_t off = src - pin.src, r = off / ld, c = off % ld;
-        if (r + rows <= pin.rows && c + cols <= pin.cols) {
-            *ldr = pin.cols;
-            return (const char *)pin.copy + (onednn ? 2 : 4) * (r * pin.cols + c);
-        }
-    }
+    *ldr = cols;
     void *d = scratch(i, (onednn ? 2 : 4) * (size_t)(rows * cols));
     round_rows(d, src, rows, cols, ld);
     return d;
@@ -372,11 +311,6 @@ static void run_pre(const k_gemm_op *g, int pre) {
 }
 
 void k_gemm_bf16(const k_gemm_op *g) { run_pre(g, 0); }
-
-void k_gemm_round(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-    pthread_once(&once, setup);
-    if (rows > 0 && cols > 0) round_rows(dst, src, rows, cols, ld);
-}
 
 void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
                     const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {

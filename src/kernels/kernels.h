@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 // k_<member>(its arguments), for every member of the device seam the CPU backend runs as k_<member> (the list's
-// CPU column K: k_gemm, k_linear_fwd, k_add, ...); their shapes and rules are written here and at their lines there
+// CPU column K: k_matmul, k_add, ...); their shapes and rules are written here and at their lines there
 #define K_DECLARE(name, R, GUARD, CPU, ...) K_DECLARE_##CPU(name, R, __VA_ARGS__)
 #define K_DECLARE_K(name, R, ...) OS_T(R) k_##name(OS_PARAMS(__VA_ARGS__));
 #define K_DECLARE_OWN(name, R, ...)
@@ -22,17 +22,16 @@ OS_OPS_LIST(K_DECLARE)
 // PyTorch's .to(torch.bfloat16)) and accumulates in fp32 (bf16 mixed precision, gemm_bf16.c). The CPU backend
 // opened in bf16 (os_ops_cpu_open(1), kernels/ops.h) passes 1 from each of its members; nothing else sets it.
 
-// ---- linear (BLAS sgemm) ----
+// ---- linear (BLAS sgemm), fp32: the CPU's functions, not the seam's (its callers use matmul) ----
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)
-// k_linear_fwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_linear_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I,
-                       int64_t O);
+void k_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I, int64_t O);
 // dinp[N,I] += dout[N,O] @ w[O,I];  dw[O,I] += dout^T @ inp;  dbias[O] += sum_n dout[n,:]
-// k_linear_bwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_linear_bwd_prec(int bf16, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                       const float *w, int64_t N, int64_t I, int64_t O);
+void k_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                  int64_t N, int64_t I, int64_t O);
 // general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row strides
-// k_gemm(...): declared from the seam's list (kernels/ops_list.h)
+// (k_matmul's product on fp32 operands; bf16 1: rounded to bf16 first)
+void k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
+            const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void k_gemm_prec(int bf16, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 // bf16 mixed precision (gemm_bf16.c). Call k_gemm_bf16_setup first: it picks the path ("onednn" where the CPU has
@@ -43,28 +42,14 @@ int k_gemm_bf16_setup(const char *forced, const char **path);
 // the path main forces once at start (OMNISHARD_BF16_GEMM's value; NULL: chosen from the CPU): what
 // k_gemm_bf16_setup(NULL, ...) takes
 void k_gemm_bf16_force(const char *forced);
-// bf16: round w [rows, cols] (row stride ld) once, for every bf16 k_gemm reading exactly that operand (same pointer,
-// rows, cols, ld) until k_gemm_bf16_unpin(); w must not change meanwhile. One at a time.
-// (The head's weight [V, C] is read by two products per logits chunk: rounded once per micro-batch.)
-void k_gemm_bf16_pin(const float *w, int64_t rows, int64_t cols, int64_t ld);
-void k_gemm_bf16_unpin(void);
-// bf16: operands rounded ahead by the owner of the weights (the ZeRO runtime, docs/zero.md "bf16"). rounded[n] holds
-// w[n] rounded in the path's operand format (k_gemm_bf16_esz bytes each: bf16 bits widened by k_gemm_bf16_widen);
-// every k_gemm operand lying inside [w, w + n) then reads it at the same offset and row stride, not rounding w,
-// until k_gemm_bf16_unbind(w) (w and rounded must not change meanwhile). Binding w again replaces its copy.
-void k_gemm_bf16_bind(const float *w, int64_t n, const void *rounded);
-void k_gemm_bf16_unbind(const float *w);
-int64_t k_gemm_bf16_esz(void);                        // 2 (onednn: bf16 bits) or 4 (sgemm: fp32 holding them)
-void k_gemm_bf16_widen(void *buf, int64_t n);         // bf16 bits buf[n] -> that format, in place (buf holds n * esz bytes)
+int64_t k_gemm_bf16_esz(void);   // the bytes of a rounded operand on the path: 2 (onednn: bf16 bits) or 4 (sgemm: fp32)
 void k_bf16_round(uint16_t *dst, const float *src, int64_t n);   // bf16 bits of src, round to nearest even
 const char *k_gemm_bf16_impl(void);        // the kernel that runs, for the log
-// Operands rounded by the caller, for products that read the same rounded rows more than once or gather them
-// first (the head's dlogits, model/loss.c). k_gemm_round: dst[rows, cols] (packed) = src[rows, cols] (row stride ld)
-// in the path's format (k_gemm_bf16_esz bytes an element). k_gemm_rounded: a bf16 k_gemm (K > 0) whose a (pre bit 0)
-// and/or b (pre bit 1) are such rounded copies (their row strides lda/ldb in elements); an operand not flagged is a
-// float matrix rounded as k_gemm rounds it.
-// k_gemm_round(...): declared from the seam's list (kernels/ops_list.h)
-// k_gemm_rounded(...): declared from the seam's list (kernels/ops_list.h)
+// Operands rounded before the product (k_matmul's bf16 operands): a bf16 k_gemm (K > 0) whose a (pre bit 0) and/or
+// b (pre bit 1) are in the path's format already (k_gemm_bf16_esz bytes an element; row strides lda/ldb in
+// elements); an operand not flagged is a float matrix rounded as k_gemm rounds it.
+void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const void *a, int64_t lda,
+                    const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 // ---- matmul on typed views (matmul.c; the seam's matmul member, docs/design.md "Tensor views and the matmul
 // member") ----

@@ -12,8 +12,6 @@
 #include "kernels/ops_list.h"
 #include <stdint.h>
 
-enum { OS_PRE_A = 1, OS_PRE_B = 2 };   // gemm_rounded: which operands come rounded
-
 // the members (kernels/ops_list.h: one line each, with their shapes): `ret (*name)(args)`
 #define OS_OPS_FIELD(name, R, GUARD, CPU, ...) OS_T(R) (*name)(OS_PARAMS(__VA_ARGS__));
 typedef struct {
@@ -23,7 +21,7 @@ typedef struct {
     int host_memory;
     // the products' precision, set when the backend was opened (os_ops_cpu_open, os_ops_guard_open, os_cuda_open;
     // --torch_dtype): 0 fp32, 1 bf16 mixed precision (every product rounds its fp32 operands to bf16 and
-    // accumulates in fp32: gemm, linear_*, matmul, the attention's and the convolution's products)
+    // accumulates in fp32: matmul, the attention's and the convolution's products)
     int bf16;
     // the bytes the backend's buffers hold now in memory of its own, as it holds them (the guard: whole pages; CUDA:
     // its allocator's size classes), beside the host's that os_alloc_live_bytes counts; NULL: the backend's memory

@@ -23,17 +23,6 @@ static void cpu_first_nonfinite(const float *x, int64_t N, int64_t *out) { *out 
 static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 static void cpu_copy(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof(float) * (size_t)n); }
 
-// the bf16 operands' members (gemm_bf16.c, gemm_binds.c)
-// fp32: the products do not round (nothing to pin, no rounded copies); the bf16 table below takes the kernels'
-static void cpu_gemm_pin(const float *w, int64_t rows, int64_t cols, int64_t ld) { (void)w, (void)rows, (void)cols, (void)ld; }
-static int64_t cpu_gemm_rounds(void) { return 0; }
-static void cpu_gemm_unpin(void) { k_gemm_bf16_unpin(); }
-static void cpu_to_bf16(uint16_t *dst, const float *src, int64_t n) { k_bf16_round(dst, src, n); }
-static int64_t cpu_gemm_bound_esz(void) { return k_gemm_bf16_esz(); }
-static void cpu_gemm_widen(void *buf, int64_t n) { k_gemm_bf16_widen(buf, n); }
-static void cpu_gemm_bind(const float *w, int64_t n, const void *rounded) { k_gemm_bf16_bind(w, n, rounded); }
-static void cpu_gemm_unbind(const float *w) { k_gemm_bf16_unbind(w); }
-
 #define CPU_FILL(name, R, GUARD, CPU, ...) .name = OS_CAT(OS_CAT(cpu_fill_, CPU)(name), name),
 #define cpu_fill_K(name) k_
 #define cpu_fill_OWN(name) cpu_
@@ -45,18 +34,6 @@ const os_ops os_ops_cpu = {
 };
 
 // ---- bf16 mixed precision: the same table, its products rounding (the kernels' *_prec variants with bf16 1) ----
-static void gemm16(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t lda,
-                   const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    k_gemm_prec(1, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-static void linear_fwd16(float *out, const float *inp, const float *w, const float *bias, int64_t N, int64_t I,
-                         int64_t O) {
-    k_linear_fwd_prec(1, out, inp, w, bias, N, I, O);
-}
-static void linear_bwd16(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
-                         int64_t N, int64_t I, int64_t O) {
-    k_linear_bwd_prec(1, dinp, dw, dbias, dout, inp, w, N, I, O);
-}
 static void matmul16(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
     k_matmul_prec(1, c, a, b, alpha, beta, bias, dbias);
 }
@@ -82,9 +59,7 @@ static void conv1d_fwd16(float *out, const float *inp, const float *w, const flo
 static os_ops g_bf16;
 static void fill_bf16(void) {
     g_bf16 = os_ops_cpu;
-    g_bf16.name = "cpu", g_bf16.bf16 = 1, g_bf16.gemm = gemm16, g_bf16.gemm_pin = k_gemm_bf16_pin;
-    g_bf16.gemm_rounds = k_gemm_bf16_esz, g_bf16.linear_fwd = linear_fwd16, g_bf16.linear_bwd = linear_bwd16;
-    g_bf16.matmul = matmul16, g_bf16.attention_fwd = attention_fwd16, g_bf16.attention_bwd = attention_bwd16;
+    g_bf16.name = "cpu", g_bf16.bf16 = 1, g_bf16.matmul = matmul16, g_bf16.attention_fwd = attention_fwd16, g_bf16.attention_bwd = attention_bwd16;
     g_bf16.attention_cached_fwd = attention_cached_fwd16, g_bf16.conv1d_fwd = conv1d_fwd16;
 }
 

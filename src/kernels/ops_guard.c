@@ -3,8 +3,7 @@
 // Every member of the table is wrapped: each pointer argument that lies in a guard buffer opens that buffer (read
 // and write) for the call and closes it after; the buffers not passed stay closed. A host read or write of a
 // backend buffer outside the seam then stops the program with SIGSEGV, as a device's memory would be out of the
-// host's reach: the missing upload/download is found without a device. A product (gemm, linear, gemm_rounded) also
-// opens the bf16 copy bound to an operand it is given (gemm_bind), which it reads in the operand's place.
+// host's reach: the missing upload/download is found without a device.
 // The compute members run later, in order, at download and free, as on a device's stream (ops_guard_queue.c).
 // Strict (the default; --device guard:lax turns it off): a compute member given host memory for any pointer
 // argument (NULL aside), upload a host destination or download a host source, stops naming the member and the
@@ -32,7 +31,7 @@ typedef struct {
 static void upload_run(const void *v) {
     const upload_q *q = v;
     const void *p[] = {q->dst};
-    gd_opened o = gd_enter(p, 1, 0);
+    gd_opened o = gd_enter(p, 1);
     memcpy(q->dst, gd_extra(v, sizeof *q), (size_t)q->bytes);
     gd_leave(&o);
 }
@@ -41,12 +40,12 @@ static void upload(void *dst, const void *src, int64_t bytes) {
     const void *p[] = {dst, src};
     gd_strict("upload", "dst", p, 1);
     if (gd_idle()) {   // nothing pending: the order made is now, and the queue need not hold a copy of the bytes
-        gd_opened o = gd_enter(p, 2, 0);
+        gd_opened o = gd_enter(p, 2);
         memcpy(dst, src, (size_t)bytes);
         gd_leave(&o);
         return;
     }
-    gd_opened o = gd_enter(p + 1, 1, 0);   // (a backend source: its bytes now, as a host copy would read them)
+    gd_opened o = gd_enter(p + 1, 1);   // (a backend source: its bytes now, as a host copy would read them)
     gd_enqueue(upload_run, &(upload_q){dst, bytes}, sizeof(upload_q), src, (size_t)bytes);
     gd_leave(&o);
 }
@@ -55,14 +54,14 @@ static void download(void *dst, const void *src, int64_t bytes) {
     const void *p[] = {src, dst};
     gd_strict("download", "src", p, 1);
     gd_flush();
-    gd_opened o = gd_enter(p, 2, 0);
+    gd_opened o = gd_enter(p, 2);
     memcpy(dst, src, (size_t)bytes);
     gd_leave(&o);
 }
 
 static os_ops g_guard;
 static void fill(void) {
-    g_guard = os_ops_cpu;   // the members that answer the host (gemm_bound_esz, gemm_rounds, attention_stats_floats) as they are
+    g_guard = os_ops_cpu;   // the members that answer the host (attention_stats_floats) as they are
     g_guard.name = "guard";
     g_guard.alloc = gd_alloc, g_guard.free = release, g_guard.upload = upload, g_guard.download = download;
     gd_fill_queued(&g_guard);
@@ -82,6 +81,6 @@ const os_ops *os_ops_guard_open(int bf16) {
     gd_flush();   // calls recorded before run at the precision they were made in
     const os_ops *cpu = os_ops_cpu_open(bf16);
     gd_set_cpu(cpu);
-    g_guard.bf16 = bf16, g_guard.gemm_rounds = cpu->gemm_rounds;
+    g_guard.bf16 = bf16;
     return &g_guard;
 }

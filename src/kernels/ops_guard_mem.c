@@ -1,6 +1,6 @@
 // The guard backend's memory (docs/design.md "The guard backend"): buffers mapped PROT_NONE, opened (read and write)
-// while a call that is given them runs and closed after (a count per buffer); the bf16 copies bound to a product's
-// operand (gemm_bind), opened with it; the strict check (a pointer that is not the backend's memory).
+// while a call that is given them runs and closed after (a count per buffer); the strict check (a pointer that is
+// not the backend's memory).
 #include "kernels/ops_guard_mem.h"
 #include "kernels/ops.h"
 #include "core/err.h"
@@ -20,13 +20,6 @@ typedef struct {
 static region *g_r;   // sorted by address
 static int g_n, g_cap;
 static int64_t g_held;   // the regions' bytes (whole pages)
-typedef struct {
-    const char *w;   // gemm_bind's operand range [w, w + n floats) and its bound copy
-    int64_t n;
-    const void *rounded;
-} binding;
-static binding *g_b;
-static int g_nb, g_capb;
 static int g_strict = 1;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -104,18 +97,13 @@ void gd_strict(const char *member, const char *names, const void *const *p, int 
     pthread_mutex_unlock(&g_mu);
 }
 
-gd_opened gd_enter(const void *const *p, int n, int product) {
+gd_opened gd_enter(const void *const *p, int n) {
     gd_opened o = {.n = 0};
     pthread_mutex_lock(&g_mu);
     for (int k = 0; k < n; k++) {
         if (!p[k]) continue;
         int i = find(p[k]);
         if (i >= 0) open_region(&o, i);
-        for (int b = 0; product && b < g_nb; b++)
-            if ((const char *)p[k] >= g_b[b].w && (const char *)p[k] < g_b[b].w + 4 * g_b[b].n) {
-                int j = find(g_b[b].rounded);
-                if (j >= 0) open_region(&o, j);
-            }
     }
     pthread_mutex_unlock(&g_mu);
     return o;
@@ -128,22 +116,6 @@ void gd_leave(const gd_opened *o) {
         OS_ASSERT(i >= 0 && g_r[i].open > 0);
         if (--g_r[i].open == 0) protect(&g_r[i], PROT_NONE);
     }
-    pthread_mutex_unlock(&g_mu);
-}
-
-void gd_bind(const float *w, int64_t n, const void *rounded) {
-    pthread_mutex_lock(&g_mu);
-    int b = 0;
-    while (b < g_nb && g_b[b].w != (const char *)w) b++;
-    if (b == g_nb) grow((void **)&g_b, &g_capb, g_nb, sizeof(binding), "bindings"), g_nb++;
-    g_b[b] = (binding){(const char *)w, n, rounded};
-    pthread_mutex_unlock(&g_mu);
-}
-
-void gd_unbind(const float *w) {
-    pthread_mutex_lock(&g_mu);
-    for (int b = 0; b < g_nb; b++)
-        if (g_b[b].w == (const char *)w) g_b[b] = g_b[--g_nb];
     pthread_mutex_unlock(&g_mu);
 }
 

@@ -12,16 +12,13 @@ int64_t gd_held_bytes(void);
 
 // the buffers a call opened (closed again by gd_leave)
 typedef struct {
-    char *base[2 * GD_MAXPTR];
+    char *base[GD_MAXPTR];
     int n;
 } gd_opened;
 
 // strict: stops naming the member and the argument (names: "a, b, c", the pointers' names) when p[k] is not the
 // backend's memory (NULL passes: an optional argument)
 void gd_strict(const char *member, const char *names, const void *const *p, int n);
-// opens the buffers holding p[0..n) (product: and the bf16 copies bound to them, gemm_bind) for a call
-gd_opened gd_enter(const void *const *p, int n, int product);
+// opens the buffers holding p[0..n) for a call
+gd_opened gd_enter(const void *const *p, int n);
 void gd_leave(const gd_opened *o);
-// the guard's own record of gemm_bind/gemm_unbind (which copy a product opens in its operand's place)
-void gd_bind(const float *w, int64_t n, const void *rounded);
-void gd_unbind(const float *w);

@@ -1,13 +1,13 @@
 // The guard backend's stream (docs/design.md "The guard backend"): a GPU runs kernels after the host issued them,
-// so the guard runs none when it is called. Every compute member (and zero, copy, the bf16 pin and bindings)
+// so the guard runs none when it is called. Every compute member (and zero, copy)
 // records its call — values by value, pointers as pointers, host pointers too — and the recorded calls run in the
 // order made only at the synchronisation points: download (it returns when the bytes are on the host) and free
 // (the CUDA backend's free is stream-ordered: work issued before it still runs on the buffer, so the queue runs
 // first). upload copies the host's bytes when called (a copy from pageable memory is done with the host buffer
 // when it returns) and writes them in queue order. So a result read by the host without a download, or a host
 // array a kernel was given and the host changed before the next synchronisation, gives other numbers than the CPU
-// backend's (tests/test_guard_backend.py compares them bit for bit). Members that answer the host (gemm_rounds,
-// gemm_bound_esz, attention_stats_floats) run at once: they read no buffer.
+// backend's (tests/test_guard_backend.py compares them bit for bit). Members that answer the host
+// (attention_stats_floats) run at once: they read no buffer.
 #include "kernels/ops_guard_mem.h"
 #include "kernels/ops_guard_queue.h"
 #include "core/err.h"
@@ -68,7 +68,7 @@ void gd_flush(void) {
     pthread_mutex_unlock(&g_qmu);
 }
 
-// ---- the members, generated from the seam's list (kernels/ops_list.h): every RUN and MUL line ----
+// ---- the members, generated from the seam's list (kernels/ops_list.h): every RUN and OWN line ----
 // an argument is (P, type, name): a pointer (opened for the call; strict: the backend's memory or NULL),
 // (V, type, name) / (B, type, name): a value (int, int64_t, float, uint64_t), (T, os_tensor, name): a tensor
 // view (core/tensor.h), recorded by value, its data a pointer as P's, or (N, void, ): none
@@ -98,9 +98,8 @@ void gd_flush(void) {
 #define GD_PNAME_N(n)
 
 // a queued member gq_NAME: its record (NAME_q), the pointers in it (NAME_ptrs), its run when the queue reaches it
-// (IMPL on the recorded arguments, their buffers open; PRODUCT: the bf16 copies bound to them too), and the member
-// itself (strict check, record)
-#define GD_QUEUED(NAME, PRODUCT, IMPL, ...)                                                                          \
+// (IMPL on the recorded arguments, their buffers open), and the member itself (strict check, record)
+#define GD_QUEUED(NAME, IMPL, ...)                                                                          \
     typedef struct {                                                                                                  \
         OS_MAP(GD_FIELD, OS_NONE, __VA_ARGS__)                                                                        \
     } NAME##_q;                                                                                                       \
@@ -114,7 +113,7 @@ void gd_flush(void) {
         const NAME##_q *q_ = v_;                                                                                      \
         (void)q_;                                                                                                     \
         const void *p_[GD_MAXPTR] = {0};                                                                              \
-        gd_opened o_ = gd_enter(p_, NAME##_ptrs(q_, p_), PRODUCT);                                                    \
+        gd_opened o_ = gd_enter(p_, NAME##_ptrs(q_, p_));                                                    \
         IMPL(OS_MAP(GD_ARG, OS_COMMA, __VA_ARGS__));                                                                  \
         gd_leave(&o_);                                                                                                \
     }                                                                                                                 \
@@ -128,28 +127,16 @@ static const os_ops *g_cpu = &os_ops_cpu;   // the CPU backend the recorded call
 void gd_set_cpu(const os_ops *cpu) { g_cpu = cpu; }
 
 #define GD_MEMBER(name, R, GUARD, CPU, ...) GD_MEMBER_##GUARD(name, __VA_ARGS__)
-#define GD_MEMBER_RUN(name, ...) GD_QUEUED(name, 0, g_cpu->name, __VA_ARGS__)
-#define GD_MEMBER_MUL(name, ...) GD_QUEUED(name, 1, g_cpu->name, __VA_ARGS__)
-#define GD_MEMBER_OWN(name, ...) GD_QUEUED(name, 0, own_##name, __VA_ARGS__)
+#define GD_MEMBER_RUN(name, ...) GD_QUEUED(name, g_cpu->name, __VA_ARGS__)
+#define GD_MEMBER_OWN(name, ...) GD_QUEUED(name, own_##name, __VA_ARGS__)
 #define GD_MEMBER_MEM(name, ...)   // ops_guard.c's
 #define GD_MEMBER_ASK(name, ...)   // the CPU's member, at once
 
-// OWN: the bindings, the CPU's and the guard's own record, in queue order (a product recorded before gemm_bind
-// reads the operand, one recorded after it the copy)
-static void own_gemm_bind(const float *w, int64_t n, const void *rounded) {
-    os_ops_cpu.gemm_bind(w, n, rounded);
-    gd_bind(w, n, rounded);
-}
-static void own_gemm_unbind(const float *w) {
-    os_ops_cpu.gemm_unbind(w);
-    gd_unbind(w);
-}
 OS_OPS_LIST(GD_MEMBER)
 
-// every queued member (RUN, MUL, OWN) into the table; a missing gq_<member> does not compile
+// every queued member (RUN, OWN) into the table; a missing gq_<member> does not compile
 #define GD_FILL(name, R, GUARD, CPU, ...) GD_FILL_##GUARD(name)
 #define GD_FILL_RUN(name) t->name = gq_##name;
-#define GD_FILL_MUL(name) t->name = gq_##name;
 #define GD_FILL_OWN(name) t->name = gq_##name;
 #define GD_FILL_MEM(name)
 #define GD_FILL_ASK(name)

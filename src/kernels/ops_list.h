@@ -9,10 +9,9 @@
 //   MEM   the backend's memory (alloc, free, upload, download): each backend writes its own
 //   ASK   answers the host from its arguments, reads no buffer: run at once (the CPU's member)
 //   RUN   a kernel: recorded, run in order at the synchronisation points with its buffers opened
-//   MUL   a product: as RUN, and the bf16 copies bound to its operands (gemm_bind) opened too
-//   OWN   as RUN, running ops_guard_queue.c's own_<name> (the bindings: the guard keeps its own record of them)
+//   OWN   as RUN, running ops_guard_queue.c's own_<name> (a member whose run the guard adds to)
 // CPU: K: the CPU backend runs k_<name>, declared by kernels.h from this line; OWN: ops_cpu.c's cpu_<name>.
-// The CUDA backend runs cu_<name> for every member but MEM (cu_ops.h declares them from this line; the products
+// The CUDA backend runs cu_<name> for every member but MEM (cu_ops.h declares them from this line; matmul and cast
 // in cu_gemm.c, the others in src/cuda/*.cu).
 // An argument is (P, type, name): a pointer, the backend's memory or NULL (the guard opens it for the call; strict:
 // host memory stops the run), (H, type, name): a pointer to host memory (upload's source, download's destination,
@@ -46,44 +45,11 @@
     /* ---- buffers: n floats zeroed / copied ---- */                                                                 \
     X(zero, VOID, RUN, OWN, (P, float *, x), (V, int64_t, n))                                                         \
     X(copy, VOID, RUN, OWN, (P, float *, dst), (P, const float *, src), (V, int64_t, n))                              \
-    /* ---- matrix products ---- */                                                                                   \
-    /* general row-major sgemm: c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; lda/ldb/ldc row      */  \
-    /* strides (bf16 mixed precision: operands rounded to bf16, fp32 accumulation; kernels.h)                    */  \
-    X(gemm, VOID, MUL, K, (V, int, ta), (V, int, tb), (V, int64_t, M), (V, int64_t, N), (V, int64_t, K),             \
-      (V, float, alpha), (P, const float *, a), (V, int64_t, lda), (P, const float *, b), (V, int64_t, ldb),         \
-      (V, float, beta), (P, float *, c), (V, int64_t, ldc))                                                           \
-    /* a weight w[rows, cols] (row stride ld) every following gemm/linear reads as is, until gemm_unpin: a        */  \
-    /* backend that converts it (bf16 mixed precision rounds it) may do so once (k_gemm_bf16_pin)                 */  \
-    X(gemm_pin, VOID, RUN, OWN, (P, const float *, w), (V, int64_t, rows), (V, int64_t, cols), (V, int64_t, ld))     \
-    X(gemm_unpin, VOID, RUN, OWN, (N, void, ))                                                                        \
-    /* bf16 mixed precision, weights rounded ahead by their owner (the ZeRO runtime; k_gemm_bf16_bind and its     */  \
-    /* neighbours in kernels.h): bf16 bits dst[n] of src[n] (round to nearest even); the bytes of one element of  */  \
-    /* a bound copy; bits buf[n] widened in place to that format; w[n]'s bound copy (every gemm/linear operand    */  \
-    /* inside it reads the copy) until gemm_unbind(w)                                                             */  \
-    X(to_bf16, VOID, RUN, OWN, (P, uint16_t *, dst), (P, const float *, src), (V, int64_t, n))                        \
-    X(gemm_bound_esz, I64, ASK, OWN, (N, void, ))                                                                     \
-    X(gemm_widen, VOID, RUN, OWN, (P, void *, buf), (V, int64_t, n))                                                  \
-    X(gemm_bind, VOID, OWN, OWN, (P, const float *, w), (V, int64_t, n), (P, const void *, rounded))                  \
-    X(gemm_unbind, VOID, OWN, OWN, (P, const float *, w))                                                             \
-    /* operands rounded by the caller (kernels.h k_gemm_rounds, k_gemm_round, k_gemm_rounded): the bytes of a     */  \
-    /* rounded element while products round (0: they do not); dst[rows, cols] (packed) = src rounded into that    */  \
-    /* format; a product reading such copies (pre: OS_PRE_A and/or OS_PRE_B)                                      */  \
-    X(gemm_rounds, I64, ASK, OWN, (N, void, ))                                                                          \
-    X(gemm_round, VOID, RUN, K, (P, void *, dst), (P, const float *, src), (V, int64_t, rows), (V, int64_t, cols),    \
-      (V, int64_t, ld))                                                                                               \
-    X(gemm_rounded, VOID, MUL, K, (V, int, pre), (V, int, ta), (V, int, tb), (V, int64_t, M), (V, int64_t, N),       \
-      (V, int64_t, K), (V, float, alpha), (P, const void *, a), (V, int64_t, lda), (P, const void *, b),            \
-      (V, int64_t, ldb), (V, float, beta), (P, float *, c), (V, int64_t, ldc))                                        \
-    /* out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)                                                */  \
-    X(linear_fwd, VOID, MUL, K, (P, float *, out), (P, const float *, inp), (P, const float *, w),                   \
-      (P, const float *, bias), (V, int64_t, N), (V, int64_t, I), (V, int64_t, O))                                    \
-    /* dinp[N,I] += dout[N,O] @ w[O,I];  dw[O,I] += dout^T @ inp;  dbias[O] += sum_n dout[n,:]                    */  \
-    X(linear_bwd, VOID, MUL, K, (P, float *, dinp), (P, float *, dw), (P, float *, dbias), (P, const float *, dout),  \
-      (P, const float *, inp), (P, const float *, w), (V, int64_t, N), (V, int64_t, I), (V, int64_t, O))             \
+    /* ---- the matrix product and conversions on typed views ----                                               */  \
     /* a matrix product on typed views (core/tensor.h), k_matmul's definition (kernels.h): c = alpha * a @ b +    */  \
     /* beta * c, operands fp32 or bf16, fp32 accumulation, c fp32 or bf16; bias (fp32 [N], rows start from it)    */  \
     /* and dbias (fp32 [M] += row sums of a: a linear layer's bias gradient) optional (os_tensor_none())          */  \
-    X(matmul, VOID, MUL, K, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),              \
+    X(matmul, VOID, RUN, K, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),              \
       (V, float, beta), (T, os_tensor, bias), (T, os_tensor, dbias))                                                  \
     /* dst = src element by element, converted: views of one shape (a vector, or a row-major matrix: stride[1] 1), */ \
     /* each fp32 or bf16 (fp32 -> bf16 rounds to nearest even, k_bf16_round; bf16 -> fp32 is exact; one dtype    */  \

@@ -23,8 +23,8 @@ typedef struct {
     float init_arg;       // std for NORMAL
     int64_t fan_in;       // for LINEAR_*
     int resizable;        // dim 0 may be longer than the checkpoint's (vocabulary resize): extra rows use init
-    int gemm;             // the forward and backward read it only as a matrix-product operand (os_k->gemm,
-                          // linear_*): under bf16 its owner may hand the products a bf16-rounded copy instead
+    int gemm;             // the forward and backward read it only as a matrix-product operand (matmul): under
+                          // bf16 its owner may hand the products a bf16 copy instead (os_weights.tensor)
 } os_param;
 
 typedef os_bucket_decl os_bucket;   // the runtime's zr_bucket is the same type

@@ -2,8 +2,9 @@
 // of c equals alpha * sum_k op(a)[m,k] * op(b)[k,n] + beta * c (the sum in double here; bf16: both operands rounded
 // to nearest even first) within the fp32 accumulation bound (K + 2) * 2^-23 * (|alpha| sum_k |products| + |beta c|),
 // TF32 within 2^-10 of the products' magnitude more. Odd shapes, both transposes, strided operands (c's padding
-// must stay), K = 0, alpha/beta; bf16 with operands bound by the runtime, pinned, or rounded by the caller
-// (gemm_rounded); linear_fwd with bias and linear_bwd with its double column sums against the CPU's k_linear_*.
+// must stay), K = 0, alpha/beta, all through cu_matmul's views; bf16 with operands given as their bf16 copies (cast,
+// as the runtime's weights and the head's stash); a linear layer's forward with bias and backward with its double
+// column sums (matmul's bias and dbias options) against the CPU's k_linear_*.
 // Without a GPU it says why and passes (make CUDA=1 builds it; tests/test_device_flag.py runs it).
 #include "cuda/cu_alloc.h"
 #include "cuda/cu_gemm.h"
@@ -35,8 +36,14 @@ static void down(float *h, const float *d, int64_t n) {
     CU_CHECK(cudaMemcpy(h, d, 4 * (size_t)n, cudaMemcpyDeviceToHost));
 }
 
-enum { PLAIN, BOUND_A, BOUND_B, PINNED_B, ROUNDED_A, ROUNDED_AB };
-static const char *how_name[] = {"plain", "a bound", "b bound", "b pinned", "a rounded", "a,b rounded"};
+enum { PLAIN, A_BF16, B_BF16, AB_BF16 };   // bit 0: a given as its bf16 copy, bit 1: b
+static const char *how_name[] = {"plain", "a bf16", "b bf16", "a,b bf16"};
+
+// a stored [rows, cols] (row stride ld) as the product's operand: op(x) (t: its transpose)
+static os_tensor operand(const void *d, os_dtype dt, int t, int64_t rows, int64_t cols, int64_t ld) {
+    os_tensor v = os_mat(d, dt, rows, cols, ld);
+    return t ? os_tensor_t(v) : v;
+}
 
 // one product on the GPU, c checked against the definition; mode: 0 fp32, 1 bf16, 2 tf32 (opened with tf32)
 static void product(int mode, int how, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
@@ -50,21 +57,11 @@ static void product(int mode, int how, int ta, int tb, int64_t M, int64_t N, int
     float *da = up(a, na), *db = up(b, nb), *dc = up(c0, nc);
     uint16_t *ra = cu_alloc(2 * (na + 1), "a rounded"), *rb = cu_alloc(2 * (nb + 1), "b rounded");
     cu_gemm_set_bf16(mode == 1);
-    if (ar * ac > 0) cu_gemm_round(ra, da, ar, ac, lda);   // packed: row stride ac
-    if (br * bc > 0) cu_gemm_round(rb, db, br, bc, ldb);
-    if (how == BOUND_A || how == BOUND_B) {   // the runtime's copy: the whole buffer rounded, same offsets
-        cu_gemm_round(how == BOUND_A ? ra : rb, how == BOUND_A ? da : db, 1, how == BOUND_A ? na : nb,
-                      how == BOUND_A ? na : nb);
-        cu_gemm_bind(how == BOUND_A ? da : db, how == BOUND_A ? na : nb, how == BOUND_A ? ra : rb);
-    }
-    if (how == PINNED_B) cu_gemm_pin(db, br, bc, ldb);
-    if (how >= ROUNDED_A)
-        cu_gemm_rounded(how == ROUNDED_A ? OS_PRE_A : OS_PRE_A | OS_PRE_B, ta, tb, M, N, K, alpha, ra, ac,
-                        how == ROUNDED_AB ? (const void *)rb : db, how == ROUNDED_AB ? bc : ldb, beta, dc, ldc);
-    else
-        cu_gemm(ta, tb, M, N, K, alpha, da, lda, db, ldb, beta, dc, ldc);
-    if (how == BOUND_A || how == BOUND_B) cu_gemm_unbind(how == BOUND_A ? da : db);
-    if (how == PINNED_B) cu_gemm_unpin();
+    if (na > 0) cu_cast(os_vec(ra, OS_BF16, na), os_vecf(da, na));   // the copies: whole buffers, same offsets
+    if (nb > 0) cu_cast(os_vec(rb, OS_BF16, nb), os_vecf(db, nb));
+    os_tensor va = how & 1 ? operand(ra, OS_BF16, ta, ar, ac, lda) : operand(da, OS_F32, ta, ar, ac, lda);
+    os_tensor vb = how & 2 ? operand(rb, OS_BF16, tb, br, bc, ldb) : operand(db, OS_F32, tb, br, bc, ldb);
+    cu_matmul(os_matf(dc, M, N, ldc), va, vb, alpha, beta, os_tensor_none(), os_tensor_none());
     cu_gemm_set_bf16(0);
     down(c, dc, nc);
     double worst = 0;
@@ -100,7 +97,7 @@ static double max_rel(const float *x, const float *y, int64_t n) {
     return w / (s + 1e-30);
 }
 
-// linear_fwd (bias broadcast, then the product) and linear_bwd (dinp, dw, dbias accumulate) against the CPU's
+// a linear layer's forward (matmul with its bias) and backward (dinp, dw with dbias, accumulated) against the CPU's
 static void linear(int64_t N, int64_t I, int64_t O) {
     int64_t nw = O * I, ni = N * I, no = N * O;
     float *w = os_alloc(4 * (size_t)nw, "w"), *x = os_alloc(4 * (size_t)ni, "x"), *bias = os_alloc(4 * (size_t)O, "b");
@@ -116,8 +113,10 @@ static void linear(int64_t N, int64_t I, int64_t O) {
     memcpy(dx2, dx, 4 * (size_t)ni), memcpy(dw2, dw, 4 * (size_t)nw), memcpy(db2, db, 4 * (size_t)O);
     k_linear_fwd(out, x, w, bias, N, I, O);
     k_linear_bwd(dx, dw, db, g, x, w, N, I, O);
-    cu_linear_fwd(dO, dX, dW, dB, N, I, O);
-    cu_linear_bwd(dDX, dDW, dDB, dG, dX, dW, N, I, O);
+    os_tensor vw = os_matf(dW, O, I, I), vg = os_matf(dG, N, O, O), none = os_tensor_none();
+    cu_matmul(os_matf(dO, N, O, O), os_matf(dX, N, I, I), os_tensor_t(vw), 1.0f, 0.0f, os_vecf(dB, O), none);
+    cu_matmul(os_matf(dDX, N, I, I), vg, vw, 1.0f, 1.0f, none, none);
+    cu_matmul(os_matf(dDW, O, I, I), os_tensor_t(vg), os_matf(dX, N, I, I), 1.0f, 1.0f, none, os_vecf(dDB, O));
     down(o2, dO, no), down(dx2, dDX, ni), down(dw2, dDW, nw), down(db2, dDB, O);
     double e[4] = {max_rel(o2, out, no), max_rel(dx2, dx, ni), max_rel(dw2, dw, nw), max_rel(db2, db, O)};
     for (int i = 0; i < 4; i++)
@@ -146,10 +145,10 @@ int main(void) {
                 product(mode, PLAIN, t & 1, t >> 1, d[0], d[1], d[2], s % 3, 1.0f, 0.0f, seed++);
                 product(mode, PLAIN, t & 1, t >> 1, d[0], d[1], d[2], 3, -0.5f, 0.75f, seed++);
             }
-    for (int how = BOUND_A; how <= ROUNDED_AB; how++)
+    for (int how = A_BF16; how <= AB_BF16; how++)
         for (int t = 0; t < 4; t++) product(1, how, t & 1, t >> 1, 37, 29, 96, 2, 1.0f, 1.0f, seed++);
-    product(0, PLAIN, 0, 1, 5, 6, 0, 1, 1.0f, 0.5f, seed++);   // K = 0: c = beta c
-    product(0, PLAIN, 0, 1, 5, 6, 0, 1, 1.0f, 0.0f, seed++);   // K = 0, beta 0: zeros
+    product(0, PLAIN, 0, 0, 5, 6, 0, 1, 1.0f, 0.5f, seed++);   // K = 0: c = beta c (b [0, 6]: a view matmul reads)
+    product(0, PLAIN, 0, 0, 5, 6, 0, 1, 1.0f, 0.0f, seed++);   // K = 0, beta 0: zeros
     linear(7, 13, 5), linear(64, 896, 128), linear(1, 100, 3);
     cu_gemm_open(1);   // --tf32 true
     for (int t = 0; t < 4; t++) product(2, PLAIN, t & 1, t >> 1, 64, 96, 896, 1, 1.0f, 1.0f, seed++);

@@ -14,6 +14,7 @@
 #include <vector>
 extern "C" {
 #include "cuda/cu_ops.h"
+#include "cuda/cu_gemm_kernels.h"
 #include "kernels/kernels.h"
 }
 
@@ -206,8 +207,8 @@ static void test_elementwise(void) {
     CHECK(same(o1, a), "copy");
     a[3] = NAN, a[4] = INFINITY, a[5] = 1.00390625f;   // a tie: rounds to even
     std::vector<uint16_t> h1(n), h2(n);
-    cu_to_bf16(h1.data(), a.data(), n), k_bf16_round(h2.data(), a.data(), n);
-    CHECK(h1 == h2, "to_bf16");
+    cu_round_rows(h1.data(), a.data(), 1, n, n), k_bf16_round(h2.data(), a.data(), n);   // cast's rounding
+    CHECK(h1 == h2, "round_rows (cast fp32 -> bf16)");
     vec big = rnd(70001, 3);
     double s1 = -1.0, s2 = k_sumsq(big.data(), 70001);
     cu_sumsq(big.data(), 70001, &s1);

@@ -201,9 +201,13 @@ static void gemm_case(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
     float *want = hdup(c, (int64_t)sizeof(float) * nc);
     if (beta == 0)   // beta 0: c is not read (NaN there must not leak into the result)
         for (int64_t i = 0; i < nc; i++) c[i] = NAN, want[i] = NAN;
-    R->gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, want, ldc);
+    os_tensor va = os_matf(a, ta ? K : M, ta ? M : K, lda), vb = os_matf(b, tb ? N : K, tb ? K : N, ldb);
+    va = ta ? os_tensor_t(va) : va, vb = tb ? os_tensor_t(vb) : vb;
+    os_tensor none = os_tensor_none();
+    R->matmul(os_matf(want, M, N, ldc), va, vb, alpha, beta, none, none);
     float *da = UPF(a, na), *db = UPF(b, nb), *dc = UPF(c, nc);
-    X->gemm(ta, tb, M, N, K, alpha, da, lda, db, ldb, beta, dc, ldc);
+    va.data = da, vb.data = db;
+    X->matmul(os_matf(dc, M, N, ldc), va, vb, alpha, beta, none, none);
     // compare the rows' written columns only (the stride's padding is not the product's)
     float *got = down(dc, nc), *g2 = malloc(sizeof(float) * (size_t)(M * N)), *w2 = malloc(sizeof(float) * (size_t)(M * N));
     for (int64_t i = 0; i < M; i++)
@@ -222,21 +226,35 @@ static void t_gemm(void) {
     gemm_case(0, 1, 1000, 1001, 64, 1.0f, 1.0f);
 }
 
+// a linear layer's products as matmul calls on backend t (model/linear.c's): out[N,O] = inp[N,I] @ w[O,I]^T + bias;
+// dinp += dout @ w, dw += dout^T @ inp with dbias += dout's column sums
+static void linear_fwd(const os_ops *t, float *out, const float *inp, const float *w, const float *bias, int64_t N,
+                       int64_t I, int64_t O) {
+    t->matmul(os_matf(out, N, O, O), os_matf(inp, N, I, I), os_tensor_t(os_matf(w, O, I, I)), 1.0f, 0.0f,
+              os_vecf(bias, O), os_tensor_none());
+}
+static void linear_bwd(const os_ops *t, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                       const float *w, int64_t N, int64_t I, int64_t O) {
+    os_tensor g = os_matf(dout, N, O, O);
+    t->matmul(os_matf(dinp, N, I, I), g, os_matf(w, O, I, I), 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
+    t->matmul(os_matf(dw, O, I, I), os_tensor_t(g), os_matf(inp, N, I, I), 1.0f, 1.0f, os_tensor_none(),
+              os_vecf(dbias, O));
+}
 static void linear_case(int64_t N, int64_t I, int64_t O, int bias) {
     float *inp = rnd(N * I, -1, 1), *w = rnd(O * I, -0.1f, 0.1f), *b = bias ? rnd(O, -1, 1) : NULL;
     float *want = malloc(sizeof(float) * (size_t)(N * O));
-    R->linear_fwd(want, inp, w, b, N, I, O);
+    linear_fwd(R, want, inp, w, b, N, I, O);
     float *di = UPF(inp, N * I), *dw = UPF(w, O * I), *db = bias ? UPF(b, O) : NULL, *dout = upnan(N * O);
-    X->linear_fwd(dout, di, dw, db, N, I, O);
+    linear_fwd(X, dout, di, dw, db, N, I, O);
     char s[64];
     snprintf(s, sizeof s, "N%lld I%lld O%lld%s", (long long)N, (long long)I, (long long)O, bias ? " bias" : "");
     checkd("linear_fwd", dt(), s, dout, want, N * O, tol_mm());
     // backward: accumulates into non-zero gradients
     float *go = rnd(N * O, -1, 1), *gi = rnd(N * I, -1, 1), *gw = rnd(O * I, -1, 1), *gb = rnd(O, -1, 1);
     float *wi = hdup(gi, 4 * N * I), *ww = hdup(gw, 4 * O * I), *wb = hdup(gb, 4 * O);
-    R->linear_bwd(wi, ww, bias ? wb : NULL, go, inp, w, N, I, O);
+    linear_bwd(R, wi, ww, bias ? wb : NULL, go, inp, w, N, I, O);
     float *dgo = UPF(go, N * O), *dgi = UPF(gi, N * I), *dgw = UPF(gw, O * I), *dgb = UPF(gb, O);
-    X->linear_bwd(dgi, dgw, bias ? dgb : NULL, dgo, di, dw, N, I, O);
+    linear_bwd(X, dgi, dgw, bias ? dgb : NULL, dgo, di, dw, N, I, O);
     checkd("linear_bwd", dt(), s, dgi, wi, N * I, tol_mm());
     checkd("linear_bwd", dt(), s, dgw, ww, O * I, tol_mm());
     if (bias) checkd("linear_bwd", dt(), s, dgb, wb, O, tol_mm());
@@ -260,12 +278,12 @@ static float *widen16(const uint16_t *h, int64_t n) {   // host bf16 bits as flo
     return x;
 }
 // c[M,N] = alpha a @ b (+ bias) with a = op(A) (ta: A stored [K, M]), b = B^T stored [N, K]; abf/bbf: the
-// operands given as bf16 (their fp32 values rounded by the reference's to_bf16), cbf: c bf16, bias, dbias (of a)
+// operands given as bf16 (their fp32 values rounded by the reference's cast), cbf: c bf16, bias, dbias (of a)
 static void matmul_case(int ta, int64_t M, int64_t N, int64_t K, int abf, int bbf, int cbf, int bias, int dbias) {
     int64_t lda = (ta ? M : K) + 3, ldb = K + 1, na = (ta ? K : M) * lda, nb = N * ldb;
     float *a = rnd(na, -1, 1), *b = rnd(nb, -1, 1), *bv = rnd(N, -1, 1), *db0 = rnd(M, -1, 1);
     uint16_t *a16 = malloc(2 * (size_t)na), *b16 = malloc(2 * (size_t)nb), *c16 = malloc(2 * (size_t)(M * N));
-    R->to_bf16(a16, a, na), R->to_bf16(b16, b, nb);
+    R->cast(os_vec(a16, OS_BF16, na), os_vecf(a, na)), R->cast(os_vec(b16, OS_BF16, nb), os_vecf(b, nb));
     float *want = malloc(sizeof(float) * (size_t)(M * N)), *wdb = hdup(db0, 4 * M);
     os_tensor ha = abf ? os_mat(a16, OS_BF16, ta ? K : M, ta ? M : K, lda) : os_matf(a, ta ? K : M, ta ? M : K, lda);
     os_tensor hb = os_tensor_t(bbf ? os_mat(b16, OS_BF16, N, K, ldb) : os_matf(b, N, K, ldb));
@@ -306,26 +324,7 @@ static void t_matmul(void) {
     matmul_case(0, 1, 4864, 97, 0, 1, 1, 1, 0);      // one row, bias, bf16 out
 }
 
-// ---- bf16 operands: rounding, a bound copy, a pinned weight, operands rounded by the caller ----
-static void t_to_bf16(void) {
-    const int64_t n = 100003;
-    float *a = rnd(n, -3, 3);
-    a[0] = 1.0f + 1.0f / 256, a[1] = 1.0f + 3.0f / 256, a[2] = -0.0f, a[3] = INFINITY, a[4] = 1e-40f;   // ties, signs
-    uint16_t *want = malloc(2 * (size_t)n), *got = malloc(2 * (size_t)n);
-    R->to_bf16(want, a, n);
-    float *da = UPF(a, n);
-    uint16_t *dd = X->alloc(2 * n, "op_compare bf16");
-    X->to_bf16(dd, da, n);
-    X->download(got, dd, 2 * n);
-    int64_t diff = 0;
-    for (int64_t i = 0; i < n; i++) diff += got[i] != want[i];
-    char note[64];
-    snprintf(note, sizeof note, "%lld of %lld bit patterns differ", (long long)diff, (long long)n);
-    check_info("to_bf16", "100003 (ties, -0, inf, subnormal)", diff == 0 && !(g_perturb && !strcmp(g_perturb, "to_bf16")), note);
-    X->free(da), X->free(dd);
-    free(a), free(want), free(got);
-}
-
+// ---- bf16 conversions ----
 // cast: fp32 -> bf16 (ties, signs, infinity, a subnormal; a vector, and a matrix's columns [7, 1000] of a row
 // stride 1003 into a packed one), bf16 -> fp32 (into a strided matrix), and one dtype copied; bit for bit
 static void cast_case(const char *s, os_dtype td, os_dtype ts, int64_t rows, int64_t cols, int64_t ldd, int64_t lds) {
@@ -361,93 +360,14 @@ static void t_cast(void) {
     cast_case("bf16->bf16 [7,1001] ld 1003 -> 1001", OS_BF16, OS_BF16, 7, 1001, 1001, 1003);
 }
 
-static void t_bind(void) {   // the runtime's path: bf16 bits of w2, widened, bound as w's copy; products read it
-    const int64_t N = 7, I = 896, O = 131, n = O * I;
-    int64_t esz = X->gemm_bound_esz(), resz = R->gemm_bound_esz();
-    char note[64];
-    snprintf(note, sizeof note, "%lld bytes (reference %lld)", (long long)esz, (long long)resz);
-    check_info("gemm_bound_esz", "bf16", esz == 2 || esz == 4, note);
-    float *inp = rnd(N * I, -1, 1), *w = rnd(n, -0.1f, 0.1f), *w2 = rnd(n, -0.1f, 0.1f);
-    float *want = malloc(sizeof(float) * (size_t)(N * O));
-    void *rr = malloc((size_t)(n * resz));
-    R->to_bf16(rr, w2, n), R->gemm_widen(rr, n), R->gemm_bind(w, n, rr);
-    R->linear_fwd(want, inp, w, NULL, N, I, O);
-    R->gemm_unbind(w);
-    float *di = UPF(inp, N * I), *dw = UPF(w, n), *dw2 = UPF(w2, n), *dout = upnan(N * O);
-    void *dr = X->alloc(n * esz, "op_compare bound copy");
-    X->to_bf16(dr, dw2, n), X->gemm_widen(dr, n), X->gemm_bind(dw, n, dr);
-    X->linear_fwd(dout, di, dw, NULL, N, I, O);
-    X->gemm_unbind(dw);
-    checkd("gemm_bind", "bf16", "w [131,896] reads w2's copy, N7", dout, want, N * O, 1e-4);
-    check_info("gemm_widen", "131x896", 1, "checked through gemm_bind's product");
-    // unbound again: the product rounds w itself
-    R->linear_fwd(want, inp, w, NULL, N, I, O);
-    dout = upnan(N * O);
-    X->linear_fwd(dout, di, dw, NULL, N, I, O);
-    checkd("gemm_unbind", "bf16", "w [131,896] after unbind, N7", dout, want, N * O, 1e-4);
-    X->free(di), X->free(dw), X->free(dw2), X->free(dr);
-    free(inp), free(w), free(w2), free(want), free(rr);
-}
-
-static void t_pin(void) {   // the head's weight, pinned for the two products of each logits chunk
-    const int64_t N = 7, C = 97, V = 1001;
-    float *h = rnd(N * C, -1, 1), *w = rnd(V * C, -0.1f, 0.1f), *dl = rnd(N * V, -1, 1);
-    float *want = malloc(sizeof(float) * (size_t)(N * V)), *wdh = calloc((size_t)(N * C), sizeof(float));
-    R->gemm_pin(w, V, C, C);
-    R->gemm(0, 1, N, V, C, 1.0f, h, C, w, C, 0.0f, want, V);
-    R->gemm(0, 0, N, C, V, 1.0f, dl, V, w, C, 0.0f, wdh, C);
-    R->gemm_unpin();
-    float *dh = UPF(h, N * C), *dw = UPF(w, V * C), *ddl = UPF(dl, N * V), *dout = upnan(N * V), *ddh = upnan(N * C);
-    X->gemm_pin(dw, V, C, C);
-    X->gemm(0, 1, N, V, C, 1.0f, dh, C, dw, C, 0.0f, dout, V);
-    X->gemm(0, 0, N, C, V, 1.0f, ddl, V, dw, C, 0.0f, ddh, C);
-    X->gemm_unpin();
-    checkd("gemm_pin", "bf16", "logits h[7,97] w[1001,97]^T", dout, want, N * V, 1e-4);
-    checkd("gemm_unpin", "bf16", "dh = dlogits[7,1001] w (pinned)", ddh, wdh, N * C, 1e-4);
-    X->free(dh), X->free(dw), X->free(ddl);
-    free(h), free(w), free(dl), free(want), free(wdh);
-}
-
-static void t_rounded(void) {   // operands rounded by the caller (the head's dlogits)
-    int64_t e = X->gemm_rounds(), re = R->gemm_rounds();
-    char note[64];
-    snprintf(note, sizeof note, "%lld bytes (reference %lld)", (long long)e, (long long)re);
-    check_info("gemm_rounds", "bf16 on", (e == 2 || e == 4) && re > 0, note);
-    const int64_t M = 7, N = 97, K = 1001;
-    float *a = rnd(M * K, -1, 1), *b = rnd(K * N, -1, 1);
-    void *ra = malloc((size_t)(M * K * re)), *rb = malloc((size_t)(K * N * re));
-    R->gemm_round(ra, a, M, K, K), R->gemm_round(rb, b, K, N, N);
-    float *da = UPF(a, M * K), *db = UPF(b, K * N);
-    void *xa = X->alloc(M * K * e, "op_compare rounded a"), *xb = X->alloc(K * N * e, "op_compare rounded b");
-    X->gemm_round(xa, da, M, K, K), X->gemm_round(xb, db, K, N, N);
-    check_info("gemm_round", "a [7,1001], b [1001,97]", 1, "checked through gemm_rounded's products");
-    for (int pre = 1; pre <= 3; pre++) {
-        float *want = malloc(sizeof(float) * (size_t)(M * N));
-        R->gemm_rounded(pre, 0, 0, M, N, K, 1.0f, pre & 1 ? ra : (void *)a, K, pre & 2 ? rb : (void *)b, N, 0.0f, want, N);
-        float *dc = upnan(M * N);
-        X->gemm_rounded(pre, 0, 0, M, N, K, 1.0f, pre & 1 ? xa : (void *)da, K, pre & 2 ? xb : (void *)db, N, 0.0f, dc, N);
-        char s[64];
-        snprintf(s, sizeof s, "M7 N97 K1001 pre %s", pre == 1 ? "A" : pre == 2 ? "B" : "A+B");
-        checkd("gemm_rounded", "bf16", s, dc, want, M * N, 1e-4);
-        free(want);
-    }
-    X->free(da), X->free(db), X->free(xa), X->free(xb);
-    free(a), free(b), free(ra), free(rb);
-}
-
 static void t_bf16(void) {
     set_bf16(1);
     check_info("bf16", "opened in bf16", X->bf16 == 1 && R->bf16 == 1, X->bf16 == 1 ? "1" : "not 1");
     t_gemm();
     t_linear();
     t_matmul();
-    t_bind();
-    t_pin();
-    t_rounded();
     set_bf16(0);
     check_info("bf16", "opened in fp32", X->bf16 == 0, X->bf16 == 0 ? "0" : "not 0");
-    int64_t e = X->gemm_rounds();
-    check_info("gemm_rounds", "bf16 off", e == 0, e ? "not 0 with bf16 off" : "0");
 }
 
 // ---- attention: q/out [B,T,H,D], k/v [B,T,KH,D], keymask [B,T], seg [B,T] ----
@@ -858,13 +778,11 @@ typedef struct {
 static const check_fn TESTS[] = {
     {"memory", "alloc alloc_uninit alloc_sparse free host_memory upload download", t_memory},
     {"zero_copy", "zero copy", t_zero_copy},
-    {"gemm", "gemm", t_gemm},
-    {"linear", "linear_fwd linear_bwd", t_linear},
+    {"gemm", "matmul", t_gemm},
+    {"linear", "matmul", t_linear},
     {"matmul", "matmul", t_matmul},
     {"cast", "cast", t_cast},
-    {"to_bf16", "to_bf16", t_to_bf16},
-    {"bf16", "bf16 gemm linear_fwd linear_bwd matmul gemm_bound_esz gemm_widen gemm_bind gemm_unbind gemm_pin gemm_unpin "
-             "gemm_rounds gemm_round gemm_rounded", t_bf16},
+    {"bf16", "bf16 matmul", t_bf16},
     {"attention", "attention_stats_floats attention_fwd attention_bwd", t_attention},
     {"attention_cached", "attention_cached_fwd", t_attention_cached},
     {"attention_bf16", "attention_fwd attention_bwd attention_cached_fwd", t_attention_bf16},

@@ -77,99 +77,52 @@ int main(void) {
             case_ok("split over threads", ta, tb, 300, 200, 96, 0, 1.0f, 1.0f, 30 + 2 * ta + tb);
             case_ok("split columns", ta, tb, 40, 700, 160, 1, -0.5f, 0.5f, 40 + 2 * ta + tb);
         }
-    // a pinned operand (k_gemm_bf16_pin) gives the same product as rounding it in the call, and a product that
-    // reads another operand of the same shape is not given the pinned one
+    // a bf16 copy of an operand (k_cast, as the runtime keeps its weights: os_weights.tensor) read as a bf16 view
+    // gives the same product as rounding the fp32 operand in the call, whole and as a block at the copy's row stride
+    // (src/model/loss.c reads lm_head's text or audio rows so), transposed or not; and the copy holds the
+    // definition's bf16 values. The copy is of ANOTHER array (w2), so a product that reads it equals the product on w2.
     {
-        int64_t M = 37, N = 300, K = 64;
-        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *w = os_alloc(sizeof(float) * (size_t)(N * K), "w");
-        float *w2 = os_alloc(sizeof(float) * (size_t)(N * K), "w2"), *c[4];
-        for (int i = 0; i < 4; i++) c[i] = os_alloc(sizeof(float) * (size_t)(M * N), "c");
-        os_rng_fill_uniform(a, M * K, 50, 0, -1, 1);
-        os_rng_fill_uniform(w, N * K, 51, 0, -1, 1);
-        os_rng_fill_uniform(w2, N * K, 52, 0, -1, 1);
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[0], N);    // w rounded in the call
-        k_gemm_bf16_pin(w, N, K, K);
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[1], N);    // the pinned copy
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[2], N);   // another operand
-        k_gemm_bf16_unpin();
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[3], N);
-        size_t bytes = sizeof(float) * (size_t)(M * N);
-        CHECK(!memcmp(c[0], c[1], bytes), "pinned operand: the product differs from rounding it in the call");
-        CHECK(!memcmp(c[2], c[3], bytes), "a product reading another operand was given the pinned one");
-        os_free(a), os_free(w), os_free(w2);
-        for (int i = 0; i < 4; i++) os_free(c[i]);
-    }
-    // a block of the pinned operand (rows [r, r + n), columns [c, c + k) at the pinned row stride; src/model/loss.c
-    // reads lm_head's text or audio rows so) reads the pinned copy at its offset. w is overwritten after the pin, so
-    // a product served from the copy gives the product on w's old values, one rounded in the call that on the new
-    // ones (w2): as for a block past the pinned rows (the pin covers N - 1 of w's N rows) or crossing a row's end
-    {
-        int64_t M = 21, N = 90, K = 48, r = 30, n = 40, c = 8, k = 32, P = N - 1;
-        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *w = os_alloc(sizeof(float) * (size_t)(N * K), "w");
-        float *w2 = os_alloc(sizeof(float) * (size_t)(N * K), "w2"), *want[3], *got[3];
+        int64_t M = 29, N = 96, K = 80, r = 30, n = 40, c0 = 8, k = 32;
+        float *w = os_alloc(sizeof(float) * (size_t)(N * K), "w"), *w2 = os_alloc(sizeof(float) * (size_t)(N * K), "w2");
+        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *want[3], *got[3];
+        uint16_t *copy = os_alloc(sizeof(uint16_t) * (size_t)(N * K), "bf16 copy");
         for (int i = 0; i < 3; i++)
-            want[i] = os_alloc(sizeof(float) * (size_t)(M * n), "want"), got[i] = os_alloc(sizeof(float) * (size_t)(M * n), "got");
-        os_rng_fill_uniform(a, M * K, 53, 0, -1, 1);
-        os_rng_fill_uniform(w, N * K, 54, 0, -1, 1);
-        os_rng_fill_uniform(w2, N * K, 55, 0, -1, 1);
-        const int64_t rows[3] = {n, 1, 1}, cols[3] = {k, K, k}, at[3] = {r * K + c, P * K, r * K + K - k / 2};
-        for (int t = 0; t < 3; t++)   // 0: the pinned block (old values); 1: the unpinned last row, 2: across a row's end (new)
-            k_gemm_prec(1, 0, 1, M, rows[t], cols[t], 1.0f, a, K, (t ? w2 : w) + at[t], K, 0.0f, want[t], rows[t]);
-        k_gemm_bf16_pin(w, P, K, K);
-        memcpy(w, w2, sizeof(float) * (size_t)(N * K));
-        for (int t = 0; t < 3; t++) k_gemm_prec(1, 0, 1, M, rows[t], cols[t], 1.0f, a, K, w + at[t], K, 0.0f, got[t], rows[t]);
-        k_gemm_bf16_unpin();
-        const char *what[3] = {"a block inside the pin did not read the pinned copy",
-                               "a row past the pinned rows was not rounded in the call",
-                               "a block crossing a pinned row's end was not rounded in the call"};
-        for (int t = 0; t < 3; t++) CHECK(!memcmp(want[t], got[t], sizeof(float) * (size_t)(M * rows[t])), "%s", what[t]);
-        os_free(a), os_free(w), os_free(w2);
-        for (int i = 0; i < 3; i++) os_free(want[i]), os_free(got[i]);
-    }
-    // bound operands (k_gemm_bf16_bind): an operand inside the bound range reads the bound copy at its offset and row
-    // stride. The copy is of ANOTHER array (w2), so a product that reads it equals the same product on w2; one
-    // reaching past the range is rounded in the call (equals the product on w). And the copy's format:
-    // k_bf16_round + k_gemm_bf16_widen give the definition's bf16 values.
-    {
-        int64_t M = 29, N = 96, K = 80, off = 37, n = off + N * K;   // w = buf[off ..] as [N, K]
-        int64_t esz = k_gemm_bf16_esz();
-        float *buf = os_alloc(sizeof(float) * (size_t)(n + K), "buf"), *buf2 = os_alloc(sizeof(float) * (size_t)(n + K), "buf2");
-        float *a = os_alloc(sizeof(float) * (size_t)(M * K), "a"), *c[7];
-        void *copy = os_alloc((size_t)(esz * n), "bound copy");
-        for (int i = 0; i < 7; i++) c[i] = os_alloc(sizeof(float) * (size_t)(M * N), "c");
-        os_rng_fill_uniform(buf, n + K, 60, 0, -1, 1);
-        os_rng_fill_uniform(buf2, n + K, 61, 0, -1, 1);
+            want[i] = os_alloc(sizeof(float) * (size_t)(M * N), "want"), got[i] = os_alloc(sizeof(float) * (size_t)(M * N), "got");
+        os_rng_fill_uniform(w, N * K, 60, 0, -1, 1);
+        os_rng_fill_uniform(w2, N * K, 61, 0, -1, 1);
         os_rng_fill_uniform(a, M * K, 62, 0, -1, 1);
-        k_bf16_round(copy, buf2, n);
-        k_gemm_bf16_widen(copy, n);
+        k_cast(os_mat(copy, OS_BF16, N, K, K), os_matf(w2, N, K, K));
         int exact = 1;
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < N * K; i++) {
+            uint32_t u = (uint32_t)copy[i] << 16;
             float v;
-            if (esz == 2) {
-                uint32_t u = (uint32_t)((uint16_t *)copy)[i] << 16;
-                memcpy(&v, &u, 4);
-            } else
-                v = ((float *)copy)[i];
-            exact &= (double)v == bf16(buf2[i]);
+            memcpy(&v, &u, 4);
+            exact &= (double)v == bf16(w2[i]);
         }
-        CHECK(exact, "k_bf16_round + k_gemm_bf16_widen: not the bf16 values");
-        const float *w = buf + off, *w2 = buf2 + off, *late = buf + off + K;   // late: [N, K] from row 1: one row past
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w2, K, 0.0f, c[0], N);             // on w2, rounded in the call
-        k_gemm_prec(1, 0, 0, M, N / 2, K / 2, 1.0f, a, K, w2 + 3, N, 0.0f, c[1], N / 2);   // a strided block of w2 as [K/2, N/2]
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[2], N);           // on buf, rounded in the call
-        k_gemm_bf16_bind(buf, n, copy);
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[3], N);
-        k_gemm_prec(1, 0, 0, M, N / 2, K / 2, 1.0f, a, K, w + 3, N, 0.0f, c[4], N / 2);
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, late, K, 0.0f, c[5], N);
-        k_gemm_bf16_unbind(buf);
-        k_gemm_prec(1, 0, 1, M, N, K, 1.0f, a, K, w, K, 0.0f, c[6], N);              // unbound again: w itself
-        size_t bytes = sizeof(float) * (size_t)(M * N);
-        CHECK(!memcmp(c[0], c[3], bytes), "bound operand: not the bound copy's product");
-        CHECK(!memcmp(c[1], c[4], bytes / 2), "bound operand (strided block): not the bound copy's product");
-        CHECK(!memcmp(c[2], c[5], bytes), "an operand reaching past the bound range was given the bound copy");
-        CHECK(memcmp(c[0], c[6], bytes), "unbound: the product still reads the bound copy");
-        os_free(buf), os_free(buf2), os_free(a), os_free(copy);
-        for (int i = 0; i < 7; i++) os_free(c[i]);
+        CHECK(exact, "k_cast fp32 -> bf16: not the bf16 values");
+        os_tensor bw = os_mat(copy, OS_BF16, N, K, K), fw = os_matf(w2, N, K, K), none = os_tensor_none();
+        os_tensor blk[3] = {bw, os_tensor_cols(os_tensor_rows(bw, r, n), c0, k), os_tensor_rows(bw, r, n)};
+        os_tensor fblk[3] = {fw, os_tensor_cols(os_tensor_rows(fw, r, n), c0, k), os_tensor_rows(fw, r, n)};
+        for (int t = 0; t < 3; t++) {   // a[M, K] @ w^T; a[M, k] @ w[r:r+n, c0:c0+k]^T; a[M, n]... as rows of a: w block
+            int64_t kk = t == 1 ? k : K, nn = t == 0 ? N : n;
+            os_tensor av = os_matf(a, M, kk, K);
+            if (t < 2) {
+                k_matmul_prec(1, os_matf(want[t], M, nn, nn), av, os_tensor_t(fblk[t]), 1.0f, 0.0f, none, none);
+                k_matmul_prec(1, os_matf(got[t], M, nn, nn), av, os_tensor_t(blk[t]), 1.0f, 0.0f, none, none);
+            } else {   // a[M, n] @ w[r:r+n] (the block as b, not transposed: dh = dlogits @ W[c0:c1])
+                os_tensor an = os_matf(a, M, n, K);
+                k_matmul_prec(1, os_matf(want[t], M, K, K), an, fblk[t], 1.0f, 0.0f, none, none);
+                k_matmul_prec(1, os_matf(got[t], M, K, K), an, blk[t], 1.0f, 0.0f, none, none);
+                nn = K;
+            }
+            CHECK(!memcmp(want[t], got[t], sizeof(float) * (size_t)(M * nn)), "bf16 copy (case %d): not the product "
+                  "rounding the operand in the call", t);
+        }
+        k_matmul_prec(1, os_matf(want[0], M, N, N), os_matf(a, M, K, K), os_tensor_t(os_matf(w, N, K, K)), 1.0f, 0.0f,
+                      none, none);
+        CHECK(memcmp(want[0], got[0], sizeof(float) * (size_t)(M * N)), "the bf16 copy of w2 gave w's product");
+        os_free(w), os_free(w2), os_free(a), os_free(copy);
+        for (int i = 0; i < 3; i++) os_free(want[i]), os_free(got[i]);
     }
     // a NaN in a stays NaN in its row of c, and only there
     float a[4] = {1, NAN, 2, 3}, b[4] = {1, 2, 3, 4}, c[4] = {0};

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { FP32, BF16, BF16_PRE_A };   // the product: k_gemm; k_gemm_prec(1); k_gemm_rounded with a rounded first
+enum { FP32, BF16, BF16_PRE_A };   // the product: k_gemm; k_gemm_prec(1); k_matmul_prec(1) with a's bf16 copy
 static const char *const KIND[] = {"fp32", "bf16", "bf16, a rounded by the caller"};
 
 // c[M, N] (row stride ldc) = alpha op(a)[M, K] op(b) + beta c, a stored [M, K] with row stride lda (ta 0)
@@ -33,9 +33,11 @@ static void product(int kind, int tb, int64_t M, int64_t N, int64_t K, float alp
     } else if (kind == BF16) {
         k_gemm_prec(1, 0, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     } else {
-        void *r = os_alloc((size_t)(k_gemm_bf16_esz() * M * K), "rounded a");
-        k_gemm_round(r, a, M, K, lda);
-        k_gemm_rounded(OS_PRE_A, 0, tb, M, N, K, alpha, r, K, b, ldb, beta, c, ldc);
+        uint16_t *r = os_alloc(sizeof(uint16_t) * (size_t)(M * K), "rounded a");   // a's bf16 copy, read as bf16 (the stash)
+        k_cast(os_mat(r, OS_BF16, M, K, K), os_matf(a, M, K, lda));
+        os_tensor bv = os_matf(b, tb ? N : K, tb ? K : N, ldb), none = os_tensor_none();
+        k_matmul_prec(1, os_matf(c, M, N, ldc), os_mat(r, OS_BF16, M, K, K), tb ? os_tensor_t(bv) : bv, alpha, beta,
+                      none, none);
         os_free(r);
     }
 }

@@ -60,20 +60,21 @@ static void strict_upload_host(void *p) {
     os_ops_guard()->upload(h, p, sizeof h);
 }
 
-// gemm c = a @ b^T (2x3 @ (2x3)^T) on guard buffers, with bf16 products and b bound to a rounded copy in a guard
-// buffer of its own: the bound copy is read, so it must be opened; the result equals the CPU's product on the
-// rounded operand
+// matmul c = a @ b^T (2x3 @ (2x3)^T) on guard buffers, with bf16 products and b's bf16 copy (cast) in a guard
+// buffer of its own read as a bf16 view (as the runtime's weights): the copy is read, so it must be opened; the
+// result equals the CPU's product rounding b in the call
 static void bound_product(void *arg) {
     const os_ops *g = os_ops_guard_open(1);
     int *ok = arg;
     float ha[6] = {0.3f, -1.7f, 2.2f, 0.9f, 1.1f, -0.4f}, hb[6] = {1.01f, 0.5f, -2.3f, 0.77f, -0.6f, 1.9f}, hc[4], want[4];
     float *a = g->alloc(sizeof ha, "a"), *b = g->alloc(sizeof hb, "b"), *c = g->alloc(sizeof hc, "c");
-    void *r = g->alloc(6 * g->gemm_bound_esz(), "bound copy of b");
+    void *r = g->alloc(6 * 2, "bf16 copy of b");
+    os_tensor none = os_tensor_none();
     g->upload(a, ha, sizeof ha), g->upload(b, hb, sizeof hb);
-    g->to_bf16(r, b, 6), g->gemm_widen(r, 6), g->gemm_bind(b, 6, r);
-    g->gemm(0, 1, 2, 2, 3, 1.0f, a, 3, b, 3, 0.0f, c, 2);
-    g->gemm_unbind(b);
-    os_ops_cpu_open(1)->gemm(0, 1, 2, 2, 3, 1.0f, ha, 3, hb, 3, 0.0f, want, 2);
+    g->cast(os_vec(r, OS_BF16, 6), os_vecf(b, 6));
+    g->matmul(os_matf(c, 2, 2, 2), os_matf(a, 2, 3, 3), os_tensor_t(os_mat(r, OS_BF16, 2, 3, 3)), 1.0f, 0.0f, none, none);
+    os_ops_cpu_open(1)->matmul(os_matf(want, 2, 2, 2), os_matf(ha, 2, 3, 3), os_tensor_t(os_matf(hb, 2, 3, 3)), 1.0f,
+                               0.0f, none, none);
     g->download(hc, c, sizeof hc);
     *ok = !memcmp(hc, want, sizeof hc);
     printf("bound product %s\n", *ok ? "matches" : "differs");
@@ -139,7 +140,7 @@ int main(void) {
     const os_ops *g = os_ops_guard(), *c = &os_ops_cpu;
     const char *path;
     if (k_gemm_bf16_setup(os_knobs()->bf16_gemm, &path) < 0) return fprintf(stderr, "FAIL bf16 setup\n"), 1;
-    CHECK(g->gemm != c->gemm && g->sumsq != c->sumsq && g->rope_table != c->rope_table, "guard: every member wrapped");
+    CHECK(g->matmul != c->matmul && g->sumsq != c->sumsq && g->rope_table != c->rope_table, "guard: every member wrapped");
     double *d = g->alloc(3 * sizeof(double), "test scalars"), h[3] = {1, 1, 1};
     g->download(h, d, sizeof h);
     CHECK(h[0] == 0 && h[1] == 0 && h[2] == 0, "alloc zeroes: %g %g %g", h[0], h[1], h[2]);
@@ -183,7 +184,7 @@ int main(void) {
     CHECK(!memcmp(hv, cv, 7 * sizeof(float)), "add/axpy/scale on a guard buffer as on the CPU");
     CHECK(child_signal(host_read, v) == SEGV_END, "the buffer a member was given is closed again after the call");
     int ok = 0;
-    CHECK(child_signal(bound_product, &ok) == 0, "a product reads the bf16 copy bound to its operand (opened)");
+    CHECK(child_signal(bound_product, &ok) == 0, "a product reads the bf16 copy given as its operand (opened)");
 
     // strict: a compute member given host memory, or an upload into host memory, stops naming member and argument
     char err[512];
@@ -194,11 +195,12 @@ int main(void) {
     os_guard_set_strict(1);   // guard memory and NULL (an optional argument) pass strict mode
     float *w = g->alloc(4 * sizeof(float), "w"), *o = g->alloc(2 * sizeof(float), "o"), ho[2], co[2];
     g->upload(w, x, 4 * sizeof(float));
-    g->linear_fwd(o, v, w, NULL, 1, 2, 2);
+    os_tensor none = os_tensor_none();   // (its data NULL: an option not taken)
+    g->matmul(os_matf(o, 1, 2, 2), os_matf(v, 1, 2, 2), os_tensor_t(os_matf(w, 2, 2, 2)), 1.0f, 0.0f, none, none);
     os_guard_set_strict(0);
-    c->linear_fwd(co, cv, x, NULL, 1, 2, 2);
+    c->matmul(os_matf(co, 1, 2, 2), os_matf(cv, 1, 2, 2), os_tensor_t(os_matf(x, 2, 2, 2)), 1.0f, 0.0f, none, none);
     g->download(ho, o, sizeof ho);
-    CHECK(!memcmp(ho, co, sizeof ho), "strict: linear_fwd on guard memory with no bias as on the CPU");
+    CHECK(!memcmp(ho, co, sizeof ho), "strict: matmul on guard memory with no bias as on the CPU");
     queue_checks(g, v, cv);
     held_checks(g);
     g->free(d), g->free(dc), g->free(v), g->free(w), g->free(o), g->free(NULL);
