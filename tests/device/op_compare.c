@@ -177,6 +177,18 @@ static void t_memory(void) {
     char note[64];
     snprintf(note, sizeof note, "%d (the host's memory: %s)", X->host_memory, X->host_memory ? "yes" : "no");
     check_info("host_memory", "-", X->host_memory == 0 || X->host_memory == 1, note);
+    // held_bytes: NULL where the memory is the host's; else a buffer of n bytes adds at least n while it lives
+    int hok = X->held_bytes == NULL ? X->host_memory == 1 : 0;
+    if (X->held_bytes) {
+        int64_t h0 = X->held_bytes();
+        void *b = X->alloc(n, "op_compare held_bytes");
+        int64_t h1 = X->held_bytes();
+        X->free(b);
+        hok = h0 >= 0 && h1 - h0 >= n && X->held_bytes() <= h1 - n;
+        snprintf(note, sizeof note, "%lld bytes, %lld with 1000003 more", (long long)h0, (long long)h1);
+    } else
+        snprintf(note, sizeof note, "NULL (the host's memory)");
+    check_info("held_bytes", "1000003 bytes allocated and freed", hok, note);
     free(h), free(z), free(back);
 }
 
@@ -776,7 +788,7 @@ typedef struct {
     void (*run)(void);
 } check_fn;
 static const check_fn TESTS[] = {
-    {"memory", "alloc alloc_uninit alloc_sparse free host_memory upload download", t_memory},
+    {"memory", "alloc alloc_uninit alloc_sparse free host_memory held_bytes upload download", t_memory},
     {"zero_copy", "zero copy", t_zero_copy},
     {"gemm", "matmul", t_gemm},
     {"linear", "matmul", t_linear},
