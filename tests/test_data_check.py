@@ -1,11 +1,13 @@
 """The start-up data check (docs/dataset.md "The start-up data check"): before the model loads, every training
 sample is built once (the ranks sharing them) and what --max_length skips or cuts is counted; when nothing can
 train, every rank stops there naming the smallest --max_length that trains a sample. A spoken question without
---speech_encoder is named before the model loads too. "Before the model loads" is shown with a model whose weights
-file is unreadable: reaching the load would fail on it instead."""
+--speech_encoder is named before the model loads too. "Before the model loads" is shown with a model one of whose
+weights is NaN: reading the weights would fail on it instead ("tensor '...': element 0 is NaN")."""
 import shutil, wave
 
+import numpy as np
 import pytest
+from safetensors.numpy import load_file, save_file
 
 from oracle import slam_samples_ref as ref
 from omni_run import run
@@ -19,8 +21,10 @@ def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("datacheck")
     ref.make_model_dir(str(d / "model"), T=T, A=A, G=G, hidden=16, layers=1, heads=2, kv_heads=1, inter=32)
     ref.write_jsonl(d / "d.jsonl", ref.make_records(N, A=A, seed=4))
-    shutil.copytree(d / "model", d / "broken")   # config and tokenizer as the model's, weights unreadable
-    (d / "broken" / "model.safetensors").write_bytes(b"not a safetensors file")
+    shutil.copytree(d / "model", d / "broken")   # the model's files, one weight NaN
+    w = load_file(str(d / "broken" / "model.safetensors"))
+    w["model.embed_tokens.weight"][0, 0] = np.nan
+    save_file(w, str(d / "broken" / "model.safetensors"), metadata={"format": "pt"})
     return d
 
 
@@ -55,7 +59,7 @@ def test_a_max_length_below_every_prompt_stops_before_the_model_loads(setup, tmp
             or "rank 0: stopping because rank 1 failed: nothing can train" in p.stderr), p.stderr
     if truncation == "delete":
         assert "or --truncation_strategy right trains each sample's first max_length positions" in p.stderr
-    assert "model.safetensors" not in p.stderr and "no step had a target token" not in p.stderr, p.stderr
+    assert "is NaN" not in p.stderr and "no step had a target token" not in p.stderr, p.stderr
     assert not (tmp_path / "o" / "logging.jsonl").exists()
     assert oracle(setup, least - 1, truncation)[0] == N
     p = sft(setup, tmp_path / "below", "model", "--max_length", least - 1, "--truncation_strategy", truncation)
@@ -79,6 +83,7 @@ def test_the_counts_are_the_references(setup, tmp_path, truncation, np_):
             f"--max_length {M}, --truncation_strategy {truncation}) and {cut} cut to fit it")
     p = sft(setup, tmp_path / "b", "broken", "--max_length", M, "--truncation_strategy", truncation, np_=np_)
     assert p.returncode != 0 and p.stderr.count(line) == 1, p.stderr   # printed by rank 0, then the load fails
+    assert "element 0 is NaN" in p.stderr, p.stderr
     p = sft(setup, tmp_path / "o", "model", "--max_length", M, "--truncation_strategy", truncation, "--max_steps", N,
             np_=np_)   # every sample drawn
     assert p.returncode == 0 and p.stderr.count(line) == 1, p.stderr
@@ -97,4 +102,4 @@ def test_a_spoken_record_without_speech_encoder_stops_before_the_model_loads(set
     assert p.returncode != 0
     assert (f"{tmp_path}/s.jsonl:3: field 'source_wav': the record has a spoken question ('q.wav') but the model has no "
             "speech encoder (--speech_encoder DIR") in p.stderr, p.stderr
-    assert "model.safetensors" not in p.stderr, p.stderr
+    assert "is NaN" not in p.stderr, p.stderr

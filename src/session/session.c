@@ -66,7 +66,7 @@ static int speech_config(os_session *s, const os_session_opts *a, os_omni_config
     return s->enc_ckpt ? 0 : -1;
 }
 
-int os_session_open(os_session *s, const os_session_opts *a, int rank, int nranks) {
+int os_session_declare(os_session *s, const os_session_opts *a) {
     memset(s, 0, sizeof *s);
     if (a->bf16 != os_k->bf16)   // the products' precision is the backend's, set when it opened (cli/device.c)
         return os_errf("the session asks for %s products but the %s backend was opened for %s ones", a->bf16 ? "bf16" :
@@ -99,10 +99,11 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     if (os_model_build(m, &cfg, &oc) < 0) return -1;
     if (a->speech_encoder && os_whisper_declare(&m->enc, &m->reg, &wc) < 0) return os_err_ctx("%s", a->speech_encoder);
     int nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;   // the encoder's buckets come last
-    os_name_map map = {"", ""};
+    os_name_map *map = &s->enc_map;
+    *map = (os_name_map){"", ""};
     if (!from_ckpt && os_params_check_map(&m->reg, s->ckpt, a->model, 0, nb_llm, NULL) < 0) return -1;
-    if (m->enc.nlayers && (os_whisper_name_map(s->enc_ckpt, a->speech_encoder, &map) < 0 ||
-                           os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, &map) < 0))
+    if (m->enc.nlayers && (os_whisper_name_map(s->enc_ckpt, a->speech_encoder, map) < 0 ||
+                           os_params_check_map(&m->reg, s->enc_ckpt, a->speech_encoder, nb_llm, m->reg.nb, map) < 0))
         return -1;
     if (m->b_proj >= 0 && !m->enc.nlayers) os_reg_freeze(&m->reg, m->b_proj);   // no encoder: carried along unchanged
     if (a->frozen)   // inference: every bucket frozen, so the runtime allocates no gradient and no optimizer state
@@ -113,11 +114,17 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
         for (int i = 0; i < m->reg.np; i++)
             if (m->reg.p[i].resizable) m->reg.p[i].init = OS_INIT_MEAN_ROWS;
     if (!from_ckpt && os_params_audit(&m->reg, s->ckpt, a->model, nb_llm, &rules) < 0) return -1;
+    return 0;
+}
+
+int os_session_load(os_session *s, const os_session_opts *a, int rank, int nranks) {
+    os_model *m = &s->model;
+    int from_ckpt = a->checkpoint, nb_llm = m->enc.nlayers ? m->enc.b_front : m->reg.nb;
     os_runtime_init(&s->rt, &m->reg, a->zero_stage, rank, nranks);
     if (a->bf16) zr_set_bf16(&s->rt, 1);   // the matrices rounded once, gathered in bf16 (docs/zero.md "bf16")
     for (int b = from_ckpt ? nb_llm : 0; b < m->reg.nb; b++) {
         int enc = b >= nb_llm;
-        if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &map : NULL, (uint64_t)a->seed) < 0)
+        if (os_runtime_fill(&s->rt, &m->reg, b, enc ? s->enc_ckpt : s->ckpt, enc ? &s->enc_map : NULL, (uint64_t)a->seed) < 0)
             return os_err_ctx("%s", enc ? a->speech_encoder : a->model);
     }
     if (from_ckpt && os_checkpoint_load(m, &s->rt, a->model, &s->ckpt_step) < 0) return -1;   // collective
@@ -129,6 +136,10 @@ int os_session_open(os_session *s, const os_session_opts *a, int rank, int nrank
     s->pad_id = 151643 < m->V ? 151643 : 0;
     os_acts_init(&s->acts, m);
     return 0;
+}
+
+int os_session_open(os_session *s, const os_session_opts *a, int rank, int nranks) {
+    return os_session_declare(s, a) < 0 ? -1 : os_session_load(s, a, rank, nranks);
 }
 
 void os_session_close(os_session *s) {

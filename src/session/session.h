@@ -43,10 +43,16 @@ typedef struct {
     const char *model_dir;
     int32_t pad_id;
     int64_t ckpt_step;     // opened from a checkpoint (os_session_opts.checkpoint): the step it holds
+    os_name_map enc_map;   // the encoder checkpoint's tensor names (os_whisper_name_map), from declare to load
 } os_session;
 
-// collective; 0 or -1 + message (the caller stops every rank)
+// collective; 0 or -1 + message (the caller stops every rank). The two halves of it: declare reads and checks the
+// configurations and the tensor headers (the checkpoint's files verified), declares the model's parameters and
+// freezes them as asked - no weight is read, no collective (sft opens its data between the two); load makes the
+// runtime, reads the weights (collective from a checkpoint), opens the speech path and the activations.
 int os_session_open(os_session *s, const os_session_opts *o, int rank, int nranks);
+int os_session_declare(os_session *s, const os_session_opts *o);
+int os_session_load(os_session *s, const os_session_opts *o, int rank, int nranks);
 // The model's configuration as the session resolves it (config.json, slam_omni.json, then the options that override
 // them: code layers, latency, layer shift, loss weights); reads files only, no collective. -1 + message.
 int os_session_model_config(const os_session_opts *o, os_qwen2_config *cfg, os_omni_config *oc);

@@ -224,37 +224,29 @@ static void open_run(os_sft_state *r) {
     }
 }
 
-// the session (the model loaded) and the trainer over it; the speech positions the data was read with checked
-static void open_session(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    os_session_opts so;
-    os_stop_if_failed(session_model(&a->model, &so));
-    so.cache_speech_features = a->data.cache_speech_features, so.zero_stage = a->parallelism.zero_stage;
-    so.bf16 = os_sft_args_bf16(&a->training), so.seed = (uint64_t)a->training.seed;
-    os_stop_if_failed(os_session_open(&r->s, &so, r->rank, r->N));
-    r->m = &r->s.model;
-    r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
-    os_stop_if_failed(trainer_open(r));
-    os_stop_if_failed(os_speech_positions(r->m) == r->T_s ? 0 : os_errf("the model has %lld speech positions, the data "
-                      "was read with %lld (slam_omni.json and the encoder's config.json)",
-                      (long long)os_speech_positions(r->m), (long long)r->T_s));
+// the session's options
+static void session_opts(const os_sft_args *a, os_session_opts *so) {
+    os_stop_if_failed(session_model(&a->model, so));
+    so->cache_speech_features = a->data.cache_speech_features, so->zero_stage = a->parallelism.zero_stage;
+    so->bf16 = os_sft_args_bf16(&a->training), so->seed = (uint64_t)a->training.seed;
 }
 
-// the model's configuration as the data needs it, before its weights load: its sizes (config.json, slam_omni.json
-// and the options) and the positions of a spoken question (the encoder's config.json: its frames over the
-// projector's k; 0 without --speech_encoder)
-static int data_config(const os_sft_model_opts *mo, os_omni_config *oc, int64_t *T_s) {
+// the model declared: its configuration and tensor headers read and checked, its parameters declared and frozen as
+// asked, no weight read yet (session/session.h)
+static void declare_model(os_sft_state *r) {
     os_session_opts so;
-    os_qwen2_config cfg;
-    os_whisper_config wc;
-    char path[4200];
-    *T_s = 0;
-    if (session_model(mo, &so) < 0 || os_session_model_config(&so, &cfg, oc) < 0) return -1;
-    if (!mo->speech_encoder) return 0;
-    snprintf(path, sizeof path, "%s/config.json", mo->speech_encoder);
-    if (os_whisper_config_load(path, &wc) < 0) return os_err_ctx("--speech_encoder %s", mo->speech_encoder);
-    *T_s = wc.max_source_positions / oc->proj_k;
-    return 0;
+    session_opts(r->a, &so);
+    os_stop_if_failed(os_session_declare(&r->s, &so));
+    r->m = &r->s.model;
+}
+
+// the model's weights loaded (the runtime, the speech path) and the trainer over it
+static void load_model(os_sft_state *r) {
+    os_session_opts so;
+    session_opts(r->a, &so);
+    os_stop_if_failed(os_session_load(&r->s, &so, r->rank, r->N));
+    r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
+    os_stop_if_failed(trainer_open(r));
 }
 
 // --packing true: the training samples as packed rows (the evaluation data stays unpacked); every rank forms the
@@ -277,20 +269,19 @@ static void pack_training(os_sft_state *r) {
                 (long long)p->n, (long long)a->data.max_length);
 }
 
-// the datasets read (before the model loads: a record the model cannot take, such as a spoken question without a
-// speech encoder, is named at once), agreed on, and checked: what --max_length skips or cuts counted, and the run
+// the datasets read (the model declared, its weights not read yet: a record the model cannot take, such as a spoken
+// question without a speech encoder, is named at once), agreed on, and checked: what --max_length skips or cuts counted, and the run
 // stopped on every rank when nothing can train (train/data_check.h)
 static void open_data(os_sft_state *r) {
     const os_sft_args *a = r->a;
     int64_t Bm = a->training.per_device_train_batch_size;
-    os_omni_config oc;
-    os_stop_if_failed(data_config(&a->model, &oc, &r->T_s));
-    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, &oc, r->T_s, &r->ds, &r->ev));
+    int64_t T_s = os_speech_positions(r->m);
+    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, &r->m->oc, T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
     for (int e = 0; e < 2; e++) {   // each file of a mix
         os_dataset *d = e ? r->ev : r->ds, *src[OS_MAX_SOURCES];
-        for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], r->T_s));
+        for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
     }
     os_data_check(r->ds, "training", a->data.max_length, a->data.truncation_strategy);
 }
@@ -383,11 +374,12 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     r->args.checkpoint.output_dir = r->run_dir;
     a = r->a;
     open_run(r);
+    declare_model(r);
     os_stop_boundary(0);   // a signal in any phase of the start-up stops the run at its end (and within the long ones)
     os_test_fault(r->rank, -1);   // the test hook's step -1: before the datasets are opened
     open_data(r);
     os_stop_boundary(0);
-    open_session(r);
+    load_model(r);
     os_stop_boundary(0);
     open_loaders(r);
     data_position(r);

@@ -20,7 +20,6 @@ typedef struct {
     os_trainer trainer;           // the micro-step's view of the session (train/trainer.h)
     os_model *m;                  // &s.model
     os_dataset *ds, *ev;          // training and evaluation data (docs/dataset.md; ev NULL: no evaluation)
-    int64_t T_s;                  // positions of a spoken question (0: no speech encoder), as the data was read
     os_loader train, eval;        // their micro-batches (eval: only with ev)
     char digest[128];             // of the whole --dataset file (a resumed run must read the same data)
     os_ckpt_run run, was;         // this run's settings and data position; the resumed checkpoint's
