@@ -38,8 +38,9 @@ int os_fsync_parent(const char *path) {
 }
 
 int os_write_file_atomic(const char *path, const void *data, size_t n) {
-    char *tmp = os_alloc(strlen(path) + 32, "temp path");
-    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
+    size_t tmp_size = strlen(path) + 32;   // ".tmp." and a pid fit in 32
+    char *tmp = os_alloc(tmp_size, "temp path");
+    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
         os_errf("%s: cannot create %s: %s", path, tmp, strerror(errno));
