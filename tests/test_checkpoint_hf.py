@@ -177,3 +177,22 @@ def test_save_dtype_refusals(tmp_path):
              "--save_dtype", "float16"], check=False)
     assert p.returncode != 0 and "model.norm.weight" in p.stderr and "float16" in p.stderr, p.stderr
     assert not (tmp_path / "e").exists()
+
+
+def test_the_closing_lines_name_the_last_checkpoint_and_how_to_load_it(tmp_path):
+    """ms-swift's closing `last_model_checkpoint: DIR`: the directory that exists, and (under LoRA) the adapter
+    directory PEFT loads, so a user need not know the layout; without the consolidated copy, the export line."""
+    import re
+    mdir, data = model_and_data(tmp_path)
+    out = tmp_path / "o"
+    p = sft(mdir, data, out, 2, [*ARGS, "--train_type", "lora", "--lora_rank", 4])
+    m = re.search(r"last_model_checkpoint: (\S+) .*PeftModel\.from_pretrained\(model, '([^']+)'\)", p.stderr)
+    assert m and m.group(1) == str(out / "checkpoint-2"), p.stderr
+    base = AutoModelForCausalLM.from_pretrained(m.group(1), dtype=torch.float32)
+    with torch.no_grad():
+        plain = base(input_ids=torch.tensor([IDS])).logits
+        tuned = PeftModel.from_pretrained(base, m.group(2))(input_ids=torch.tensor([IDS])).logits
+    assert not torch.equal(plain, tuned)   # the named directory is the trained adapter
+    p = sft(mdir, data, tmp_path / "r", 1, [*ARGS, "--save_consolidated", "false"])
+    ck = tmp_path / "r" / "checkpoint-1"
+    assert f"last_model_checkpoint: {ck} " in p.stderr and f"omnishard export --checkpoint {ck}" in p.stderr, p.stderr

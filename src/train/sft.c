@@ -195,6 +195,23 @@ static int train_step(os_sft_state *r, int64_t step) {
     return save_due(&a->checkpoint, step, epoch_end) ? save(r, step) : 0;
 }
 
+// ms-swift's closing `last_model_checkpoint: DIR` line, with how transformers and PEFT load that directory (the
+// consolidated model and, under LoRA, the adapter in lora_adapter/; or, without the consolidated copy, the export line)
+static void last_checkpoint(const os_sft_args *a, int64_t saved) {
+    if (saved <= 0) return;   // --save_strategy no: no checkpoint
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->checkpoint.output_dir, (long long)saved);
+    if (!a->checkpoint.save_consolidated)
+        os_info("omnishard sft: last_model_checkpoint: %s (rank files only: `omnishard export --checkpoint %s` writes "
+                "the model transformers loads)", dir, dir);
+    else if (!strcmp(a->model.train_type, "lora"))
+        os_info("omnishard sft: last_model_checkpoint: %s (transformers: AutoModelForCausalLM.from_pretrained('%s') is "
+                "the base without the adapter; with it: PeftModel.from_pretrained(model, '%s/lora_adapter'))", dir, dir, dir);
+    else
+        os_info("omnishard sft: last_model_checkpoint: %s (transformers: AutoModelForCausalLM.from_pretrained('%s'))",
+                dir, dir);
+}
+
 // after the last step: the final checkpoint (unless the last step saved one), final_model, and rank 0's after
 static int save_final(os_sft_state *r, os_sft_after_fn after) {
     const os_sft_args *a = r->a;
@@ -212,6 +229,7 @@ static int save_final(os_sft_state *r, os_sft_after_fn after) {
         failed = 1, os_info("omnishard sft: %s (the model and checkpoints are written)", os_errmsg());
     os_stop_if_failed(os_steplog_close(&r->log));   // the log's last lines are on disk
     if (r->rank == 0) os_info("omnishard sft: done; model written to %s", out);
+    if (r->rank == 0) last_checkpoint(a, r->saved);
     os_sft_report_skips(r->ds, r->ev, &a->data);
     return failed;
 }
