@@ -90,3 +90,20 @@ def test_ms_swift_infer_spellings(models, tmp_path):
     p = run(["infer", "--help"])
     assert "--val_dataset, --dataset" in p.stdout and "--result_path, --output_file" in p.stdout
     assert "--max_batch_size, --infer_batch_size" in p.stdout
+
+
+def test_ms_swift_infer_options_say_what_to_pass(models):
+    """`swift infer --adapters CKPT` is refused naming --model CKPT (a checkpoint holds its base and adapter); --stream
+    and --infer_backend are accepted with a note each and change nothing (the same answer)"""
+    stops, _ = models
+    p = run(["infer", "--model", stops, "--adapters", stops, "--question", QUESTION], check=False)
+    assert p.returncode == 2 and not p.stdout, p.stderr
+    assert ("unknown option '--adapters' (ms-swift's; not in omnishard): a checkpoint holds its base model and its "
+            "LoRA adapter: pass --model OUTPUT_DIR/checkpoint-STEP") in p.stderr, p.stderr
+    plain = run(["infer", "--model", stops, "--question", QUESTION, "--max_new_tokens", 12])
+    p = run(["infer", "--model", stops, "--question", QUESTION, "--max_new_tokens", 12, "--stream", "true",
+             "--infer-backend=pt"])
+    strip = lambda s: {k: v for k, v in json.loads(s).items() if k != "seconds"}
+    assert strip(p.stdout) == strip(plain.stdout)
+    for name in ("stream", "infer_backend"):
+        assert p.stderr.count(f"omnishard infer: --{name} accepted, no effect here: ") == 1, p.stderr
