@@ -125,6 +125,24 @@ def test_invalid_options_on_one_rank_are_printed_by_every_rank(tiny):
         assert any("options of rank 0: unknown option '--learning_rat'" in l for l in lines_of(p, r)), p.stderr
 
 
+def test_the_same_invalid_line_on_every_rank_prints_the_reason_alone(tiny):
+    """one mpirun line for all ranks (the common case): each rank prints the reason as one rank would, not a list of
+    ranks that reads like a disagreement; two different reasons still name their ranks"""
+    bad = base(tiny) + ["--streaming", "true"]
+    p = mpmd([(bad, tiny), (bad, tiny)])
+    assert p.returncode != 0
+    for r in (0, 1):
+        got = lines_of(p, r)
+        assert any(l.startswith(f"omnishard: rank {r}: unknown option '--streaming' (ms-swift's; not in omnishard)")
+                   for l in got), p.stderr
+        assert not any("options of rank" in l for l in got), p.stderr
+    p = mpmd([(bad, tiny), (base(tiny) + ["--adam_beta2", "-1"], tiny)])
+    for r in (0, 1):
+        got = " ".join(lines_of(p, r))
+        assert "the options of rank 0: unknown option '--streaming'" in got, p.stderr
+        assert "the options of rank 1: --adam_beta2: expected a value in [0,1)" in got, p.stderr
+
+
 def test_help_on_every_rank_prints_once_and_exits_zero(tiny):
     p = mpmd([(["sft", "--help"], tiny), (["sft", "--help"], tiny)])
     assert p.returncode == 0 and p.stdout.count("usage: omnishard sft") == 1, p.stdout + p.stderr

@@ -29,7 +29,10 @@ int os_agree_parse(int rc) {
     int failed = 0, help = 0;
     for (int r = 0; r < N; r++) failed += all[r].rc < 0, help += all[r].rc == 1;
     int out = failed ? -1 : help == N ? 1 : 0;
-    if (failed || (help && help < N)) {   // one line per distinct reason, with the ranks that gave it
+    int same = failed == N;   // every rank gives the same reason (one command line for all): it alone, as on 1 rank
+    for (int r = 1; r < N && same; r++) same = !strcmp(all[r].msg, all[0].msg);
+    if (same) out = os_errf("%s", all[0].msg);
+    else if (failed || (help && help < N)) {   // one line per distinct reason, with the ranks that gave it
         char text[4000];
         size_t k = 0;
         for (int r = 0; r < N && k < sizeof text; r++) {
