@@ -81,7 +81,7 @@ def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
     make(tmp_path, speech=speech)
     c_short, c_long = count_file(tmp_path, 64, 2, zero, speech), count_file(tmp_path, 512, 2, zero, speech)
     short, long = ({k: v["calls"] for k, v in c["members"].items()} for c in (c_short, c_long))
-    assert short["gemm"] + short["matmul"] > 0 and short["adamw"] > 0, short   # the counts are the run's
+    assert short["matmul"] > 0 and short["adamw"] > 0, short   # the counts are the run's
     assert not differ(short, long), f"seam calls that depend on the micro-batch's tokens: {differ(short, long)}"
     for c in (c_short, c_long):   # the phases split the calls
         assert {k: sum(p.get(k, 0) for p in c["phases"].values()) for k in short} == \
