@@ -4,7 +4,7 @@ checkpoint; sharded above --max_shard_size with transformers' index; listed in t
 refused on resume), removed with its checkpoint by --save_total_limit; resume unchanged; --save_consolidated false and
 DeepSpeed's stage3_gather_16bit_weights_on_model_save false keep only the rank files; the saved dtype (--save_dtype,
 default the base's torch_dtype) rounds as torch does."""
-import json, os
+import json, os, shutil
 import numpy as np
 import pytest
 import torch
@@ -92,16 +92,26 @@ def test_lora_checkpoint_loads_in_peft_with_absolute_base(tmp_path):
     sft(mdir, data, out, 2, [*ARGS, *lora, "--save_total_limit", 1], np_=2)
     assert not (out / "checkpoint-1").exists()   # retention removes the whole directory, model files included
     ck = out / "checkpoint-2"
-    cfg = json.load(open(ck / "lora_adapter" / "adapter_config.json"))
+    cfg = json.load(open(ck / "adapter_config.json"))   # ms-swift's place: the top of checkpoint-N
     assert cfg["base_model_name_or_path"] == os.path.realpath(ck)   # absolute: the checkpoint's own base
     assert cfg["r"] == 4 and cfg["lora_alpha"] == 8
     listed = {f["name"] for f in json.load(open(ck / "manifest.json"))["model_files"]}
-    assert {"lora_adapter/adapter_config.json", "lora_adapter/adapter_model.safetensors", "model.safetensors"} <= listed
+    assert {"adapter_config.json", "adapter_model.safetensors", "model.safetensors"} <= listed
+    assert not (ck / "lora_adapter").exists()   # one adapter only: nothing to apply twice
     assert not any("lora" in k for k in load_file(str(ck / "model.safetensors")))
-    # PEFT over the checkpoint's base equals the merged export of the same checkpoint
     run(["export", "--checkpoint", ck, "--output_dir", tmp_path / "merged"])
-    got, want = logits(ck, IDS, ck / "lora_adapter"), logits(tmp_path / "merged", IDS)
+    want = logits(tmp_path / "merged", IDS)
+    # transformers alone (PEFT installed) loads the checkpoint as base + adapter: the merged export's logits
+    got = logits(ck, IDS)
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    # PEFT's way: the adapter directory is the checkpoint itself, over its base (a copy without the adapter)
+    base = tmp_path / "base"
+    base.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(ck / f, base / f)
+    plain, peft = logits(base, IDS), logits(base, IDS, ck)
+    assert np.abs(peft - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    assert np.abs(plain - want).max() > 1e-3   # the adapter was trained: the base alone differs
     # omnishard still reads the checkpoint itself (its LoRA from the rank files), for infer and resume
     sft(mdir, data, tmp_path / "r", 3, [*ARGS, *lora, "--resume_from_checkpoint", ck], np_=2)
 
@@ -180,19 +190,23 @@ def test_save_dtype_refusals(tmp_path):
 
 
 def test_the_closing_lines_name_the_last_checkpoint_and_how_to_load_it(tmp_path):
-    """ms-swift's closing `last_model_checkpoint: DIR`: the directory that exists, and (under LoRA) the adapter
-    directory PEFT loads, so a user need not know the layout; without the consolidated copy, the export line."""
+    """ms-swift's closing `last_model_checkpoint: DIR`: the directory that exists, and (under LoRA) that
+    transformers loads it with the adapter and PEFT takes it as the adapter directory, so a user need not know the
+    layout; without the consolidated copy, the export line."""
     import re
     mdir, data = model_and_data(tmp_path)
     out = tmp_path / "o"
     p = sft(mdir, data, out, 2, [*ARGS, "--train_type", "lora", "--lora_rank", 4])
-    m = re.search(r"last_model_checkpoint: (\S+) .*PeftModel\.from_pretrained\(model, '([^']+)'\)", p.stderr)
-    assert m and m.group(1) == str(out / "checkpoint-2"), p.stderr
-    base = AutoModelForCausalLM.from_pretrained(m.group(1), dtype=torch.float32)
-    with torch.no_grad():
-        plain = base(input_ids=torch.tensor([IDS])).logits
-        tuned = PeftModel.from_pretrained(base, m.group(2))(input_ids=torch.tensor([IDS])).logits
-    assert not torch.equal(plain, tuned)   # the named directory is the trained adapter
+    m = re.search(r"last_model_checkpoint: (\S+) .*from_pretrained\('([^']+)'\).*PeftModel\.from_pretrained\(base, '([^']+)'\)",
+                  p.stderr)
+    assert m and m.group(1) == m.group(2) == m.group(3) == str(out / "checkpoint-2"), p.stderr
+    base = tmp_path / "base"
+    base.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(out / "checkpoint-2" / f, base / f)
+    plain, tuned, peft = logits(base, IDS), logits(m.group(2), IDS), logits(base, IDS, m.group(3))
+    assert np.abs(plain - tuned).max() > 1e-3   # the named directory loads with the trained adapter
+    assert np.abs(peft - tuned).max() <= 1e-5 * max(1.0, np.abs(tuned).max())
     p = sft(mdir, data, tmp_path / "r", 1, [*ARGS, "--save_consolidated", "false"])
     ck = tmp_path / "r" / "checkpoint-1"
     assert f"last_model_checkpoint: {ck} " in p.stderr and f"omnishard export --checkpoint {ck}" in p.stderr, p.stderr

@@ -2,7 +2,7 @@
 with the new embedding rows and the adapter trained as modules_to_save; the PEFT adapter directory loads with
 PeftModel.from_pretrained, the merged export equals PEFT's merge_and_unload; N ranks == 1 rank at ZeRO 0-3 with
 dropout; PEFT's initialisation."""
-import json, os
+import json, os, shutil
 import numpy as np
 import pytest
 import torch
@@ -222,6 +222,11 @@ def test_recomputation_and_adapter_directory_refused(tmp_path):
         assert rel(wa[k], wb[k]) <= 1e-5, k
     p = sft(tmp_path / "rc" / "final_model", data, tmp_path / "x", 1, COMMON, check=False)
     assert p.returncode != 0 and "carries a PEFT LoRA adapter" in p.stderr, p.stderr
+    # so is a checkpoint's loadable copy without its manifest (the adapter beside the base, as ms-swift's)
+    ck = sorted((tmp_path / "rc").glob("checkpoint-*"))[-1]
+    shutil.copytree(ck, tmp_path / "copy", ignore=shutil.ignore_patterns("manifest.json", "rank-*"))
+    p = sft(tmp_path / "copy", data, tmp_path / "y", 1, COMMON, check=False)
+    assert p.returncode != 0 and "carries a PEFT LoRA adapter (adapter_config.json)" in p.stderr, p.stderr
 
 
 def test_lora_plain_qwen2_matches_peft(tmp_path):

@@ -155,7 +155,7 @@ int os_checkpoint_save(const os_model *m, zr_runtime *rt, const os_ckpt_dest *a,
     failed = comm_any_failed(rc < 0 || failed);
     if (!failed && a->consolidated) {   // collective: one bucket gathered at a time
         os_export_opts eo = a->exp;
-        eo.into = 1, eo.merge_lora = 0, eo.final_dir = dir;
+        eo.into = 1, eo.merge_lora = 0, eo.final_dir = dir, eo.adapter_at_top = 1;   // ms-swift's layout
         failed = os_export(m, rt, a->model_dir, tmp, &eo) < 0;
         if (failed && root) rc = -1;
     }

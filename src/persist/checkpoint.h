@@ -8,7 +8,8 @@
 //   config.json, slam_omni.json, tokenizer files   copied from the model directory (export needs nothing else);
 //                           the manifest, written last, lists them too ("model_files": bytes, FNV-1a 64)
 //   model.safetensors (or model-0000K-of-0000N.safetensors + model.safetensors.index.json), slam_omni.safetensors,
-//   lora_adapter/ (LoRA)    with consolidated: the model as os_export writes it (persist/export.h; never merged),
+//   adapter_config.json, adapter_model.safetensors (LoRA, at the top as ms-swift's)
+//                           with consolidated: the model as os_export writes it (persist/export.h; never merged),
 //                           so transformers and PEFT load the checkpoint directory; config.json is then export's
 //                           (the resized vocabulary, the saved dtype); listed in "model_files" too
 // The directory is written as checkpoint-STEP.tmp and renamed when every rank's file and the manifest are on

@@ -122,7 +122,7 @@ static int write_index(const os_model *m, const out_files *f, const char *dir) {
 }
 
 // every writer of the export opened in dir (rank 0)
-static int open_files(const os_model *m, out_files *f, const char *dir, int dtype, int adapter) {
+static int open_files(const os_model *m, out_files *f, const char *dir, int dtype, int adapter, const char *ad) {
     char path[4200], nm[64];
     int rc = 0;
     for (int k = 0; rc == 0 && k < f->nshard; k++) {
@@ -132,9 +132,9 @@ static int open_files(const os_model *m, out_files *f, const char *dir, int dtyp
     }
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", dir);
     if (rc == 0 && m->oc.G > 0) rc = open_writer(m, f, path, slam_file(f), dtype);
-    snprintf(path, sizeof path, "%s/lora_adapter", dir);
+    snprintf(path, sizeof path, "%s%s", dir, ad);
     if (rc == 0 && adapter) rc = os_mkdir_p(path);
-    snprintf(path, sizeof path, "%s/lora_adapter/adapter_model.safetensors", dir);
+    snprintf(path, sizeof path, "%s%s/adapter_model.safetensors", dir, ad);
     if (rc == 0 && adapter) rc = open_writer(m, f, path, adapter_file(f), dtype);
     return rc;
 }
@@ -210,12 +210,13 @@ static int put_bucket(const os_model *m, zr_runtime *rt, int b, const float *ful
 int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, const os_export_opts *o) {
     int root = comm_rank() == 0, rc = 0, lora = m->b_lora != NULL, merge = lora && o->merge_lora;
     char tmp[4096], path[4200], src[4200], base[PATH_MAX];
+    const char *ad = o->adapter_at_top ? "" : "/lora_adapter";   // the adapter's directory under OUT
     snprintf(tmp, sizeof tmp, o->into ? "%s" : "%s.tmp.%d", out_dir, (int)getpid());
     out_files f = {0};
     if (root) {
         if (!o->into) os_rm_rf(tmp), rc = os_mkdir_p(tmp);
         plan_files(m, os_st_dtype_size(o->dtype), o->max_shard_bytes > 0 ? o->max_shard_bytes : OS_SHARD_DEFAULT, &f);
-        if (rc == 0) rc = open_files(m, &f, tmp, o->dtype, lora && !merge);
+        if (rc == 0) rc = open_files(m, &f, tmp, o->dtype, lora && !merge, ad);
     }
     const os_registry *r = &m->reg;
     for (int b = 0; b < r->nb; b++) {   // every rank takes part in the gathers, whatever rank 0's state
@@ -239,7 +240,7 @@ int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char
         os_omni_config oc = m->oc;
         oc.lora.rank = 0;   // merged or base + adapter: the exported model itself has no LoRA
         if (rc == 0 && m->oc.G > 0 && !o->into) rc = os_omni_config_write(path, &oc);
-        snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", tmp);
+        snprintf(path, sizeof path, "%s%s/adapter_config.json", tmp, ad);
         if (rc == 0 && lora && !merge) rc = os_path_absolute(o->final_dir ? o->final_dir : out_dir, NULL, base, sizeof base);
         if (rc == 0 && lora && !merge) rc = write_adapter_config(m, path, base);
         if (rc == 0 && !o->into) rc = os_copy_model_files(src_dir, tmp, 0);

@@ -22,6 +22,8 @@ typedef struct {
     int64_t max_shard_bytes;   // model.safetensors split above this many bytes; 0: OS_SHARD_DEFAULT
     int into;                  // write into out_dir (it exists), without slam_omni.json and the tokenizer files
     const char *final_dir;     // into: the directory out_dir becomes (the adapter's base); NULL: out_dir
+    int adapter_at_top;        // 0: OUT/lora_adapter/; 1: adapter_config.json + adapter_model.safetensors in OUT itself,
+                               // as ms-swift's checkpoint-N (transformers with PEFT then loads OUT as base + adapter)
 } os_export_opts;
 int os_export(const os_model *m, zr_runtime *rt, const char *src_dir, const char *out_dir, const os_export_opts *o);
 // --save_dtype NAME (float32|fp32|bfloat16|bf16|float16|fp16, or NULL/"auto": model_dir/config.json's torch_dtype,

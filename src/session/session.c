@@ -77,12 +77,15 @@ int os_session_declare(os_session *s, const os_session_opts *a) {
     os_omni_config oc;
     if (os_session_model_config(a, &cfg, &oc) < 0) return -1;
     char path[4200];
-    snprintf(path, sizeof path, "%s/lora_adapter/adapter_config.json", a->model);
-    if (!a->checkpoint && access(path, F_OK) == 0)   // a base + PEFT adapter export (--merge_lora false): not applied
-                                                     // here, so refused (a checkpoint's LoRA is in its rank files)
-        return os_errf("%s: this model directory carries a PEFT LoRA adapter (lora_adapter/) that omnishard does not "
-                       "apply; use a merged export (omnishard export --checkpoint DIR --merge_lora true) or remove it",
-                       a->model);
+    for (int top = 0; top < 2 && !a->checkpoint; top++) {   // a base + PEFT adapter (export --merge_lora false, or
+        // a checkpoint's model files without its manifest): not applied here, so refused (a checkpoint's LoRA is in
+        // its rank files)
+        snprintf(path, sizeof path, "%s%s/adapter_config.json", a->model, top ? "" : "/lora_adapter");
+        if (access(path, F_OK) == 0)
+            return os_errf("%s: this model directory carries a PEFT LoRA adapter (%s) that omnishard does not "
+                           "apply; use a merged export (omnishard export --checkpoint DIR --merge_lora true) or remove "
+                           "it", a->model, top ? "adapter_config.json" : "lora_adapter/");
+    }
     int from_ckpt = a->checkpoint;   // the weights come from the checkpoint's rank files (below), not from tensors here
     snprintf(path, sizeof path, "%s/slam_omni.safetensors", a->model);
     os_audit_rules rules = {.first_slam = oc.G > 0 && access(path, F_OK) != 0, .first_speech = a->speech_encoder != NULL,

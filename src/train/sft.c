@@ -196,7 +196,7 @@ static int train_step(os_sft_state *r, int64_t step) {
 }
 
 // ms-swift's closing `last_model_checkpoint: DIR` line, with how transformers and PEFT load that directory (the
-// consolidated model and, under LoRA, the adapter in lora_adapter/; or, without the consolidated copy, the export line)
+// consolidated model and, under LoRA, the adapter beside it as ms-swift's; without the consolidated copy, the export line)
 static void last_checkpoint(const os_sft_args *a, int64_t saved) {
     if (saved <= 0) return;   // --save_strategy no: no checkpoint
     char dir[4200];
@@ -205,8 +205,9 @@ static void last_checkpoint(const os_sft_args *a, int64_t saved) {
         os_info("omnishard sft: last_model_checkpoint: %s (rank files only: `omnishard export --checkpoint %s` writes "
                 "the model transformers loads)", dir, dir);
     else if (!strcmp(a->model.train_type, "lora"))
-        os_info("omnishard sft: last_model_checkpoint: %s (transformers: AutoModelForCausalLM.from_pretrained('%s') is "
-                "the base without the adapter; with it: PeftModel.from_pretrained(model, '%s/lora_adapter'))", dir, dir, dir);
+        os_info("omnishard sft: last_model_checkpoint: %s (transformers with PEFT installed: "
+                "AutoModelForCausalLM.from_pretrained('%s') is the base with the LoRA adapter; or "
+                "PeftModel.from_pretrained(base, '%s'))", dir, dir, dir);
     else
         os_info("omnishard sft: last_model_checkpoint: %s (transformers: AutoModelForCausalLM.from_pretrained('%s'))",
                 dir, dir);
