@@ -170,8 +170,8 @@ static double advance(os_sft_state *r) {
 
 // One optimizer step: micro-batches, reduce, norm, (non-finite stop), clip + AdamW, log, evaluate, save.
 // Returns 0, or the exit code of a non-finite stop.
-static int train_step(os_sft_state *r, int64_t step) {
-    const os_sft_args *a = r->a;
+static int train_step(os_sft_state *r, int64_t step, const os_sft_training_opts *tr, const os_sft_checkpoint_opts *ck,
+                      const os_sft_logging_opts *lg, const os_sft_debug_opts *dbg) {
     os_stop_boundary(step - 1);   // a signal or a failed write on any rank ends every rank here (collective)
     os_stop_step(step, r->total);
     double t0 = os_now(), cpu0 = os_cpu_now();
@@ -180,7 +180,7 @@ static int train_step(os_sft_state *r, int64_t step) {
     micro_report sl;
     micro_batches(r, step, &sl);
     zr_reduce_grads(&r->s.rt);
-    if (a->debug.dump_grads && step == 1) os_stop_if_failed(os_dump_grads(&r->s.rt, a->debug.dump_grads));
+    if (dbg->dump_grads && step == 1) os_stop_if_failed(os_dump_grads(&r->s.rt, dbg->dump_grads));
     double gnorm = zr_grad_norm(&r->s.rt, r->bucket_norms);
     if (check_finite(r, step, &sl, gnorm)) return 1;
     double lr = optimizer_step(r, step, gnorm);
@@ -188,23 +188,23 @@ static int train_step(os_sft_state *r, int64_t step) {
     phase_times(r, &sl, cpu0);
     os_steplog_step(&r->log, r->m, step, epoch, sl.loss_sum, sl.nonempty, sl.term_loss, &sl.acc, lr, gnorm,
                     r->bucket_norms, os_now() - t0, &r->s.rt,
-                    a->logging.logging_steps > 0 && (step % a->logging.logging_steps == 0 || step == r->total));
+                    lg->logging_steps > 0 && (step % lg->logging_steps == 0 || step == r->total));
     int epoch_end = r->cur.pos == 0;   // os_data_advance moved to the next epoch's start
-    if (r->ev && os_sft_eval_due(&a->training, a->checkpoint.save_steps, step, r->total, epoch_end) && evaluate(r, step, epoch))
+    if (r->ev && os_sft_eval_due(tr, ck->save_steps, step, r->total, epoch_end) && evaluate(r, step, epoch))
         return 1;
-    return save_due(&a->checkpoint, step, epoch_end) ? save(r, step) : 0;
+    return save_due(ck, step, epoch_end) ? save(r, step) : 0;
 }
 
 // ms-swift's closing `last_model_checkpoint: DIR` line, with how transformers and PEFT load that directory (the
 // consolidated model and, under LoRA, the adapter beside it as ms-swift's; without the consolidated copy, the export line)
-static void last_checkpoint(const os_sft_args *a, int64_t saved) {
+static void last_checkpoint(const os_sft_checkpoint_opts *ck, const os_sft_model_opts *mo, int64_t saved) {
     if (saved <= 0) return;   // --save_strategy no: no checkpoint
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", a->checkpoint.output_dir, (long long)saved);
-    if (!a->checkpoint.save_consolidated)
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", ck->output_dir, (long long)saved);
+    if (!ck->save_consolidated)
         os_info("omnishard sft: last_model_checkpoint: %s (rank files only: `omnishard export --checkpoint %s` writes "
                 "the model transformers loads)", dir, dir);
-    else if (!strcmp(a->model.train_type, "lora"))
+    else if (!strcmp(mo->train_type, "lora"))
         os_info("omnishard sft: last_model_checkpoint: %s (transformers with PEFT installed: "
                 "AutoModelForCausalLM.from_pretrained('%s') is the base with the LoRA adapter; or "
                 "PeftModel.from_pretrained(base, '%s'))", dir, dir, dir);
@@ -214,24 +214,24 @@ static void last_checkpoint(const os_sft_args *a, int64_t saved) {
 }
 
 // after the last step: the final checkpoint (unless the last step saved one), final_model, and rank 0's after
-static int save_final(os_sft_state *r, os_sft_after_fn after) {
-    const os_sft_args *a = r->a;
+static int save_final(os_sft_state *r, os_sft_after_fn after, const os_sft_data_opts *d,
+                      const os_sft_checkpoint_opts *ck, const os_sft_model_opts *mo) {
     if (r->start <= r->total && r->log.targets_total == 0)   // the same value on every rank (reduced each step)
         os_die("no step had a target token: every sample was skipped or has no trained position (%lld skipped; "
                "--max_length %lld, --truncation_strategy %s; docs/dataset.md); no model written",
-               (long long)os_dataset_skipped_total(r->ds, comm_allreduce_max_i64), (long long)a->data.max_length,
-               a->data.truncation_strategy);
-    if (strcmp(a->checkpoint.save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
+               (long long)os_dataset_skipped_total(r->ds, comm_allreduce_max_i64), (long long)d->max_length,
+               d->truncation_strategy);
+    if (strcmp(ck->save_strategy, "no") && r->saved < r->total && save(r, r->total)) return 1;
     char out[4200];
-    snprintf(out, sizeof out, "%s/final_model", a->checkpoint.output_dir);
-    os_stop_if_failed(os_export(r->m, &r->s.rt, a->model.model, out, &r->dest.exp));
+    snprintf(out, sizeof out, "%s/final_model", ck->output_dir);
+    os_stop_if_failed(os_export(r->m, &r->s.rt, mo->model, out, &r->dest.exp));
     int failed = 0;
     if (r->rank == 0 && after && after(r->run_dir, r->log.fd) < 0)
         failed = 1, os_info("omnishard sft: %s (the model and checkpoints are written)", os_errmsg());
     os_stop_if_failed(os_steplog_close(&r->log));   // the log's last lines are on disk
     if (r->rank == 0) os_info("omnishard sft: done; model written to %s", out);
-    if (r->rank == 0) last_checkpoint(a, r->saved);
-    os_sft_report_skips(r->ds, r->ev, &a->data);
+    if (r->rank == 0) last_checkpoint(ck, mo, r->saved);
+    os_sft_report_skips(r->ds, r->ev, d);
     return failed;
 }
 
@@ -250,16 +250,17 @@ static void summary(const os_sft_state *r, double seconds, int64_t samples) {
 int os_sft_run(const os_sft_args *a, os_sft_after_fn after) {
     os_sft_state r;
     os_sft_open(&r, a);
+    a = r.a;   // the run's copy: output_dir the run directory (--add_version)
     os_stop_if_failed(r.rank == 0 ? os_args_json_write(&r) : 0);   // the run's settings, as resolved
     int exit_code = 0;
     double t0 = os_now();
     int64_t seen0 = r.seen;
-    for (int64_t step = r.start; step <= r.total && !exit_code; step++) exit_code = train_step(&r, step);
+    for (int64_t step = r.start; step <= r.total && !exit_code; step++) exit_code = train_step(&r, step, &a->training, &a->checkpoint, &a->logging, &a->debug);
     if (!exit_code) {
         os_stop_boundary(r.total);
         os_stop_final(0);
         os_test_fault(r.rank, 0);   // step 0: the start of the final save
-        exit_code = save_final(&r, after);
+        exit_code = save_final(&r, after, &a->data, &a->checkpoint, &a->model);
         if (!exit_code) os_stop_final(1);
     }
     if (!exit_code && r.rank == 0) summary(&r, os_now() - t0, r.seen - seen0);

@@ -173,11 +173,11 @@ static int head_balance_of(const os_sft_parallelism_opts *p, const os_sft_device
 
 // the trainer over the session: what a micro-step works on, and the parameter loss terms (each --param_loss prefix
 // must name some parameter); -1 + message
-static int trainer_open(os_sft_state *r) {
-    const os_sft_training_opts *tr = &r->a->training;
+static int trainer_open(os_sft_state *r, const os_sft_training_opts *tr, const os_sft_parallelism_opts *p,
+                        const os_sft_device_opts *dev) {
     os_model *m = &r->s.model;
     os_trainer *t = &r->trainer;
-    t->m = m, t->rt = &r->s.rt, t->head_balance = head_balance_of(&r->a->parallelism, &r->a->device);
+    t->m = m, t->rt = &r->s.rt, t->head_balance = head_balance_of(p, dev);
     t->train_opts = (os_model_opts){.recompute = tr->gradient_checkpointing, .lora_dropout = m->oc.lora.dropout};
     t->eval_opts = (os_model_opts){0};
     t->acts = &r->s.acts;
@@ -224,41 +224,38 @@ static void open_run(os_sft_state *r) {
     }
 }
 
-// the session's options
-static void session_opts(const os_sft_args *a, os_session_opts *so) {
-    os_stop_if_failed(session_model(&a->model, so));
-    so->cache_speech_features = a->data.cache_speech_features, so->zero_stage = a->parallelism.zero_stage;
-    so->bf16 = os_sft_args_bf16(&a->training), so->seed = (uint64_t)a->training.seed;
+// the session's options, from the sections that set them
+static void session_opts(const os_sft_model_opts *mo, const os_sft_data_opts *d, const os_sft_parallelism_opts *p,
+                         const os_sft_training_opts *tr, os_session_opts *so) {
+    os_stop_if_failed(session_model(mo, so));
+    so->cache_speech_features = d->cache_speech_features, so->zero_stage = p->zero_stage;
+    so->bf16 = os_sft_args_bf16(tr), so->seed = (uint64_t)tr->seed;
 }
 
 // the model declared: its configuration and tensor headers read and checked, its parameters declared and frozen as
 // asked, no weight read yet (session/session.h)
-static void declare_model(os_sft_state *r) {
-    os_session_opts so;
-    session_opts(r->a, &so);
-    os_stop_if_failed(os_session_declare(&r->s, &so));
+static void declare_model(os_sft_state *r, const os_session_opts *so) {
+    os_stop_if_failed(os_session_declare(&r->s, so));
     r->m = &r->s.model;
 }
 
 // the model's weights loaded (the runtime, the speech path) and the trainer over it
-static void load_model(os_sft_state *r) {
-    os_session_opts so;
-    session_opts(r->a, &so);
-    os_stop_if_failed(os_session_load(&r->s, &so, r->rank, r->N));
+static void load_model(os_sft_state *r, const os_session_opts *so, const os_sft_training_opts *tr,
+                       const os_sft_parallelism_opts *p, const os_sft_device_opts *dev) {
+    os_stop_if_failed(os_session_load(&r->s, so, r->rank, r->N));
     r->s.speech.write_failed = os_stop_write_failed;   // a failed feature-cache write ends the run at the step boundary
-    os_stop_if_failed(trainer_open(r));
+    os_stop_if_failed(trainer_open(r, tr, p, dev));
 }
 
 // --packing true: the training samples as packed rows (the evaluation data stays unpacked); every rank forms the
 // same rows from the same samples
-static void pack_training(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    int64_t n = r->ds->n, Bm = a->training.per_device_train_batch_size;
+static void pack_training(os_sft_state *r, const os_sft_data_opts *d, int64_t Bm, int log_samples) {
+    int64_t n = r->ds->n;
     int rc = 0;
-    if (a->debug.log_samples)
+    if (log_samples)
         rc = os_errf("--packing true with OMNISHARD_LOG_SAMPLES=1: the ids of a step would be packed rows, not "
                      "samples; leave one of them out");
-    os_dataset *p = rc == 0 ? os_pack_open(r->ds, a->data.max_length) : NULL;
+    os_dataset *p = rc == 0 ? os_pack_open(r->ds, d->max_length) : NULL;
     if (p && Bm > p->live)
         rc = os_errf("--per_device_train_batch_size %lld: at most %lld packed rows with --packing true", (long long)Bm,
                      (long long)p->live);
@@ -266,83 +263,79 @@ static void pack_training(os_sft_state *r) {
     r->ds = p;
     if (r->rank == 0)
         os_info("omnishard sft: --packing true: %lld training samples in %lld rows of up to %lld positions", (long long)n,
-                (long long)p->n, (long long)a->data.max_length);
+                (long long)p->n, (long long)d->max_length);
 }
 
 // the datasets read (the model declared, its weights not read yet: a record the model cannot take, such as a spoken
 // question without a speech encoder, is named at once), agreed on, and checked: what --max_length skips or cuts counted, and the run
 // stopped on every rank when nothing can train (train/data_check.h)
-static void open_data(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    int64_t Bm = a->training.per_device_train_batch_size;
+static void open_data(os_sft_state *r, const os_sft_data_opts *data, const os_sft_model_opts *mo, int64_t Bm) {
     int64_t T_s = os_speech_positions(r->m);
-    os_stop_if_failed(os_sft_datasets(&a->data, &a->model, Bm, &r->m->oc, T_s, &r->ds, &r->ev));
+    os_stop_if_failed(os_sft_datasets(data, mo, Bm, &r->m->oc, T_s, &r->ds, &r->ev));
     agree_on_data(r->ds, r->ev);
     os_digest_text(r->ds->bytes, r->ds->digest, r->digest, sizeof r->digest);
     for (int e = 0; e < 2; e++) {   // each file of a mix
         os_dataset *d = e ? r->ev : r->ds, *src[OS_MAX_SOURCES];
         for (int k = 0, ns = d ? os_dataset_sources(d, src) : 0; k < ns; k++) os_stop_if_failed(os_pretok_speech_len(src[k], T_s));
     }
-    os_data_check(r->ds, "training", a->data.max_length, a->data.truncation_strategy);
+    os_data_check(r->ds, "training", data->max_length, data->truncation_strategy);
 }
 
 // the evaluation split (--split_dataset_ratio), packing and the loaders over the model
-static void open_loaders(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    int64_t Bm = a->training.per_device_train_batch_size;
-    os_stop_if_failed(os_sft_split(&a->data, a->training.eval_steps, &r->ds, &r->ev));
-    if (a->data.packing) pack_training(r);
-    r->nsamp = r->ds->n, r->K = a->training.gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
-    os_stop_if_failed(os_ds_config_check_batch(&a->parallelism, &a->training, r->N, r->GB));
-    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)a->data.data_seed);
+static void open_loaders(os_sft_state *r, const os_sft_data_opts *d, const os_sft_training_opts *tr,
+                         const os_sft_parallelism_opts *p, int log_samples) {
+    int64_t Bm = tr->per_device_train_batch_size;
+    os_stop_if_failed(os_sft_split(d, tr->eval_steps, &r->ds, &r->ev));
+    if (d->packing) pack_training(r, d, Bm, log_samples);
+    r->nsamp = r->ds->n, r->K = tr->gradient_accumulation_steps, r->GB = (int64_t)r->N * r->K * Bm;
+    os_stop_if_failed(os_ds_config_check_batch(p, tr, r->N, r->GB));
+    os_loader_open(&r->train, r->ds, r->m, &r->s.speech, r->s.pad_id, Bm, 1, (uint64_t)d->data_seed);
     if (r->ev) os_loader_open(&r->eval, r->ev, r->m, &r->s.speech, r->s.pad_id, Bm, 0, 0);
 }
 
 // a resumed run: the model's code layers and loss weights checked (the rest was checked before opening), and the
 // data position; then this run's settings as its checkpoints record them
-static void data_position(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    if (a->checkpoint.resume_from_checkpoint) {
+static void data_position(os_sft_state *r, const os_sft_checkpoint_opts *ck, const os_sft_data_opts *d,
+                          const os_sft_model_opts *mo, int64_t seed) {
+    if (ck->resume_from_checkpoint) {
         os_ckpt_run late = {.n = 0};   // every setting (the options' differences warned of already under override)
-        if (!a->checkpoint.resume_override_config) run_args(&a->data, a->training.seed, a->model.model_type, &late);
-        dataset_text(&a->data, late.dataset, sizeof late.dataset);
+        if (!ck->resume_override_config) run_args(d, seed, mo->model_type, &late);
+        dataset_text(d, late.dataset, sizeof late.dataset);
         run_model(r->m, r->digest, &late);
         os_stop_note(NULL);
-        os_stop_if_failed(os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &late, a->checkpoint.resume_override_config));
+        os_stop_if_failed(os_checkpoint_check_run(ck->resume_from_checkpoint, &r->was, &late, ck->resume_override_config));
         r->done = r->was.step, r->cur = r->was.next, r->seen = r->was.samples_seen;
         if (r->cur.pos >= r->nsamp) r->cur.epoch++, r->cur.pos = 0;   // (a smaller dataset under --resume_override_config)
     }
-    run_args(&a->data, a->training.seed, a->model.model_type, &r->run);
+    run_args(d, seed, mo->model_type, &r->run);
     run_model(r->m, r->digest, &r->run);
     r->run.samples = r->nsamp, r->run.global_batch = r->GB;
-    r->dest = (os_ckpt_dest){a->checkpoint.output_dir, a->model.model, a->training.seed, a->checkpoint.save_only_model, a->checkpoint.save_consolidated,
-                             {.merge_lora = a->checkpoint.merge_lora, .max_shard_bytes = a->checkpoint.max_shard_size}};
-    os_stop_if_failed(os_export_dtype(a->checkpoint.save_dtype, a->model.model, &r->dest.exp.dtype));   // the same on every rank
+    r->dest = (os_ckpt_dest){ck->output_dir, mo->model, seed, ck->save_only_model, ck->save_consolidated,
+                             {.merge_lora = ck->merge_lora, .max_shard_bytes = ck->max_shard_size}};
+    os_stop_if_failed(os_export_dtype(ck->save_dtype, mo->model, &r->dest.exp.dtype));   // the same on every rank
 }
 
 // the last step (--max_steps, or where --num_train_epochs ends the stream) and the warm-up
-static void count_steps(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    r->total = a->training.max_steps > 0 ? a->training.max_steps
-                                : r->done + os_data_steps(r->cur, os_data_end(a->training.num_train_epochs, r->nsamp), r->nsamp, r->GB);
-    if (r->total < 1 && !a->checkpoint.resume_from_checkpoint) r->total = 1;
-    r->warmup = a->training.warmup_steps > 0 ? a->training.warmup_steps : (int64_t)ceil(a->training.warmup_ratio * (double)r->total);
+static void count_steps(os_sft_state *r, const os_sft_training_opts *tr, int resuming, int packing, int zero_stage) {
+    r->total = tr->max_steps > 0 ? tr->max_steps
+                                 : r->done + os_data_steps(r->cur, os_data_end(tr->num_train_epochs, r->nsamp), r->nsamp, r->GB);
+    if (r->total < 1 && !resuming) r->total = 1;
+    r->warmup = tr->warmup_steps > 0 ? tr->warmup_steps : (int64_t)ceil(tr->warmup_ratio * (double)r->total);
     if (r->rank == 0)
         os_info("omnishard sft: %lld %s, %d rank(s), ZeRO stage %d, %lld steps (%lld per epoch), global batch %lld, "
                 "%lld parameters (%lld trained)",
-                (long long)r->nsamp, a->data.packing ? "packed rows" : "samples", r->N, a->parallelism.zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
+                (long long)r->nsamp, packing ? "packed rows" : "samples", r->N, zero_stage, (long long)r->total, (long long)((r->nsamp + r->GB - 1) / r->GB),
                 (long long)r->GB, (long long)os_reg_numel(&r->m->reg, 0), (long long)os_reg_numel(&r->m->reg, 1));
     char knobs[1024];
     os_knobs_describe(knobs, sizeof knobs);
     if (r->rank == 0 && strcmp(knobs, "(none)")) os_info("omnishard sft: environment settings: %s", knobs);
-    if (r->rank == 0 && os_sft_args_bf16(&a->training))
+    if (r->rank == 0 && os_sft_args_bf16(tr))
         os_info("omnishard sft: bf16 mixed precision: matrix products on bf16-rounded inputs with fp32 accumulation "
                 "(%s); weights, gradients, their reduction and AdamW in fp32", k_gemm_bf16_impl());
 }
 
 // the resumed checkpoint's parameters and moments (none after --save_only_model: AdamW restarts)
-static void load_checkpoint(os_sft_state *r) {
-    const os_sft_checkpoint_opts *ck = &r->a->checkpoint;
+static void load_checkpoint(os_sft_state *r, const os_sft_checkpoint_opts *ck) {
     int64_t loaded = 0;
     os_stop_if_failed((ck->resume_only_model ? os_checkpoint_load_params : os_checkpoint_load)(r->m, &r->s.rt,
                                                                      ck->resume_from_checkpoint, &loaded));
@@ -374,20 +367,22 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     r->args.checkpoint.output_dir = r->run_dir;
     a = r->a;
     open_run(r);
-    declare_model(r);
+    os_session_opts so;
+    session_opts(&a->model, &a->data, &a->parallelism, &a->training, &so);
+    declare_model(r, &so);
     os_stop_boundary(0);   // a signal in any phase of the start-up stops the run at its end (and within the long ones)
     os_test_fault(r->rank, -1);   // the test hook's step -1: before the datasets are opened
-    open_data(r);
+    open_data(r, &a->data, &a->model, a->training.per_device_train_batch_size);
     os_stop_boundary(0);
-    load_model(r);
+    load_model(r, &so, &a->training, &a->parallelism, &a->device);
     os_stop_boundary(0);
-    open_loaders(r);
-    data_position(r);
-    count_steps(r);
+    open_loaders(r, &a->data, &a->training, &a->parallelism, a->debug.log_samples);
+    data_position(r, &a->checkpoint, &a->data, &a->model, a->training.seed);
+    count_steps(r, &a->training, a->checkpoint.resume_from_checkpoint != NULL, a->data.packing, a->parallelism.zero_stage);
     os_ckpt_new_run(&r->run, a->checkpoint.resume_from_checkpoint ? &r->was : NULL);
     if (r->rank == 0) os_checkpoint_cleanup(a->checkpoint.output_dir);
     if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->checkpoint.output_dir, a->checkpoint.save_total_limit, &r->run);
-    if (a->checkpoint.resume_from_checkpoint) load_checkpoint(r);
+    if (a->checkpoint.resume_from_checkpoint) load_checkpoint(r, &a->checkpoint);
     os_stop_boundary(0);
     os_stop_if_failed(os_steplog_open(&r->log, a->checkpoint.output_dir, r->rank == 0, r->total, a->checkpoint.resume_from_checkpoint ? r->done : -1));
     if (strcmp(a->logging.report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
