@@ -34,6 +34,14 @@ static void put(layout *lo, os_act_group g, void *dst, int64_t n) {
     lo->sz->floats[g] += n;
 }
 
+// whether LoRA's dropout reads the input of a module t0..t1 (an fp32 elementwise kernel: that input stays fp32)
+static int lora_dropout_reads(const os_model *m, int t0, int t1) {
+    if (m->oc.lora.rank <= 0 || m->oc.lora.dropout <= 0) return 0;
+    for (int t = t0; t <= t1; t++)
+        if (m->oc.lora.targets >> t & 1) return 1;
+    return 0;
+}
+
 // THE table: every buffer of the forward/backward and its size
 static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     os_model_acts *a = lo->a, dummy = {0};
@@ -44,14 +52,18 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     int64_t nacts = tr && !s->recompute ? nl : 1, rows = k_xent_chunk_rows(V, N, m->logits_rows);
     int64_t wide = F > C ? F : C;
     if (HD > wide) wide = HD;
-    // LAYERS
+    // LAYERS; ln1, ln2 and act stored bf16 (model/layer.h) when training rounds them in every consumer
+    int64_t e = s->rounds, h1 = tr && e && !lora_dropout_reads(m, OS_LORA_Q, OS_LORA_V);
+    int64_t h2 = tr && e && !lora_dropout_reads(m, OS_LORA_GATE, OS_LORA_UP), ha = tr && e && !lora_dropout_reads(m, OS_LORA_DOWN, OS_LORA_DOWN);
     for (int64_t l = 0; l < nacts; l++) {
         os_layer_act *x = lo->a ? &a->acts[l] : &la_dummy;
-        put(lo, OS_ACT_LAYERS, &x->ln1, N * C), put(lo, OS_ACT_LAYERS, &x->rstd1, N);
+        put(lo, OS_ACT_LAYERS, &x->ln1, h1 ? 0 : N * C), put(lo, OS_ACT_LAYERS, &x->rstd1, N);
+        put(lo, OS_ACT_LAYERS, &x->ln1h, h1 * (N * C * e + 3) / 4);   // in 4-byte units
+        put(lo, OS_ACT_LAYERS, &x->ln2h, h2 * (N * C * e + 3) / 4), put(lo, OS_ACT_LAYERS, &x->acth, ha * (N * F * e + 3) / 4);
         put(lo, OS_ACT_LAYERS, &x->q, N * HD), put(lo, OS_ACT_LAYERS, &x->k, N * KD), put(lo, OS_ACT_LAYERS, &x->v, N * KD);
         put(lo, OS_ACT_LAYERS, &x->att, os_k->attention_stats_floats(B, L, m->H)), put(lo, OS_ACT_LAYERS, &x->ao, N * HD);
-        put(lo, OS_ACT_LAYERS, &x->h, N * C), put(lo, OS_ACT_LAYERS, &x->ln2, N * C), put(lo, OS_ACT_LAYERS, &x->rstd2, N);
-        put(lo, OS_ACT_LAYERS, &x->gate, N * F), put(lo, OS_ACT_LAYERS, &x->up, N * F), put(lo, OS_ACT_LAYERS, &x->act, N * F);
+        put(lo, OS_ACT_LAYERS, &x->h, N * C), put(lo, OS_ACT_LAYERS, &x->ln2, h2 ? 0 : N * C), put(lo, OS_ACT_LAYERS, &x->rstd2, N);
+        put(lo, OS_ACT_LAYERS, &x->gate, N * F), put(lo, OS_ACT_LAYERS, &x->up, N * F), put(lo, OS_ACT_LAYERS, &x->act, ha ? 0 : N * F);
         for (int t = 0; t < OS_LORA_N; t++)
             put(lo, OS_ACT_LAYERS, &x->lora_u[t], r > 0 && (m->oc.lora.targets >> t & 1) ? N * r : 0);
     }
@@ -64,6 +76,12 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     put(lo, OS_ACT_SCRATCH, &c->dao, tr * N * HD), put(lo, OS_ACT_SCRATCH, &c->dq, tr * N * HD);
     put(lo, OS_ACT_SCRATCH, &c->dk, tr * N * KD), put(lo, OS_ACT_SCRATCH, &c->dv, tr * N * KD);
     put(lo, OS_ACT_SCRATCH, &c->lora_du, tr * N * r);
+    for (int64_t l = 0; l < nacts; l++) {   // the stored activations are produced in the backward's scratch
+        os_layer_act *x = lo->a ? &a->acts[l] : &la_dummy;
+        if (h1) x->ln1 = c->dln;
+        if (h2) x->ln2 = c->dln;
+        if (ha) x->act = c->dact;
+    }
     put(lo, OS_ACT_SCRATCH, &c->lora_xd, tr && r > 0 && m->oc.lora.dropout > 0 ? N * wide : 0);
     put(lo, OS_ACT_SCRATCH, &a->pos, npos), put(lo, OS_ACT_SCRATCH, &a->ids, N * (G + 1));
     put(lo, OS_ACT_SCRATCH, &a->seg_buf, N), put(lo, OS_ACT_SCRATCH, &a->keymask_buf, (N + 3) / 4);   // (4-byte units)
@@ -76,7 +94,7 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     int ad = m->b_adapter >= 0;
     put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0);
     put(lo, OS_ACT_HEAD, &a->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
-    int64_t sr = tr && s->rounds ? os_loss_stash_rows(m, N) : 0, e = s->rounds;   // rounded rows, bytes each element
+    int64_t sr = tr && e ? os_loss_stash_rows(m, N) : 0;   // rounded rows (e: bytes of each element)
     put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units
     put(lo, OS_ACT_HEAD, &h->als, ad ? (sr * G * A * e + 3) / 4 : 0), put(lo, OS_ACT_HEAD, &h->ain, ad ? (sr * A * e + 3) / 4 : 0);
     // GRAD

@@ -15,17 +15,26 @@ static const os_lora_op *lora_op(const os_layer_ctx *c, int l, const os_layer_we
     return op;
 }
 
-static void lora_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, const float *x, os_layer_act *a, float *y) {
+static void lora_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, os_tensor x, os_layer_act *a, float *y) {
     os_lora_op op;
     if (lora_op(c, l, w, t, &op)) os_lora_fwd(&op, x, w->lora_a[t], w->lora_b[t], a->lora_u[t], y);
 }
 
 // dy: gradient of module t's output; dx += its LoRA part
 static void lora_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const os_layer_grads *g, int t,
-                     const float *x, const os_layer_act *a, const float *dy, float *dx) {
+                     os_tensor x, const os_layer_act *a, const float *dy, float *dx) {
     os_lora_op op;
     if (lora_op(c, l, w, t, &op))
         os_lora_bwd(&op, x, w->lora_a[t], w->lora_b[t], a->lora_u[t], dy, c->lora_du, g->lora_a[t], g->lora_b[t], dx);
+}
+
+// the activation x [N, W] as its products read it: its bf16 store h (NULL: none, x itself), rounded from x
+// first when round (where x is produced)
+static os_tensor stored(const float *x, void *h, int64_t N, int64_t W, int round) {
+    if (!h) return os_matf(x, N, W, W);
+    os_tensor t = os_mat(h, OS_BF16, N, W, W);
+    if (round) os_k->cast(t, os_matf(x, N, W, W));
+    return t;
 }
 
 // attention of the rows' q over the cache (earlier positions) and their own k/v, which are appended to it
@@ -72,12 +81,13 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
     os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1.data, N, C, eps);
-    os_linear_fwd(a->q, a->ln1, w->q_w, w->q_b.data, N, C, H * D);
-    os_linear_fwd(a->k, a->ln1, w->k_w, w->k_b.data, N, C, KH * D);
-    os_linear_fwd(a->v, a->ln1, w->v_w, w->v_b.data, N, C, KH * D);
-    lora_fwd(c, l, w, OS_LORA_Q, a->ln1, a, a->q);
-    lora_fwd(c, l, w, OS_LORA_K, a->ln1, a, a->k);
-    lora_fwd(c, l, w, OS_LORA_V, a->ln1, a, a->v);
+    os_tensor ln1 = stored(a->ln1, a->ln1h, N, C, 1);
+    os_linear_fwd_t(a->q, ln1, w->q_w, w->q_b.data, N, H * D);
+    os_linear_fwd_t(a->k, ln1, w->k_w, w->k_b.data, N, KH * D);
+    os_linear_fwd_t(a->v, ln1, w->v_w, w->v_b.data, N, KH * D);
+    lora_fwd(c, l, w, OS_LORA_Q, ln1, a, a->q);
+    lora_fwd(c, l, w, OS_LORA_K, ln1, a, a->k);
+    lora_fwd(c, l, w, OS_LORA_V, ln1, a, a->v);
     if (c->kvs) {
         ragged_rope_attention(c, l, a);
     } else {
@@ -87,16 +97,18 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
         else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
     }
     os_linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
-    lora_fwd(c, l, w, OS_LORA_O, a->ao, a, a->h);
+    lora_fwd(c, l, w, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, a->h);
     os_k->add(a->h, a->h, x, N * C);
     os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2.data, N, C, eps);
-    os_linear_fwd(a->gate, a->ln2, w->gate, NULL, N, C, F);
-    os_linear_fwd(a->up, a->ln2, w->up, NULL, N, C, F);
-    lora_fwd(c, l, w, OS_LORA_GATE, a->ln2, a, a->gate);
-    lora_fwd(c, l, w, OS_LORA_UP, a->ln2, a, a->up);
+    os_tensor ln2 = stored(a->ln2, a->ln2h, N, C, 1);
+    os_linear_fwd_t(a->gate, ln2, w->gate, NULL, N, F);
+    os_linear_fwd_t(a->up, ln2, w->up, NULL, N, F);
+    lora_fwd(c, l, w, OS_LORA_GATE, ln2, a, a->gate);
+    lora_fwd(c, l, w, OS_LORA_UP, ln2, a, a->up);
     os_k->swiglu_fwd(a->act, a->gate, a->up, N * F);
-    if (y) os_linear_fwd(y, a->act, w->down, NULL, N, F, C);
-    lora_fwd(c, l, w, OS_LORA_DOWN, a->act, a, y);   // y NULL (recomputation): keeps its u only
+    os_tensor act = stored(a->act, a->acth, N, F, 1);
+    if (y) os_linear_fwd_t(y, act, w->down, NULL, N, C);
+    lora_fwd(c, l, w, OS_LORA_DOWN, act, a, y);   // y NULL (recomputation): keeps its u only
     if (!y) return;
     os_k->add(y, y, a->h, N * C);
 }
@@ -105,33 +117,35 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
                   const os_layer_act *a, float *dx) {
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
+    os_tensor ln1 = stored(a->ln1, a->ln1h, N, C, 0), ln2 = stored(a->ln2, a->ln2h, N, C, 0);
+    os_tensor act = stored(a->act, a->acth, N, F, 0);
     // MLP: y = h + down(act)
     os_k->zero(c->dact, N * F);
-    os_linear_bwd(c->dact, g->down, NULL, dx, a->act, w->down, N, F, C);
-    lora_bwd(c, l, w, g, OS_LORA_DOWN, a->act, a, dx, c->dact);
+    os_linear_bwd_t(c->dact, g->down, NULL, dx, act, w->down, N, F, C);
+    lora_bwd(c, l, w, g, OS_LORA_DOWN, act, a, dx, c->dact);
     os_k->zero(c->dgate, N * F), os_k->zero(c->dup, N * F);
     os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F);
     os_k->zero(c->dln, N * C);
-    os_linear_bwd(c->dln, g->gate, NULL, c->dgate, a->ln2, w->gate, N, C, F);
-    os_linear_bwd(c->dln, g->up, NULL, c->dup, a->ln2, w->up, N, C, F);
-    lora_bwd(c, l, w, g, OS_LORA_GATE, a->ln2, a, c->dgate, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_UP, a->ln2, a, c->dup, c->dln);
+    os_linear_bwd_t(c->dln, g->gate, NULL, c->dgate, ln2, w->gate, N, C, F);
+    os_linear_bwd_t(c->dln, g->up, NULL, c->dup, ln2, w->up, N, C, F);
+    lora_bwd(c, l, w, g, OS_LORA_GATE, ln2, a, c->dgate, c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_UP, ln2, a, c->dup, c->dln);
     os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2.data, a->rstd2, N, C);   // dx = dL/dh
     // attention: h = x + o_proj(attn)
     os_k->zero(c->dao, N * H * D);
     os_linear_bwd(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
-    lora_bwd(c, l, w, g, OS_LORA_O, a->ao, a, dx, c->dao);
+    lora_bwd(c, l, w, g, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, dx, c->dao);
     os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
                         c->L, H, KH, D);
     rope(c, c->dq, H, 1);
     rope(c, c->dk, KH, 1);
     os_k->zero(c->dln, N * C);
-    os_linear_bwd(c->dln, g->q_w, g->q_b, c->dq, a->ln1, w->q_w, N, C, H * D);
-    os_linear_bwd(c->dln, g->k_w, g->k_b, c->dk, a->ln1, w->k_w, N, C, KH * D);
-    os_linear_bwd(c->dln, g->v_w, g->v_b, c->dv, a->ln1, w->v_w, N, C, KH * D);
-    lora_bwd(c, l, w, g, OS_LORA_Q, a->ln1, a, c->dq, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_K, a->ln1, a, c->dk, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_V, a->ln1, a, c->dv, c->dln);
+    os_linear_bwd_t(c->dln, g->q_w, g->q_b, c->dq, ln1, w->q_w, N, C, H * D);
+    os_linear_bwd_t(c->dln, g->k_w, g->k_b, c->dk, ln1, w->k_w, N, C, KH * D);
+    os_linear_bwd_t(c->dln, g->v_w, g->v_b, c->dv, ln1, w->v_w, N, C, KH * D);
+    lora_bwd(c, l, w, g, OS_LORA_Q, ln1, a, c->dq, c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_K, ln1, a, c->dk, c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_V, ln1, a, c->dv, c->dln);
     os_k->rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1.data, a->rstd1, N, C);   // dx = dL/dx
 }

@@ -55,6 +55,11 @@ typedef struct {
 // att: the attention stats, os_k->attention_stats_floats(B, L, H) floats (unused with a KV cache), gate/up/act [N, F]
 typedef struct {
     float *ln1, *rstd1, *q, *k, *v, *att, *ao, *h, *ln2, *rstd2, *gate, *up, *act;
+    // bf16 stores of ln1, ln2 [N, C] and act [N, F] (NULL: none): each is rounded once where it is produced and its
+    // products read the bf16 rows; ln1/ln2/act are then the fp32 scratch it is produced in (the backward's dln and
+    // dact, free during the forward) and not read again. model/activations.c gives them under bf16 training where
+    // no fp32 consumer (LoRA dropout) reads the activation (docs/design.md "Activations: which are stored bf16")
+    void *ln1h, *ln2h, *acth;
     float *lora_u[OS_LORA_N];   // s * dropout(x) @ A^T [N, r] per targeted module
 } os_layer_act;
 

@@ -1,16 +1,24 @@
 #include "model/linear.h"
 #include "kernels/ops.h"
 
+void os_linear_fwd_t(float *out, os_tensor inp, os_tensor w, const float *bias, int64_t N, int64_t O) {
+    os_k->matmul(os_matf(out, N, O, O), inp, os_tensor_t(w), 1.0f, 0.0f, os_vecf(bias, O), os_tensor_none());
+}
+
 void os_linear_fwd(float *out, const float *inp, os_tensor w, const float *bias, int64_t N, int64_t I, int64_t O) {
-    os_k->matmul(os_matf(out, N, O, O), os_matf(inp, N, I, I), os_tensor_t(w), 1.0f, 0.0f, os_vecf(bias, O),
-                 os_tensor_none());
+    os_linear_fwd_t(out, os_matf(inp, N, I, I), w, bias, N, O);
+}
+
+void os_linear_bwd_t(float *dinp, float *dw, float *dbias, const float *dout, os_tensor inp, os_tensor w,
+                     int64_t N, int64_t I, int64_t O) {
+    os_tensor g = os_matf(dout, N, O, O);
+    if (dinp) os_k->matmul(os_matf(dinp, N, I, I), g, w, 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
+    if (dw || dbias)   // dw += dout^T @ inp with dbias += its row sums (without dw: the sums alone, inp's shape only)
+        os_k->matmul(os_matf(dw, O, I, I), os_tensor_t(g), inp, 1.0f, 1.0f, os_tensor_none(),
+                     os_vecf(dbias, O));
 }
 
 void os_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, os_tensor w,
                    int64_t N, int64_t I, int64_t O) {
-    os_tensor g = os_matf(dout, N, O, O);
-    if (dinp) os_k->matmul(os_matf(dinp, N, I, I), g, w, 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
-    if (dw || dbias)   // dw += dout^T @ inp with dbias += its row sums (without dw: the sums alone, inp's shape only)
-        os_k->matmul(os_matf(dw, O, I, I), os_tensor_t(g), os_mat(inp, OS_F32, N, I, I), 1.0f, 1.0f, os_tensor_none(),
-                     os_vecf(dbias, O));
+    os_linear_bwd_t(dinp, dw, dbias, dout, os_mat(inp, OS_F32, N, I, I), w, N, I, O);
 }

@@ -15,9 +15,9 @@ typedef struct {
 } os_lora_op;
 
 // u[N,r] = s * dropout(x) @ A^T (kept for the backward); y (may be NULL: u only) += u @ B^T
-// A [r, I] and B [O, r] are views as the owner gives them (fp32, or bf16 under bf16 mixed precision)
-void os_lora_fwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, float *u, float *y);
+// x [N, I] a view (fp32, or bf16 without dropout: dropout reads fp32); A [r, I] and B [O, r] are views as the owner gives them (fp32, or bf16 under bf16 mixed precision)
+void os_lora_fwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, float *u, float *y);
 // from dy[N,O]: dB[O,r] += dy^T @ u;  du = s * dy @ B;  dA[r,I] += du^T @ dropout(x);  dx[N,I] += dropout'(du @ A).
 // du: scratch [N, r].
-void os_lora_bwd(const os_lora_op *op, const float *x, os_tensor A, os_tensor B, const float *u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, const float *u, const float *dy,
                  float *du, float *dA, float *dB, float *dx);

@@ -152,8 +152,8 @@ int64_t os_plan_bf16_stash(const os_model *m, int64_t B, int64_t L, int esz) {
     os_act_shape sh = {.B = B, .L = L, .npos = L, .train = 1, .rounds = esz ? 2 : 0};
     os_acts_sizes(m, &sh, &with);
     sh.rounds = 0;
-    os_acts_sizes(m, &sh, &without);
-    return with.total - without.total;
+    os_acts_sizes(m, &sh, &without);   // (the head's group: the layers' bf16 activations are in theirs)
+    return 4 * (with.floats[OS_ACT_HEAD] - without.floats[OS_ACT_HEAD]);
 }
 
 int os_plan_speech_config(const char *encoder, os_omni_config *oc, os_whisper_config *wc) {
