@@ -90,6 +90,16 @@ def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
         assert c_short["phases"][p] and c_short["phases"][p] == c_long["phases"][p], p
 
 
+def test_bf16_calls_are_counted_and_do_not_depend_on_the_tokens(tmp_path):
+    """the counting wrapper carries the backend's precision: a bf16 run is counted (it stopped with 'the session asks
+    for bf16 products but the guard backend was opened for fp32 ones'), and its calls are independent of T too"""
+    make(tmp_path)
+    bf16 = ["--torch_dtype", "bfloat16"]
+    short, long = (counts(tmp_path, L, 2, out="bf16", extra=bf16) for L in (64, 512))
+    assert short["matmul"] > 0 and short["cast"] > 0, short   # bf16: weights and activations rounded by cast
+    assert not differ(short, long), f"bf16 seam calls that depend on the micro-batch's tokens: {differ(short, long)}"
+
+
 def minus(a, b):
     """a - b per member (members absent count 0; zeros left out)"""
     return {k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b) if a.get(k, 0) != b.get(k, 0)}

@@ -58,6 +58,7 @@ const os_ops *os_ops_count(const os_ops *inner) {
     g_inner = inner;
     g_count = (os_ops){
         .name = inner->name,
+        .bf16 = inner->bf16,   // the precision the backend was opened in (the session checks it)
         .host_memory = inner->host_memory,
         .held_bytes = inner->held_bytes,
 #define CNT_FILL(name, ...) .name = cnt_##name,
