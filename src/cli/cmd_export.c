@@ -68,16 +68,20 @@ static const os_opt OPTS[] = {
 
 // ms-swift's `swift export` options omnishard's export does not have: refused with the reason, or noted when they
 // change nothing here (docs/operations.md "Where omnishard export writes")
+#define QUANT "no quantized export: the weights are written in --save_dtype"
+#define UPLOAD "nothing is uploaded: upload the written directory yourself (`huggingface-cli upload`)"
 static const os_opt_known KNOWN[] = {
     {"model", "the checkpoint (--checkpoint, or --adapters) holds its base model: leave --model out", 0},
-    {"quant_method", "no quantized export: the weights are written in --save_dtype", 0},
-    {"quant_bits", "no quantized export: the weights are written in --save_dtype", 0},
-    {"push_to_hub", "nothing is uploaded: upload the written directory yourself (`huggingface-cli upload`)", 0},
-    {"hub_model_id", "nothing is uploaded: upload the written directory yourself (`huggingface-cli upload`)", 0},
+    {"quant_method", QUANT, 0},
+    {"quant_bits", QUANT, 0},
+    {"push_to_hub", UPLOAD, 0},
+    {"hub_model_id", UPLOAD, 0},
     {"to_ollama", "no Ollama export: the written directory is a transformers model", 0},
     {"safe_serialization", "the model is always written as safetensors", 1},
     {"merge_device_map", "the merge runs on each rank's slice of the weights (--device)", 1},
 };
+#undef QUANT
+#undef UPLOAD
 
 // --output_dir not given: CHECKPOINT-merged beside the checkpoint under --merge_lora true, as ms-swift's
 // `swift export --adapters DIR --merge_lora true` writes DIR-merged; --checkpoint is required

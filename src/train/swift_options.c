@@ -6,13 +6,17 @@
 #define FREEZE "freezing is by part (`--freeze_llm`, `--freeze_encoder_projector`, `--freeze_group_decode_adapter`, " \
                "`--trainable_embed_rows`)"
 #define LOADER "samples are loaded in the training process (no worker processes)"
+#define UPLOAD "nothing is uploaded: upload OUTPUT_DIR/final_model yourself (`huggingface-cli upload`)"
+#define SELF_COGNITION "self-cognition data is not generated: leave it out"
+#define QUANT "no quantized training (QLoRA): `--train_type lora` trains adapters on the unquantized model"
+#define LORA_VARIANT "not implemented: plain LoRA (`--lora_rank`, `--lora_alpha`)"
 static const os_opt_known KNOWN[] = {
     {"per_device_eval_batch_size", "evaluation uses `--per_device_train_batch_size`: leave it out", 0},
     {"model_revision", "nothing is downloaded: `--model` is a local directory (download that revision first: "
                        "`huggingface-cli download ID --revision REV --local-dir DIR`)", 0},
     {"hub_token", "nothing is downloaded or uploaded: leave it out", 0},
-    {"push_to_hub", "nothing is uploaded: upload OUTPUT_DIR/final_model yourself (`huggingface-cli upload`)", 0},
-    {"hub_model_id", "nothing is uploaded: upload OUTPUT_DIR/final_model yourself (`huggingface-cli upload`)", 0},
+    {"push_to_hub", UPLOAD, 0},
+    {"hub_model_id", UPLOAD, 0},
     {"template", "the sample layout is SLAM-Omni's (docs/dataset.md), not a chat template: leave it out", 0},
     {"padding_side", "collation pads as docs/dataset.md says (the prompt part on the left, the answer on the right, so "
                      "the answers line up): leave it out", 0},
@@ -22,10 +26,10 @@ static const os_opt_known KNOWN[] = {
                                "or shorten `--max_length`", 0},
     {"streaming", "datasets are local files, indexed at start, not streamed: leave it out", 0},
     {"columns", "the record fields are fixed (docs/dataset.md); `omnishard convert` maps the Parquet columns", 0},
-    {"model_name", "self-cognition data is not generated: leave it out", 0},
-    {"model_author", "self-cognition data is not generated: leave it out", 0},
-    {"quant_method", "no quantized training (QLoRA): `--train_type lora` trains adapters on the unquantized model", 0},
-    {"quant_bits", "no quantized training (QLoRA): `--train_type lora` trains adapters on the unquantized model", 0},
+    {"model_name", SELF_COGNITION, 0},
+    {"model_author", SELF_COGNITION, 0},
+    {"quant_method", QUANT, 0},
+    {"quant_bits", QUANT, 0},
     {"max_pixels", "no vision inputs: leave it out", 0},
     {"freeze_parameters", FREEZE, 0},
     {"freeze_parameters_regex", FREEZE, 0},
@@ -34,8 +38,8 @@ static const os_opt_known KNOWN[] = {
     {"target_regex", "`--target_modules` lists the layers", 0},
     {"lora_bias", "LoRA adapters have no bias: leave it out", 0},
     {"lora_dtype", "adapters train in the run's precision (`--torch_dtype`)", 0},
-    {"use_rslora", "not implemented: plain LoRA (`--lora_rank`, `--lora_alpha`)", 0},
-    {"use_dora", "not implemented: plain LoRA (`--lora_rank`, `--lora_alpha`)", 0},
+    {"use_rslora", LORA_VARIANT, 0},
+    {"use_dora", LORA_VARIANT, 0},
     {"lorap_lr_ratio", "not implemented: one learning rate (`--learning_rate`)", 0},
     {"init_weights", "LoRA's initialisation is PEFT's default (docs/training.md \"LoRA\"): leave it out", 0},
     {"optim", "the optimizer is AdamW (`--adam_beta1`, `--adam_beta2`, `--adam_epsilon`, `--weight_decay`)", 0},
@@ -66,13 +70,17 @@ static const os_opt_known KNOWN[] = {
     {"dataloader_prefetch_factor", LOADER, 1},
     {"dataloader_pin_memory", "samples are loaded in the training process; the backend makes its own copies", 1},
     {"dataset_num_proc", "records are read and tokenized in the training process (no preprocessing workers)", 1},
-    {"load_from_cache_file", "no dataset cache: text is tokenized when a sample is first used (speech features: "
-                             "`--cache_speech_features`)", 1},
+    {"load_from_cache_file", "no dataset cache: samples are built from the records in the training process (speech "
+                             "features: `--cache_speech_features`)", 1},
     {"use_hf", "nothing is downloaded: `--model` and `--dataset` are local paths", 1},
     {"ddp_find_unused_parameters", "no DDP: ZeRO's collectives cover every trained parameter", 1},
     {"remove_unused_columns", "records are read by their field names (docs/dataset.md); other fields are ignored", 1},
 };
 #undef FREEZE
+#undef UPLOAD
+#undef SELF_COGNITION
+#undef QUANT
+#undef LORA_VARIANT
 #undef LOADER
 
 const os_opt_known *os_sft_swift_known(int *n) {
