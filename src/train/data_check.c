@@ -25,13 +25,13 @@ void os_data_check(os_dataset *d, const char *what, int64_t max_length, const ch
             rc = -1;
             break;
         }
-        if (!trains(&s) && s.need > 0) {   // skipped by --max_length
+        if (trains(&s)) {
+            if (s.need > 0) count[1]++;   // cut to fit
+        } else if (s.need > 0) {   // skipped by --max_length
             count[0]++;
             if (s.need < least) least = s.need;
-        } else if (!trains(&s)) {   // every label masked in the data itself: not --max_length's doing
+        } else {   // every label masked in the data itself: not --max_length's doing
             count[2]++;
-        } else if (s.need > 0) {
-            count[1]++;
         }
     }
     os_stop_if_failed(rc);
