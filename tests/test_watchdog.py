@@ -32,7 +32,12 @@ def test_stopped_rank_ends_the_job_and_is_named(tiny, tmp_path):
     assert rc != 0
     reports = [l for l in err.splitlines() if "collective watchdog" in l]
     by_rank = {int(re.match(r"omnishard: rank (\d+):", l).group(1)): l for l in reports}
-    assert set(by_rank) == {0, 2}, err   # every live rank reports; the stopped one cannot
+    # Every live rank reports. The stopped rank cannot while stopped, but Open MPI's kill sequence sends SIGCONT
+    # before SIGTERM, so rank 1 may wake, arrive, and report the peers' timeout in the moment before SIGTERM lands;
+    # such a line must say it learned of the timeout from a peer, never blame a rank itself.
+    assert {0, 2} <= set(by_rank) <= {0, 1, 2}, err
+    late = by_rank.pop(1, None)
+    assert late is None or re.search(r"rank [02] reported that its wait passed --ddp_timeout", late), late
     for l in by_rank.values():
         missing = re.search(r"did not arrive at [^:]*: (.*?); ranks waiting", l).group(1)
         assert missing == "rank 1 (no answer: stopped, dead or cut off)", l
