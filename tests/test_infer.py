@@ -248,6 +248,28 @@ def test_sampling(case):
     assert s2 != greedy
 
 
+@pytest.mark.parametrize("case", ["G3-adapter-audio-first"], indirect=True)
+def test_temperature_zero_is_greedy(case):
+    """--temperature 0 is greedy decoding, as an ms-swift or transformers user writes it: the reference's argmax
+    (its sample_next_token with do_sample false), also with --do_sample true and the other sampling options given
+    (they then change nothing), and one note line on stderr says so"""
+    d, G, model, adapter, tok, _ = case
+    ids, _, _ = iref.prompt({"source_text": QUESTION}, tok, T, A, G)
+    want = iref.generate(model, adapter, ids, G, T, A, MAX_NEW, **RECIPE)
+    q = ["--question", QUESTION, "--max_new_tokens", MAX_NEW]
+    for extra in ([], ["--do_sample", "true", "--top_k", 4, "--top_p", "0.5", "--seed", 3]):
+        p = infer(d, *q, "--temperature", "0", *extra, check=False)
+        assert p.returncode == 0, p.stderr
+        check_same(json.loads(p.stdout), want, tok)
+        notes = [l for l in p.stderr.splitlines() if "--temperature 0" in l]
+        assert len(notes) == 1 and "greedy" in notes[0], p.stderr
+        assert all(o in notes[0] for o in ("--do_sample", "--top_k", "--top_p", "--seed")), notes[0]
+        assert "have no effect" in notes[0], notes[0]
+    # the same sampling line at a positive temperature does draw other tokens (the options are live there)
+    hot = infer(d, *q, "--temperature", "5", "--do_sample", "true", "--top_k", 4, "--seed", 3)
+    assert (hot["text_ids"], hot["audio"]) != (want["text_ids"], want["audio"])
+
+
 def conversation_ref(model, adapter, tok, G, questions, n, text_only=False):
     """The reference's multi-round generation (generate_s2s_online_multi_round.py: generate_from_text and its loop):
     each question answered after the history, then history += "USER: " + question + " ASSISTANT: " + the answer
@@ -388,10 +410,12 @@ def small(tmp_path_factory):
     (["--model", "{d}/m", "--dataset", "{d}/missing.jsonl"], "missing.jsonl"),
     (["--model", "{d}/m", "--wav", "{d}/missing.wav"], "--wav: cannot read"),
     (["--model", "{d}/m", "--wav", "{d}/data.jsonl"], "no speech encoder"),
-    (["--model", "{d}/m", "--question", "hi", "--temperature", "-1"], "--temperature: expected a value in [1e-30,3.4e38], got '-1'"),
-    (["--model", "{d}/m", "--question", "hi", "--temperature", "0", "--do_sample", "true"], "--temperature: expected a value in [1e-30,3.4e38]"),
-    # issue 24: each range is what the consumer represents (float temperature and penalties; an int count)
-    (["--model", "{d}/m", "--question", "hi", "--temperature", "1e39", "--do_sample", "true"], "--temperature: expected a value in [1e-30,3.4e38]"),
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "-1"], "--temperature: expected a value in [0,3.4e38], got '-1'"),
+    # 0 is greedy decoding (test_temperature_zero_is_greedy); a positive value below what the float division takes is not
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "1e-35", "--do_sample", "true"],
+     "--temperature: expected 0 (greedy) or a value in [1e-30,3.4e38], got 1e-35"),
+    # each range is what the consumer represents (float temperature and penalties; an int count)
+    (["--model", "{d}/m", "--question", "hi", "--temperature", "1e39", "--do_sample", "true"], "--temperature: expected a value in [0,3.4e38]"),
     (["--model", "{d}/m", "--question", "hi", "--audio_repetition_penalty", "1e39"], "--audio_repetition_penalty: expected a value in (0,3.4e38]"),
     (["--model", "{d}/m", "--question", "hi", "--max_new_tokens", "4611686018427387904"], "--max_new_tokens: expected a value in [1,2147483647]"),
     (["--model", "{d}/m", "--question", "hi", "--top_k", "0x10"], "--top_k: expected a decimal integer, got '0x10'"),

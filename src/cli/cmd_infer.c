@@ -76,7 +76,9 @@ static const os_opt OPTS[] = {
         "the progress is shown on stderr)"),
     {.name = "do_sample", F(do_sample), .type = OS_OPT_BOOL,
      .help = "false (default): greedy (argmax); true: sample (--temperature, --top_k, --top_p)"},
-    NUM("temperature", temperature, OS_OPT_F64, "[1e-30,3.4e38]", "sampling: softmax(logits / X) (default 1.0)"),
+    NUM("temperature", temperature, OS_OPT_F64, "[0,3.4e38]",
+        "sampling: softmax(logits / X) (default 1.0); 0: greedy decoding, as in ms-swift (the other sampling "
+        "options then have no effect; positive values from 1e-30)"),
     NUM("top_k", top_k, OS_OPT_I64, "[0,inf)", "sampling among the K largest logits (default 0: all)"),
     NUM("top_p", top_p, OS_OPT_F64, "(0,1]", "sampling among the smallest set of largest logits with mass >= P (default 1.0)"),
     NUM("text_repetition_penalty", text_penalty, OS_OPT_F64, "(0,3.4e38]",

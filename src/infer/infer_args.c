@@ -18,14 +18,26 @@ int os_infer_failed(int rc) {
 }
 
 // the decoding options (the reference's inference recipe defaults: greedy, temperature 1, top_k 0, top_p 1,
-// both repetition penalties 1.2); a sampling option off its default without --do_sample true is refused
+// both repetition penalties 1.2); a sampling option off its default without --do_sample true is refused.
+// --temperature 0 is greedy decoding, as ms-swift and transformers users write it (ms-swift turns do_sample off
+// at temperature 0; the reference would divide by it): the other sampling options then change nothing, and a note
+// says so.
 static int settle_choice(const infer_args *a, os_gen_opts *g) {
     os_choice_opts *c = &g->choice;
     if (a->penalty && (a->text_penalty || a->audio_penalty))
         return os_errf("--repetition_penalty sets both penalties: give it, or --text_repetition_penalty/--audio_repetition_penalty");
+    if (a->temperature > 0 && a->temperature < 1e-30)
+        return os_errf("--temperature: expected 0 (greedy) or a value in [1e-30,3.4e38], got %g", a->temperature);
     c->do_sample = a->do_sample, c->temperature = a->temperature, c->top_k = a->top_k, c->top_p = a->top_p;
     g->text_penalty = a->penalty ? a->penalty : a->text_penalty ? a->text_penalty : 1.2;
     g->audio_penalty = a->penalty ? a->penalty : a->audio_penalty ? a->audio_penalty : 1.2;
+    if (a->temperature == 0) {
+        c->do_sample = 0;
+        if (comm_rank() == 0)
+            os_info("omnishard infer: note: --temperature 0: greedy decoding (each stream takes its argmax, as with "
+                    "--do_sample false); --do_sample, --top_k, --top_p and --seed have no effect");
+        return 0;
+    }
     if (!c->do_sample) {
         const char *off = c->temperature != 1.0 ? "--temperature" : c->top_k ? "--top_k" : c->top_p != 1.0 ? "--top_p" : NULL;
         if (off) return os_errf("%s: only with --do_sample true (greedy takes the argmax)", off);
