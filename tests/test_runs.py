@@ -222,11 +222,13 @@ def test_logging_steps_window_means_and_ms_swift_keys(tiny, tmp_path):
         assert re.fullmatch(DURATION, l["elapsed_time"]) and re.fullmatch(DURATION, l["remaining_time"]), l
         assert 0 < l["epoch"] <= 2
     # the console line carries the same keys, once per logged step
-    con = re.findall(r"^step (\d+)/7 \(([\d.]+)%\)  loss ([\d.]+)  acc ([\d.]+)  grad_norm \S+  learning_rate \S+  "
+    con = re.findall(r"^step (\d+)/7 \(([\d.]+)%\)  loss ([\d.]+)  token_acc ([\d.]+)  grad_norm \S+  learning_rate \S+  "
                      r"memory\(GiB\) [\d.]+  train_speed\(iter/s\) \S+  epoch [\d.]+  \d+ tok/s  elapsed_time .*s  "
                      r"remaining_time .*s$", p.stderr, re.M)
     assert [int(c[0]) for c in con] == [3, 6, 7], p.stderr
     assert float(con[0][2]) == pytest.approx(w[0]["loss"], abs=1e-4), con
+    # ms-swift's console key: token_acc, the logged token_acc (= acc) of the same step
+    assert [float(c[3]) for c in con] == [pytest.approx(l["token_acc"], abs=1e-4) for l in w], con
 
 
 def png_pixels(svg, png):

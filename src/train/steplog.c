@@ -171,13 +171,13 @@ static void window(os_steplog *l, double *w, int write) {
     }
 }
 
-// rank 0's progress line: ms-swift's keys, the clock human-readable
+// rank 0's progress line: ms-swift's keys (token_acc: logging.jsonl's acc and token_acc), the clock human-readable
 static void progress(const os_steplog *l, int64_t step, const step_values *sv, double lr, double gnorm, double epoch,
                      double el, double eta) {
     char et[64], rt[64];
     os_format_duration(el, et, sizeof et);
     os_format_duration(eta, rt, sizeof rt);
-    fprintf(stderr, "%sstep %lld/%lld (%.2f%%)  loss %.4f  acc %.4f  grad_norm %.3g  learning_rate %.3g  memory(GiB) %.2f  "
+    fprintf(stderr, "%sstep %lld/%lld (%.2f%%)  loss %.4f  token_acc %.4f  grad_norm %.3g  learning_rate %.3g  memory(GiB) %.2f  "
             "train_speed(iter/s) %.3g  epoch %.2f  %.0f tok/s  elapsed_time %s  remaining_time %s%s",
             l->tty ? "\r" : "", (long long)step, (long long)l->total, 100.0 * (double)step / (double)l->total,
             sv->win[OS_WIN_LOSS], sv->win[OS_WIN_ACC], gnorm, lr, sv->rss_max / OS_GIB,
