@@ -119,6 +119,34 @@ def phases(d, zero):
     return got
 
 
+# Seam calls of each further decoder layer per micro-batch, its forward and its backward (with the recomputed
+# forward) together, on the guard backend at any T: at most these (a fusion undone or a per-layer call added breaks
+# them). The target for a GPU (docs/performance.md) is 40.
+LAYER_CALLS_MAX = {0: 53, 3: 64}
+
+
+def layer_calls(d, zero):
+    """{member: calls} of one more decoder layer's forward and backward in one micro-batch: a 2-layer model's step
+    less a 1-layer one's (each step 3 steps less 2, as phases())"""
+    per = {}
+    for layers in (1, 2):
+        m = d / f"l{layers}"
+        m.mkdir()
+        make(m, layers)
+        base, step = (count_file(m, 64, s, zero, out=f"z{zero}")["phases"] for s in (2, 3))
+        fb = [minus(step[p], base[p]) for p in ("forward", "backward")]
+        per[layers] = {k: sum(x.get(k, 0) for x in fb) for k in set().union(*fb)}
+    return {k: v for k, v in minus(per[2], per[1]).items() if v}
+
+
+@pytest.mark.parametrize("zero", [0, 3])
+def test_calls_per_decoder_layer_within_budget(tmp_path, zero):
+    got = layer_calls(tmp_path, zero)
+    assert got.get("matmul", 0) > 0, got   # the counts are a layer's
+    assert sum(got.values()) <= LAYER_CALLS_MAX[zero], \
+        f"a decoder layer makes {cell(got)} seam calls per micro-batch at ZeRO-{zero} (at most {LAYER_CALLS_MAX[zero]})"
+
+
 def cell(c):
     return f"**{sum(c.values())}**: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) if c else "0"
 

@@ -16,3 +16,9 @@ void os_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, cons
                    int64_t N, int64_t I, int64_t O);
 void os_linear_bwd_t(float *dinp, float *dw, float *dbias, const float *dout, os_tensor inp, os_tensor w,
                      int64_t N, int64_t I, int64_t O);
+// the same with dinp[N,I] = dout @ w, overwritten (the gradient's first writer, which needs no zeroed dinp: bitwise
+// what zeroing it and accumulating gives, as the product's sums start from +0 either way)
+void os_linear_bwd_set(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, os_tensor w,
+                       int64_t N, int64_t I, int64_t O);
+void os_linear_bwd_set_t(float *dinp, float *dw, float *dbias, const float *dout, os_tensor inp, os_tensor w,
+                         int64_t N, int64_t I, int64_t O);

@@ -3,7 +3,8 @@
 // a linear layer's forward with its bias and backward with its bias gradient against k_gemm and the column sums;
 // bf16 operands against the fp32 ones they round from (bf16 mode: rounding in the call gives the same bits; fp32
 // mode: the exact product of the widened values); a bf16 output against the fp32 result rounded (k_bf16_round); the
-// bias gradient alone (no product) and row sums of a row-major a (in double, from the definition); sizes of 0.
+// bias gradient alone (no product) and row sums of a row-major a (in double, from the definition); beta 0 against
+// zeroing c and accumulating; sizes of 0.
 // Expected values: the existing kernels and the definitions (invariants, never matmul's own output).
 #include "check.h"
 #include "core/alloc.h"
@@ -140,6 +141,26 @@ static void row_sums(void) {
     os_free(a), os_free(db), os_free(want), os_free(a16), os_free(aw);
 }
 
+// beta 0 overwrites c (NaN before: not read) with the bits of zeroing c and accumulating (beta 1): a gradient's
+// first product needs no zeroed buffer (model/linear.h os_linear_bwd_set). Shapes of the layer's backward (NN),
+// long sums (the BLAS's K blocks), products cut over the threads, bf16 operands
+static void overwrite_case(int ta, int tb, int64_t M, int64_t N, int64_t K, int abf, uint64_t key) {
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *a = rnd(ar * ac, key), *b = rnd(br * bc, key + 1);
+    float *set = os_alloc(sizeof(float) * (size_t)(M * N), "set"), *acc = os_alloc(sizeof(float) * (size_t)(M * N), "acc");
+    uint16_t *a16 = to16(a, ar * ac);
+    for (int64_t i = 0; i < M * N; i++) set[i] = NAN, acc[i] = 0.0f;
+    os_tensor va = abf ? os_mat(a16, OS_BF16, ar, ac, ac) : os_matf(a, ar, ac, ac), vb = os_matf(b, br, bc, bc);
+    if (ta) va = os_tensor_t(va);
+    if (tb) vb = os_tensor_t(vb);
+    k_matmul_prec(g_bf16, os_matf(set, M, N, N), va, vb, 1.0f, 0.0f, os_tensor_none(), os_tensor_none());
+    k_matmul_prec(g_bf16, os_matf(acc, M, N, N), va, vb, 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
+    CHECK(same(set, acc, (int64_t)sizeof(float) * M * N), "%s %c%c %lldx%lldx%lld a %s: beta 0 differs from zeroing "
+          "and accumulating", g_bf16 ? "bf16" : "fp32", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)M, (long long)N,
+          (long long)K, abf ? "bf16" : "fp32");
+    os_free(a), os_free(b), os_free(set), os_free(acc), os_free(a16);
+}
+
 // sizes of 0: nothing read or written, and K = 0 gives c = beta * c (beta 0 overwrites), as k_gemm
 static void empty(void) {
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
@@ -165,6 +186,14 @@ int main(void) {
                     product_case(ta, tb, 300, 200, 96, 1, 1.0f, 1.0f, ops & 1, ops >> 1, key + 1);   // cut over threads
                     product_case(ta, tb, 1, 131, 64, 0, 1.0f, 0.0f, ops & 1, ops >> 1, key + 2);     // one row
                 }
+        for (int t = 0; t < 4; t++)
+            for (int abf = 0; abf < 2; abf++) {
+                uint64_t key = 700 + 100 * (uint64_t)bf16 + 10 * (uint64_t)(2 * t + abf);
+                overwrite_case(t >> 1, t & 1, 5, 7, 6, abf, key);
+                overwrite_case(t >> 1, t & 1, 64, 48, 1000, abf, key + 1);   // long sums
+                overwrite_case(t >> 1, t & 1, 20, 20, 10000, abf, key + 2);
+                overwrite_case(t >> 1, t & 1, 300, 200, 96, abf, key + 3);   // cut over threads
+            }
         linear_case(5, 7, 6, 500 + 10 * (uint64_t)bf16);
         linear_case(64, 96, 320, 600 + 10 * (uint64_t)bf16);
         row_sums();
