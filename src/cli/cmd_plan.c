@@ -150,16 +150,17 @@ static int load_sources(const char *model, const os_model *m, const os_qwen2_con
 
 // --deepspeed as sft reads it: a stage name sets that stage; a DeepSpeed JSON file is applied as sft applies it
 // (its batch sizes, accumulation and bf16 set the options the plan reads; its ZeRO stage, unless "auto", is the one
-// row shown, and must agree with a --zero_stage naming one stage). a->parallelism.zero_stage: the stage, or -1 (all of
-// --zero_stage's list)
-static int deepspeed_stage(os_sft_args *a, const plan_args *p, int stages_given, int argc, char **argv) {
-    if (!a->parallelism.deepspeed_file) return 0;
+// row shown, and must agree with a --zero_stage naming one stage). par->zero_stage: the stage, or -1 (all of
+// --zero_stage's list); the three sections a DeepSpeed file sets, as sft's os_ds_config_apply takes them
+static int deepspeed_stage(os_sft_parallelism_opts *par, os_sft_training_opts *tr, os_sft_checkpoint_opts *ck,
+                           const plan_args *p, int stages_given, int argc, char **argv) {
+    if (!par->deepspeed_file) return 0;
     if (stages_given && strlen(p->stages) > 1)   // the file's stage is compared with the flag's, as sft does: one stage
         return os_errf("--deepspeed %s with --zero_stage %s: give --zero_stage one stage (the file's "
-                       "\"zero_optimization.stage\" must agree with it) or leave it out", a->parallelism.deepspeed_file, p->stages);
-    if (stages_given) a->parallelism.zero_stage = p->stages[0] - '0';
-    if (os_ds_config_apply(&a->parallelism, &a->training, &a->checkpoint, argc, argv) < 0) return -1;
-    fprintf(stderr, "omnishard plan: %s\n", a->parallelism.ds_notes);
+                       "\"zero_optimization.stage\" must agree with it) or leave it out", par->deepspeed_file, p->stages);
+    if (stages_given) par->zero_stage = p->stages[0] - '0';
+    if (os_ds_config_apply(par, tr, ck, argc, argv) < 0) return -1;
+    fprintf(stderr, "omnishard plan: %s\n", par->ds_notes);
     return 0;
 }
 
@@ -181,7 +182,7 @@ int cmd_plan(int argc, char **argv) {
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
-    if (rc == 0) rc = deepspeed_stage(&sa, &p, pgiven[2], argc, argv);   // OPTS[2]: --zero_stage
+    if (rc == 0) rc = deepspeed_stage(&sa.parallelism, &sa.training, &sa.checkpoint, &p, pgiven[2], argc, argv);   // OPTS[2]: --zero_stage
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
     if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa.training));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;

@@ -26,8 +26,7 @@ static void set(cJSON *o, const char *key, cJSON *v) {
     cJSON_AddItemToObject(o, key, v);
 }
 
-int os_args_json_write(const os_sft_state *r) {
-    const os_sft_args *a = r->a;
+int os_args_json_write(const os_sft_args *a, const os_sft_state *r) {
     const os_omni_config *oc = &r->m->oc;
     cJSON *o = cJSON_CreateObject(), *res = cJSON_CreateObject();
     int nopts;

@@ -192,36 +192,45 @@ static int trainer_open(os_sft_state *r, const os_sft_training_opts *tr, const o
     return 0;
 }
 
-// the output directory locked, and the settings that decide whether the model and data can be opened checked
-// against a resumed checkpoint's
-static void open_run(os_sft_state *r) {
-    const os_sft_args *a = r->a;
-    if (a->parallelism.zero_stage == 0 && r->N > 1 && r->rank == 0)
+// before anything is opened: the ranks agree on the model's config.json and --model and --speech_encoder are model
+// directories (named with what one holds and how to get one); rank 0's notes on the options (stage 0 over several
+// ranks, the --deepspeed file's, ms-swift's options given that change nothing here: known_given)
+static void check_model(const os_sft_state *r, const os_sft_model_opts *mo, const os_sft_parallelism_opts *p,
+                        const unsigned char *known_given) {
+    if (p->zero_stage == 0 && r->N > 1 && r->rank == 0)
         os_info("note: stage 0 replicates everything on each of the %d ranks (--deepspeed zero3 shards it)", r->N);
-    agree_on_config(a->model.model);
-    if (a->parallelism.ds_notes && r->rank == 0) os_info("omnishard sft: %s", a->parallelism.ds_notes);
-    os_sft_swift_notes(a->known_given, "sft");   // ms-swift's options given that change nothing here (rank 0)
-    // a --model or --speech_encoder that is no model directory: named with what one holds and how to get one
-    os_stop_if_failed(os_model_dir_check("--model", a->model.model, NULL) < 0 ? -1
-                      : os_model_dir_check("--speech_encoder", a->model.speech_encoder, NULL));
-    // one run per output directory: locked before anything in it is touched (docs/operations.md)
-    os_stop_if_failed(r->rank == 0 ? os_dir_lock(a->checkpoint.output_dir) : 0);
-    // and never two runs mixed in one: a used directory is refused unless this run resumes its checkpoint
-    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(a->checkpoint.output_dir, a->checkpoint.resume_from_checkpoint, a->checkpoint.overwrite_output_dir,
-                                                       strcmp(a->logging.report_to, "none") && !a->logging.logging_dir) : 0);
+    agree_on_config(mo->model);
+    if (p->ds_notes && r->rank == 0) os_info("omnishard sft: %s", p->ds_notes);
+    os_sft_swift_notes(known_given, "sft");
+    os_stop_if_failed(os_model_dir_check("--model", mo->model, NULL) < 0 ? -1
+                      : os_model_dir_check("--speech_encoder", mo->speech_encoder, NULL));
+}
+
+// one run per output directory: locked before anything in it is touched (docs/operations.md), and never two runs
+// mixed in one: a used directory is refused unless this run resumes its checkpoint (TensorBoard's runs/ in it
+// unless --logging_dir puts it elsewhere); then the stop handlers
+static void claim_output_dir(const os_sft_state *r, const os_sft_checkpoint_opts *ck, const os_sft_logging_opts *lg) {
+    os_stop_if_failed(r->rank == 0 ? os_dir_lock(ck->output_dir) : 0);
+    int tb = strcmp(lg->report_to, "none") && !lg->logging_dir;
+    os_stop_if_failed(r->rank == 0 ? os_rundir_claim(ck->output_dir, ck->resume_from_checkpoint,
+                                                       ck->overwrite_output_dir, tb) : 0);
     os_stop_install();
-    if (a->checkpoint.resume_from_checkpoint) {
-        run_args(&a->data, a->training.seed, a->model.model_type, &r->run);
-        if (a->model.code_layer >= 0) run_set(&r->run, "--code_layer", "%d", a->model.code_layer);
-        int rc = os_checkpoint_read_run(a->checkpoint.resume_from_checkpoint, &r->was);
-        if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
-        if (rc == 0) was_default(&r->was, "--packing", "false");   // before --packing: unpacked
-        os_stop_if_failed(rc);
-        // differing settings are named once the dataset's digest is known too, in one message with it; should
-        // opening the model or the data fail first, the stop message names them beside that failure
-        if (os_checkpoint_check_run(a->checkpoint.resume_from_checkpoint, &r->was, &r->run, a->checkpoint.resume_override_config) < 0)
-            os_stop_note(os_errmsg());
-    }
+}
+
+// a resumed run: the settings that decide whether the model and data can be opened checked against the
+// checkpoint's (the data section, --seed, --model_type, --code_layer given)
+static void check_resume(os_sft_state *r, const os_sft_checkpoint_opts *ck, const os_sft_data_opts *d,
+                         const os_sft_model_opts *mo, int64_t seed) {
+    run_args(d, seed, mo->model_type, &r->run);
+    if (mo->code_layer >= 0) run_set(&r->run, "--code_layer", "%d", mo->code_layer);
+    int rc = os_checkpoint_read_run(ck->resume_from_checkpoint, &r->was);
+    if (rc == 0) data_seed_was_seed(&r->was), was_default(&r->was, "--system", TASK_SYSTEM);
+    if (rc == 0) was_default(&r->was, "--packing", "false");   // before --packing: unpacked
+    os_stop_if_failed(rc);
+    // differing settings are named once the dataset's digest is known too, in one message with it; should
+    // opening the model or the data fail first, the stop message names them beside that failure
+    if (os_checkpoint_check_run(ck->resume_from_checkpoint, &r->was, &r->run, ck->resume_override_config) < 0)
+        os_stop_note(os_errmsg());
 }
 
 // the session's options, from the sections that set them
@@ -360,13 +369,32 @@ static void load_checkpoint(os_sft_state *r, const os_sft_checkpoint_opts *ck) {
     os_stop_checkpoint(ck->resume_from_checkpoint, r->done);
 }
 
+// this run in its checkpoints' lineage; rank 0: the unfinished checkpoints a crash left removed, and
+// --save_total_limit's keeper over the output directory's checkpoints
+static void open_checkpoints(os_sft_state *r, const os_sft_checkpoint_opts *ck) {
+    os_ckpt_new_run(&r->run, ck->resume_from_checkpoint ? &r->was : NULL);
+    if (r->rank == 0) os_checkpoint_cleanup(ck->output_dir);
+    if (r->rank == 0) os_ckpt_keeper_init(&r->keep, ck->output_dir, ck->save_total_limit, &r->run);
+}
+
+// logging.jsonl in the output directory (a resumed run's cut at its step), and TensorBoard's event file with
+// --report_to tensorboard or all (docs/training.md "TensorBoard": --logging_dir, else OUTPUT_DIR/runs)
+static void open_log(os_sft_state *r, const os_sft_checkpoint_opts *ck, const os_sft_logging_opts *lg) {
+    os_stop_if_failed(os_steplog_open(&r->log, ck->output_dir, r->rank == 0, r->total,
+                                      ck->resume_from_checkpoint ? r->done : -1));
+    if (strcmp(lg->report_to, "none")) {
+        char dir[4300];
+        snprintf(dir, sizeof dir, "%s/runs", ck->output_dir);
+        os_stop_if_failed(os_steplog_tensorboard(&r->log, lg->logging_dir ? lg->logging_dir : dir));
+    }
+}
+
 void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     memset(r, 0, sizeof *r);
-    r->args = *a, r->a = &r->args, r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
-    os_rundir_version(a->checkpoint.output_dir, a->checkpoint.add_version, r->run_dir, sizeof r->run_dir);
-    r->args.checkpoint.output_dir = r->run_dir;
-    a = r->a;
-    open_run(r);
+    r->rank = comm_rank(), r->N = comm_size(), r->start = 1;
+    check_model(r, &a->model, &a->parallelism, a->known_given);
+    claim_output_dir(r, &a->checkpoint, &a->logging);
+    if (a->checkpoint.resume_from_checkpoint) check_resume(r, &a->checkpoint, &a->data, &a->model, a->training.seed);
     os_session_opts so;
     session_opts(&a->model, &a->data, &a->parallelism, &a->training, &so);
     declare_model(r, &so);
@@ -378,19 +406,12 @@ void os_sft_open(os_sft_state *r, const os_sft_args *a) {
     os_stop_boundary(0);
     open_loaders(r, &a->data, &a->training, &a->parallelism, a->debug.log_samples);
     data_position(r, &a->checkpoint, &a->data, &a->model, a->training.seed);
-    count_steps(r, &a->training, a->checkpoint.resume_from_checkpoint != NULL, a->data.packing, a->parallelism.zero_stage);
-    os_ckpt_new_run(&r->run, a->checkpoint.resume_from_checkpoint ? &r->was : NULL);
-    if (r->rank == 0) os_checkpoint_cleanup(a->checkpoint.output_dir);
-    if (r->rank == 0) os_ckpt_keeper_init(&r->keep, a->checkpoint.output_dir, a->checkpoint.save_total_limit, &r->run);
+    count_steps(r, &a->training, a->checkpoint.resume_from_checkpoint != NULL, a->data.packing,
+                a->parallelism.zero_stage);
+    open_checkpoints(r, &a->checkpoint);
     if (a->checkpoint.resume_from_checkpoint) load_checkpoint(r, &a->checkpoint);
     os_stop_boundary(0);
-    os_stop_if_failed(os_steplog_open(&r->log, a->checkpoint.output_dir, r->rank == 0, r->total, a->checkpoint.resume_from_checkpoint ? r->done : -1));
-    if (strcmp(a->logging.report_to, "none")) {   // tensorboard or all (docs/training.md "TensorBoard")
-        char dir[4300];
-        snprintf(dir, sizeof dir, "%s/runs", a->checkpoint.output_dir);
-        os_stop_if_failed(os_steplog_tensorboard(&r->log, a->logging.logging_dir ? a->logging.logging_dir : dir));
-    }
-    r->log_samples = a->debug.log_samples;
+    open_log(r, &a->checkpoint, &a->logging);
     r->saved = r->start - 1;
     r->bucket_norms = os_alloc(sizeof(double) * (size_t)r->m->reg.nb, "bucket grad norms");
 }

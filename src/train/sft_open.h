@@ -1,7 +1,8 @@
 // Opening an sft run, up to its first step: the start-up agreement on the model's config and the data files, the
 // output directory's lock, the resume checks (docs/training.md, "Resume rules"), the session, the datasets and
 // their micro-batch loaders, the data position and the step count, the resumed checkpoint's state and
-// logging.jsonl. os_sft_state holds everything the loop (train/sft.c) works with.
+// logging.jsonl. os_sft_state holds what the run opened; the options stay in their sections, which os_sft_open
+// and the loop (train/sft.c) hand each stage.
 #pragma once
 #include "persist/checkpoint.h"
 #include "persist/checkpoint_limit.h"
@@ -12,9 +13,6 @@
 #include "train/steplog.h"
 
 typedef struct {
-    const os_sft_args *a;         // &args
-    os_sft_args args;             // the options, output_dir the run directory (--add_version: a new vN-... in it)
-    char run_dir[4200];
     int rank, N;
     os_session s;
     os_trainer trainer;           // the micro-step's view of the session (train/trainer.h)
@@ -30,7 +28,6 @@ typedef struct {
     int64_t done, start, total;   // steps done before this run (the resumed one's), the first and the last step
     int64_t warmup, seen, adam_base, saved;   // LR warm-up steps, samples trained on, AdamW's step offset, last save
     os_steplog log;
-    int log_samples;              // OMNISHARD_LOG_SAMPLES=1: each step's sample ids in logging.jsonl
     double *bucket_norms;         // [buckets] each step's gradient norms
 } os_sft_state;
 
@@ -39,6 +36,7 @@ typedef struct {
 // agreement compares what each rank will train with (a default equals the same value given). Reads the model's
 // config files, no collective; a model that cannot be read leaves them as given.
 void os_sft_resolve_model_defaults(os_sft_model_opts *mo);
-// Collective; a failure ends every rank with its message (train/stop.h).
+// Collective; a failure ends every rank with its message (train/stop.h). a: the run's options, output_dir the run
+// directory (os_sft_run's); they outlive r (the trainer points at their --param_loss terms).
 void os_sft_open(os_sft_state *r, const os_sft_args *a);
 void os_sft_close(os_sft_state *r);
