@@ -153,3 +153,24 @@ def test_help_lists_the_options_by_section(cmd, start):
     assert sorted(listed) == sorted(n for n, _ in entries), set(listed) ^ {n for n, _ in entries}
     for name, section in entries:
         assert name in got[section], (name, section, got)
+
+
+def test_only_the_parser_the_agreement_args_json_the_commands_and_the_run_ends_take_the_whole_sft_options():
+    """Each part of an sft run takes the sections of os_sft_args it reads (docs/design.md "Configuration"); a
+    function whose parameters hold the whole struct is one of those that go over every option (the parser in
+    train/args.c, the start-up agreement, args.json), the command's settling (cli/cmd_sft.c) or one of the run's two
+    ends, and os_sft_state, what the run opened, holds no options (the stages get their sections as arguments)"""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parent.parent
+    allowed = {"os_agree_options", "os_args_json_write", "settle", "os_sft_open", "os_sft_run"}
+    whole = {}
+    for f in sorted((root / "src").rglob("*.[ch]")):
+        if f.relative_to(root).as_posix() in ("src/train/args.c", "src/train/args.h"):   # the parser and its table
+            continue
+        for m in re.finditer(r"\b(\w+)\(([^()]*\bos_sft_args\s*\*[^()]*)\)", f.read_text()):
+            whole.setdefault(m.group(1), set()).add(f.relative_to(root).as_posix())
+    assert set(whole) == allowed, {k: v for k, v in whole.items() if k not in allowed} or allowed - set(whole)
+    header = (root / "src" / "train" / "sft_open.h").read_text()
+    state = header[header.index("typedef struct {"):header.index("} os_sft_state;")]
+    assert not re.search(r"\bos_sft_(args|\w+_opts)\b", state), state
