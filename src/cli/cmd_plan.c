@@ -14,6 +14,7 @@
 #include "model/omni.h"
 #include "train/args.h"
 #include "train/ds_config.h"
+#include "train/dtype_default.h"
 #include "train/plan.h"
 #include <math.h>
 #include <stddef.h>
@@ -164,6 +165,20 @@ static int deepspeed_stage(os_sft_parallelism_opts *par, os_sft_training_opts *t
     return 0;
 }
 
+// --torch_dtype auto as sft settles it: the model's config.json (--config's, a preset's: the release's bfloat16)
+static void settle_dtype(os_sft_training_opts *t, const char *model, int tf32, const char *config, char *line, size_t n) {
+    os_qwen2_config cfg;
+    char source[4200] = "";
+    if (load_config(model, config, &cfg) < 0) cfg.torch_dtype[0] = 0;   // reported when the plan loads it
+    if (config) snprintf(source, sizeof source, "%s", config);
+    else {
+        struct stat st;
+        int dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
+        snprintf(source, sizeof source, dir ? "%s/config.json" : "the %s release's config.json", model);
+    }
+    os_sft_dtype_settle(t, tf32, cfg.torch_dtype, source, "plan", line, n);
+}
+
 int cmd_plan(int argc, char **argv) {
     plan_args p = {.stages = "0,1,2,3", .ckpts = "true,false", .nproc = 1};
     os_sft_args sa;
@@ -182,11 +197,16 @@ int cmd_plan(int argc, char **argv) {
     int rc = os_opts_parse(&c, argc, argv);
     if (rc == 1) return os_opts_usage(&c, stdout), 0;
     if (rc == 0 && !sa.model.model && !p.config) rc = os_errf("give --model DIR|PRESET or --config config.json");
+    char dtype_line[4600] = "";
+    if (rc == 0) settle_dtype(&sa.training, sa.model.model, sa.device.tf32, p.config, dtype_line, sizeof dtype_line);   // before the file's bf16.enabled, as sft
+    const char *settled = sa.training.torch_dtype;
     if (rc == 0) rc = deepspeed_stage(&sa.parallelism, &sa.training, &sa.checkpoint, &p, pgiven[2], argc, argv);   // OPTS[2]: --zero_stage
+    if (rc == 0 && strcmp(settled, sa.training.torch_dtype)) dtype_line[0] = 0;   // the file chose (its note says so)
     if (rc == 0) rc = os_sft_args_lora_check(&sa);
     if (rc == 0) rc = os_tf32_check(sa.device.tf32, sa.device.device, os_sft_args_bf16(&sa.training));   // as sft would refuse it
     if (rc < 0) return fprintf(stderr, "omnishard plan: %s\n", os_errmsg()), 2;
     os_sft_swift_notes(sa.known_given, "plan");
+    if (dtype_line[0]) fprintf(stderr, "%s\n", dtype_line);
     char one[2] = {(char)('0' + sa.parallelism.zero_stage), 0};
     const char *model = sa.model.model, *config = p.config, *type = sa.model.model_type;
     const char *stages = sa.parallelism.zero_stage >= 0 ? one : p.stages;

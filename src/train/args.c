@@ -147,9 +147,12 @@ static const os_opt opts[] = {
     D(debug, dump_grads, "FILE", "write the first step's reduced gradients to this safetensors file"),
     Q(debug, dump_logits, "FILE", "write rank 0's first micro-batch lm_head logits [B*L, V] to this safetensors file (rank 0's counts)"),
     // ms-swift / transformers flags: only the values whose meaning omnishard implements (docs/training.md)
-    C(training, torch_dtype, "float32|fp32|bfloat16|bf16", "training precision: float32 (default), or bfloat16 mixed "
-                                                 "precision: GEMMs on bf16 inputs with fp32 accumulation, fp32 "
-                                                 "master weights, gradients and AdamW (docs/training.md)"),
+    {F(training, torch_dtype), .type = OS_OPT_CHOICE, .choices = "float32|fp32|bfloat16|bf16", .unset = "auto", .help =
+                                                 "training precision: auto (default) the model's own, "
+                                                 "as ms-swift: bfloat16 when its config.json's torch_dtype is, else "
+                                                 "float32 (a start-up line says which and why); float32; or bfloat16 "
+                                                 "mixed precision: GEMMs on bf16 inputs with fp32 accumulation, fp32 "
+                                                 "master weights, gradients and AdamW (docs/training.md)"},
     C(parallelism, ddp_backend, "mpi", "collective backend (omnishard communicates over Open MPI)"),
     X(device, device, "cpu (default), cuda (each rank the GPU of its local rank among those visible) or cuda:N; cuda needs "
               "a binary built with make CUDA=1 (docs/operations.md \"GPUs\"); guard or guard:lax: the test backend "
@@ -237,6 +240,7 @@ void os_sft_args_defaults(os_sft_args *a) {
     a->model.lora_rank = 8, a->model.lora_alpha = 32, a->model.lora_dropout = 0.05, a->checkpoint.merge_lora = 1;
     a->checkpoint.max_shard_size = OS_SHARD_DEFAULT, a->checkpoint.save_consolidated = 1;
     a->parallelism.head_balance = -1;   // not given: decided by the backend (trainer_open)
+    a->training.torch_dtype = "auto";   // the model's own, settled before the device opens (train/dtype_default.h)
     a->data.dataset_shuffle = 1, a->data.data_seed = -1;
 }
 

@@ -244,6 +244,7 @@ int os_plan_preset(const char *name, os_qwen2_config *c) {
         c->num_attention_heads = P[i].heads, c->num_key_value_heads = P[i].kv, c->head_dim = P[i].hidden / P[i].heads;
         c->vocab_size = P[i].vocab, c->tie_word_embeddings = P[i].tied, c->max_position_embeddings = 32768;
         c->rms_norm_eps = 1e-6, c->rope_theta = 1000000.0, c->bos_token_id = -1, c->eos_token_id = 151643;
+        strcpy(c->torch_dtype, "bfloat16");   // the released checkpoints' (and what --torch_dtype auto trains in)
         return 0;
     }
     return -1;

@@ -15,7 +15,6 @@ static const differ DIFFER[] = {
     {"num_train_epochs", "1", "3", "One pass over a speech corpus of 100k+ dialogues unless a count is given (the recipe sets its own)"},
     {"truncation_strategy", "right", "delete", "A long sample still trains on its first max_length tokens; delete drops it (counted in the log)"},
     {"logging_steps", "1", "5", "Every step's text and per-layer audio losses in logging.jsonl: a line costs nothing beside a CPU step"},
-    {"torch_dtype", "float32", "the model config's, bfloat16 for Qwen2.5", "The SLAM-Omni recipe trains in fp32, the path checked against PyTorch; bf16 pays off only on CPUs with AVX512-BF16/AMX"},
 };
 
 void os_sft_swift_defaults_usage(FILE *f) {
