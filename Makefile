@@ -70,12 +70,13 @@ GIT_TEXT   := $(if $(GIT_COMMIT),$(GIT_COMMIT)$(if $(GIT_DIRTY), (modified)),non
 
 all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_compare $(CU_EMU_BIN)
 
-$(BUILD)/gen/os_version.h: FORCE
+# (any build folder's: make CUDA=1 takes core/version.o from the plain build's folder, tools/cuda.mk)
+%/gen/os_version.h: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#define OS_VERSION "%s"\n#define OS_GIT_COMMIT "%s"\n' '$(OS_VERSION)' '$(GIT_TEXT)' > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 $(BUILD)/obj/src/core/version.o: $(BUILD)/gen/os_version.h
-$(BUILD)/obj/src/core/version.o: CFLAGS += -I$(BUILD)/gen
+%/obj/src/core/version.o: CFLAGS += -I$(@D)/../../../gen
 .PHONY: FORCE
 FORCE:
 

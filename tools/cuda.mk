@@ -35,6 +35,7 @@ $(CUDA_C:%.c=$(BUILD)/obj/%.o): CFLAGS += $(CUDA_INCS)
 CPU_BUILD ?= build
 ifneq ($(abspath $(CPU_BUILD)),$(abspath $(BUILD)))
 LIB_OBJ := $(patsubst %.c,$(CPU_BUILD)/obj/%.o,$(filter-out $(CUDA_C),$(LIB_SRC))) $(CUDA_C:%.c=$(BUILD)/obj/%.o)
+$(CPU_BUILD)/obj/src/core/version.o: $(CPU_BUILD)/gen/os_version.h
 $(CPU_BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@

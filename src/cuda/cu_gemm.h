@@ -8,3 +8,4 @@
 #include <stdint.h>
 
 int cu_gemm_open(int tf32);   // cuBLASLt opened; 0 or -1 with the reason in os_errmsg
+void cu_gemm_set_bf16(int bf16);   // the products' precision, set when the backend opens (0 fp32, 1 bf16)
