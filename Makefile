@@ -24,7 +24,7 @@ SAN    ?=
 # -fno-math-errno: libm calls need not set errno (nothing reads it after a math call), so loops calling sqrtf & co.
 # vectorise (k_adamw's was scalar: the errno check beside each vsqrtss kept it out of SIMD, 5x the time); results
 # are the same (correctly rounded sqrt either way; -std=c11 keeps FP contraction off, no reassociation).
-CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno $(OPT) $(SAN) -g -Isrc -MMD -MP
+CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror=implicit-function-declaration -fopenmp -fno-math-errno $(OPT) $(SAN) -g -Isrc -MMD -MP
 LDLIBS := -lopenblas -ldnnl -lcjson -lpcre2-8 -lsndfile -lz -lm -ldl
 LDFLAGS := -fopenmp $(SAN)
 FUZZ_CC ?= clang-14
