@@ -76,7 +76,7 @@ all: $(BUILD)/omnishard $(TEST_BIN) $(FUZZ_REPLAY) $(CUDA_TEST_BIN) $(BUILD)/op_
 	@printf '#define OS_VERSION "%s"\n#define OS_GIT_COMMIT "%s"\n' '$(OS_VERSION)' '$(GIT_TEXT)' > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 $(BUILD)/obj/src/core/version.o: $(BUILD)/gen/os_version.h
-%/obj/src/core/version.o: CFLAGS += -I$(@D)/../../../gen
+%/obj/src/core/version.o: CFLAGS += -I$(patsubst %/obj/src/core,%,$(@D))/gen
 .PHONY: FORCE
 FORCE:
 
