@@ -22,16 +22,20 @@ from test_speech_train import write_wav
 G, V, A = 3, 128, 64
 
 
-def write_data(path, n, L, speech=None, seed=3, G=G):
+def write_data(path, n, L, speech=None, seed=3, G=G, uneven=False):
     """n pretokenized samples of L positions each (ids and labels random, a -100 prompt); with speech (a wav name),
-    every sample has a speech span of 6 positions after a 3-position prompt"""
+    every sample has a speech span of 6 positions after a 3-position prompt; uneven: sample i has targets on its
+    first L / 2**i positions only (any two samples of a rank have fewer or more rows with targets than another
+    rank's: the balanced head moves rows)"""
     g = np.random.default_rng(seed)
     with open(path, "w") as f:
-        for _ in range(n):
+        for i in range(n):
             ids = [[int(V + x) for x in g.integers(0, A, L)] for _ in range(G)] + [[int(x) for x in g.integers(0, V, L)]]
             lab = [[int(x) for x in g.integers(0, A, L)] for _ in range(G)] + [[int(x) for x in g.integers(0, V, L)]]
             for r in lab:
                 r[:4] = [-100] * 4
+                if uneven:
+                    r[max(L >> i, 5):] = [-100] * (L - max(L >> i, 5))
             rec = {}
             if speech:
                 for r in range(G + 1):
@@ -52,19 +56,20 @@ def make(d, layers=1, speech=False, G=G):
     write_data(d / "val.jsonl", 2, 64, seed=4, G=G)
 
 
-def count_file(d, L, steps, zero=0, speech=False, ranks=1, out="out", extra=()):
-    """the counts JSON (kernels/ops.h os_ops_count_write) of an sft run of `steps` steps of one micro-batch of 2
-    samples of L positions (extra: more options; out names the run)"""
-    f = d / f"{out}-{L}-{steps}-{zero}.json"
-    args = ["sft", "--device", "guard", "--model", d / "model", "--dataset", d / f"data{L}.jsonl",
-            "--output_dir", d / f"{out}-{L}-{steps}-{zero}", "--max_steps", steps, "--max_length", L,
-            "--per_device_train_batch_size", 2, "--learning_rate", "1e-3", "--save_steps", 1000,
+def count_file(d, L, steps, zero=0, speech=False, ranks=1, out="out", extra=(), batch=2, data="data"):
+    """the counts JSON (kernels/ops.h os_ops_count_write) of an sft run of `steps` steps of one micro-batch of
+    `batch` samples of L positions (extra: more options; out names the run; data the dataset's name); with ranks > 1
+    a list, rank by rank"""
+    f = d / f"{out}-{L}-{steps}-{zero}-b{batch}.json"
+    args = ["sft", "--device", "guard", "--model", d / "model", "--dataset", d / f"{data}{L}.jsonl",
+            "--output_dir", d / f"{out}-{L}-{steps}-{zero}-b{batch}", "--max_steps", steps, "--max_length", L,
+            "--per_device_train_batch_size", batch, "--learning_rate", "1e-3", "--save_steps", 1000,
             "--save_strategy", "no", *(["--deepspeed", f"zero{zero}"] if zero else []),
             *(["--speech_encoder", d / "enc"] if speech else []), *extra]
     run(args, np_=ranks if ranks > 1 else None, env={"OMNISHARD_COUNT_OPS": str(f)}, timeout=300)
-    c = json.loads(f.read_text())
-    assert c["backend"] == "guard"
-    return c
+    cs = [json.loads((f if r == 0 else f.with_name(f"{f.name}.{r}")).read_text()) for r in range(ranks)]
+    assert all(c["backend"] == "guard" for c in cs)
+    return cs if ranks > 1 else cs[0]
 
 
 def counts(d, L, steps, **kw):
@@ -88,6 +93,44 @@ def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
             {k: v["calls"] for k, v in c["members"].items()}
     for p in ("forward", "loss", "backward"):
         assert c_short["phases"][p] and c_short["phases"][p] == c_long["phases"][p], p
+
+
+# the members of the embedding and the speech splice (model/embed.c) and the memory members
+EMBEDDING = ("embedding_fwd", "embedding_bwd", "gather_rows", "axpy", "alloc", "free")
+
+
+@pytest.mark.parametrize("zero,speech", [(0, False), (3, False), (0, True), (3, True)])
+def test_calls_do_not_depend_on_the_samples(tmp_path, zero, speech):
+    """a micro-batch of 1 sample and one of 2 make the same calls in each part (the embedding's rows of every
+    sample, its backward's scatter-add, the speech splice, the loss's rows: one call each over the micro-batch, none
+    per sample). With speech, the members of the embedding and the splice (the speech encoder and the projector
+    still run sample by sample)"""
+    make(tmp_path, speech=speech)
+    one, two = (count_file(tmp_path, 64, 2, zero, speech, batch=b) for b in (1, 2))
+    assert one["phases"]["forward"]["matmul"] > 0, one   # the counts are the run's
+    if speech:
+        assert one["phases"]["forward"]["gather_rows"] > 0 and one["phases"]["backward"]["gather_rows"] > 0, one
+    for p in ("forward", "loss", "backward"):
+        a, b = ({k: v for k, v in c["phases"][p].items() if not speech or k in EMBEDDING} for c in (one, two))
+        assert not differ(a, b), f"{p}: seam calls that depend on the micro-batch's samples: {differ(a, b)}"
+
+
+def test_balanced_head_calls_do_not_depend_on_the_tokens(tmp_path):
+    """2 ranks, --head_balance true, the ranks' rows with targets uneven (rows move at both lengths): each rank makes
+    the same calls at T=64 and T=512, in each part; the moved rows go and come back in a fixed number of calls"""
+    ref.make_model(str(tmp_path / "model"), hidden=16, layers=1, heads=2, kv_heads=1, inter=32, T=V, A=A, G=G, seed=0)
+    for L in (64, 512):
+        write_data(tmp_path / f"uneven{L}.jsonl", 4, L, uneven=True)
+    hb = ["--head_balance", "true"]
+    short, long = (count_file(tmp_path, L, 2, ranks=2, out="hb", extra=hb, data="uneven") for L in (64, 512))
+    for L in (64, 512):   # rows moved
+        logs = [json.loads(l) for l in open(tmp_path / f"hb-{L}-2-0-b2" / "logging.jsonl")]
+        assert sum(l.get("head_rows_moved", 0) for l in logs) > 0, logs
+    for r in range(2):
+        assert short[r]["phases"]["loss"]["matmul"] > 0, short[r]
+        for p in ("forward", "loss", "backward"):
+            assert not differ(short[r]["phases"][p], long[r]["phases"][p]), \
+                f"rank {r}, {p}: calls that depend on the tokens: {differ(short[r]['phases'][p], long[r]['phases'][p])}"
 
 
 def test_bf16_calls_are_counted_and_do_not_depend_on_the_tokens(tmp_path):

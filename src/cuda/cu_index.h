@@ -57,12 +57,6 @@ CU_HD static inline int64_t cu_att_query_begin(int64_t s0, int64_t off, int caus
 // the i-th row of block j when `blocks` blocks take the rows of a chunk in turn
 CU_HD static inline int64_t cu_xent_row(int64_t j, int64_t i, int64_t blocks) { return j + i * blocks; }
 
-// ---- embedding backward (cu_embedding.cu) ----
-// ids in the window of `width` rows starting at w0 (the last window of N rows is shorter)
-CU_HD static inline int64_t cu_emb_window(int64_t w0, int64_t N, int64_t width) {
-    return N - w0 < width ? N - w0 : width;
-}
-
 // ---- dropout (cu_dropout.cu): the CPU's counter-based stream, core/rng.c os_rng_uniform(key, i), on the device ----
 CU_HD static inline uint64_t cu_rng_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -22,16 +22,18 @@ const float *os_gen_fwd_next(os_gen_fwd *f, const int32_t *seq, int64_t L) {
     // the speech positions lie in the prompt: only a forward from position 0 has them (and runs the speech path)
     int speech = lo == 0 && f->speech;
     for (int64_t i = 0; speech && i < n; i++) f->mask[i] = i < f->P ? f->speech[i] : 0;
-    const float *proj[1] = {NULL};
+    const float *proj = NULL;
     os_weights w = os_runtime_weights(&s->rt);
-    if (f->batched) proj[0] = speech ? f->proj : NULL;
+    if (f->batched) proj = speech ? f->proj : NULL;
     else if (lo == 0 && s->speech.on) {
         os_speech *sp = &s->speech;
         os_speech_fwd(sp, &w);   // encoder + projector, on every rank (fixed schedule)
-        proj[0] = os_speech_proj(sp, 0);
+        proj = os_speech_proj(sp, 0);
         for (int64_t bi = 0; bi < sp->B; bi++) sp->state[bi] = sp->state[bi] ? 2 : 0;   // later: reuse the encoder output
     }
-    os_model_input in = {.B = 1, .R = f->R, .L = n, .ids = f->ids, .speech = speech ? f->mask : NULL, .proj = proj};
+    const int64_t at[1] = {0};   // the sample's speech rows: proj's from its first
+    os_model_input in = {.B = 1, .R = f->R, .L = n, .ids = f->ids, .speech = speech ? f->mask : NULL, .proj = proj,
+                         .proj_at = proj ? at : NULL};
     os_model_opts o = {.recompute = 1, .kv = f->cached ? &f->kv : NULL};
     os_model_forward(&s->acts, &in, &w, &o);
     os_loss_logits(&s->acts.loss, &w, s->acts.hn, 1, n, 1, f->z);

@@ -1,34 +1,34 @@
-// Embedding lookup (out[N,C] = scale * table[ids[n], :]), its accumulating variant, and its backward.
+// Embedding lookup: the sum over an input's R id rows of scale * table[id, :] (SLAM-Omni's mean of its G+1 rows in
+// one call), and its backward, a scatter-add grouped by table row. Shapes and rules at their lines in
+// kernels/ops_list.h.
 #include "kernels/kernels.h"
 
-static void gather(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale, int acc) {
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        const float *row = table + (int64_t)ids[n] * C;
+// out[b*L + l, :] = sum over r of scale * table[ids[(b*R + r)*L + l], :], the rows added in increasing r from 0
+void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t B, int64_t R, int64_t L, int64_t C,
+                     float scale) {
+#pragma omp parallel for schedule(static) if (B * L * R * C >= K_PAR_MIN)
+    for (int64_t n = 0; n < B * L; n++) {
+        const int32_t *id = ids + (n / L) * R * L + n % L;
         float *o = out + n * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (acc ? o[c] : 0.0f) + scale * row[c];
+        for (int64_t c = 0; c < C; c++) o[c] = 0.0f;
+        for (int64_t r = 0; r < R; r++) {
+            const float *row = table + (int64_t)id[r * L] * C;
+            for (int64_t c = 0; c < C; c++) o[c] += scale * row[c];
+        }
     }
 }
 
-void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale) {
-    gather(out, ids, table, N, C, scale, 0);
-}
-
-void k_embedding_acc(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C, float scale) {
-    gather(out, ids, table, N, C, scale, 1);
-}
-
-// dtable[ids[n], :] += scale * dout[n, :]. Ids may repeat, so threads split the columns, not the rows.
-void k_embedding_bwd(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t C, float scale) {
-    enum { BLK = 64 };
+// each distinct table row ids[k] is one thread's (rows of one id may be many: dynamic), its dout rows added in the
+// list's order
+void k_embedding_bwd(float *dtable, const int32_t *ids, const int32_t *start, const int32_t *rows, const float *dout,
+                     int64_t n, int64_t C, float scale) {
     if (!dtable) return;
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < C; c0 += BLK) {
-        int64_t c1 = c0 + BLK < C ? c0 + BLK : C;
-        for (int64_t n = 0; n < N; n++) {
-            float *d = dtable + (int64_t)ids[n] * C;
-            const float *g = dout + n * C;
-            for (int64_t c = c0; c < c1; c++) d[c] += scale * g[c];
+#pragma omp parallel for schedule(dynamic, 16) if (n > 0 && start[n] * C >= K_PAR_MIN)
+    for (int64_t k = 0; k < n; k++) {
+        float *d = dtable + (int64_t)ids[k] * C;
+        for (int64_t j = start[k]; j < start[k + 1]; j++) {
+            const float *g = dout + (int64_t)rows[j] * C;
+            for (int64_t c = 0; c < C; c++) d[c] += scale * g[c];
         }
     }
 }

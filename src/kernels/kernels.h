@@ -77,11 +77,9 @@ void k_matmul_check(const os_tensor *c, const os_tensor *a, const os_tensor *b, 
                     const os_tensor *dbias, k_matmul_shape *s);
 
 // ---- embedding ----
-// out[N,C] = scale * table[ids[n], :]   (ids checked by the caller)
+// out[B*L, C] = the sum over the R rows of ids [B, R, L] of scale * table[id, :]   (ids checked by the caller)
 // k_embedding_fwd(...): declared from the seam's list (kernels/ops_list.h)
-// out[N,C] += scale * table[ids[n], :]
-// k_embedding_acc(...): declared from the seam's list (kernels/ops_list.h)
-// dtable[ids[n], :] += scale * dout[n, :]
+// dtable[ids[k], :] += scale * dout[rows[j], :] for the rows j of each distinct table row k, in order
 // k_embedding_bwd(...): declared from the seam's list (kernels/ops_list.h)
 
 // ---- RMSNorm (Qwen2: y = x * rsqrt(mean(x^2) + eps) * w) ----

@@ -112,13 +112,15 @@
     X(rope_bwd, VOID, RUN, K, (P, float *, dx), (P, const float *, cos_t), (P, const float *, sin_t),                \
       (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, D))                                             \
     /* ---- embedding (ids checked by the caller) ----                                                            */  \
-    /* out[N,C] = scale * table[ids[n], :]; acc: out[N,C] += that; bwd: dtable[ids[n], :] += scale * dout[n, :]   */  \
+    /* fwd: out[b*L + l, :] = the sum over r = 0, 1, .., R-1 (in that order, from 0) of                           */  \
+    /* scale * table[ids[(b*R + r)*L + l], :]: ids [B, R, L], out [B*L, C] (SLAM-Omni's mean of its R = G+1 rows, */  \
+    /* scale 1/R; a plain lookup: R = 1). bwd: for each k < n, dtable[ids[k], :] += scale * dout[rows[j], :] for  */  \
+    /* j = start[k], .., start[k+1]-1 in that order: ids [n] distinct table rows, start [n+1], rows [start[n]]    */  \
+    /* the rows of dout [*, C] that read each (core/ids.h os_ids_group groups a lookup's ids); dtable NULL: none */  \
     X(embedding_fwd, VOID, RUN, K, (P, float *, out), (P, const int32_t *, ids), (P, const float *, table),           \
-      (V, int64_t, N), (V, int64_t, C), (V, float, scale))                                                            \
-    X(embedding_acc, VOID, RUN, K, (P, float *, out), (P, const int32_t *, ids), (P, const float *, table),           \
-      (V, int64_t, N), (V, int64_t, C), (V, float, scale))                                                            \
-    X(embedding_bwd, VOID, RUN, K, (P, float *, dtable), (P, const int32_t *, ids), (P, const float *, dout),         \
-      (V, int64_t, N), (V, int64_t, C), (V, float, scale))                                                            \
+      (V, int64_t, B), (V, int64_t, R), (V, int64_t, L), (V, int64_t, C), (V, float, scale))                          \
+    X(embedding_bwd, VOID, RUN, K, (P, float *, dtable), (P, const int32_t *, ids), (P, const int32_t *, start),      \
+      (P, const int32_t *, rows), (P, const float *, dout), (V, int64_t, n), (V, int64_t, C), (V, float, scale))      \
     /* ---- activations, dropout, transpose, convolution ----                                                     */  \
     /* SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))                                        */  \
     X(swiglu_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, gate), (P, const float *, up), (V, int64_t, N)) \

@@ -64,7 +64,7 @@ LAYER_RESOLVER(layer_grads, os_layer_grads, os_grads, os_grad)
 // ids: in's ids on the backend (os_model_acts.ids)
 static os_embed_task embed_task(const os_model *m, const os_model_input *in, const int32_t *ids) {
     return (os_embed_task){.B = in->B, .R = in->R, .L = in->L, .C = m->C, .ids = ids, .hids = in->ids,
-                           .speech = in->speech, .proj = in->proj};
+                           .speech = in->speech, .proj = in->proj, .proj_at = in->proj_at};
 }
 
 static os_layer_act *act_of(os_model_acts *a, int64_t l) { return &a->acts[a->nacts == 1 ? 0 : l]; }

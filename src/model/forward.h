@@ -21,9 +21,11 @@ typedef struct {
     const int32_t *seg;          // [B, L] segment ids of packed samples (attention stays inside one); NULL: one per row
     const int32_t *pos;          // [B, L] RoPE positions (packed rows restart them per sample); NULL: 0..L-1 each row
     const uint8_t *speech;       // [B, L] 1 = speech position (filled by the projector); NULL: none
-    const float *const *proj;    // [B] each sample's projector output [T_s, C] (NULL entry or NULL: no speech)
-    float *const *dproj;         // [B] its gradient, filled by the embedding backward (NULL: not wanted)
-    // (ids, keymask, seg, speech: host memory, the kernels read ids/keymask/seg uploaded by the forward;
+    const float *proj;           // [*, C] the projector outputs (NULL: no speech)
+    float *dproj;                // [*, C] their gradient, filled by the embedding backward (NULL: not wanted)
+    const int64_t *proj_at;      // [B] sample b's j-th speech position takes row proj_at[b] + j of proj and dproj
+                                 // (-1: the sample has no speech; NULL when proj is)
+    // (ids, keymask, seg, speech, proj_at: host memory, the kernels read ids/keymask/seg uploaded by the forward;
     // proj and dproj point at the backend's memory)
 } os_model_input;
 

@@ -196,14 +196,14 @@ void os_speech_fwd(os_speech *sp, const os_weights *w) {
     os_projector_forward(m, w, sp->B, sp->state, sp->feat, sp->T_enc, sp->T_s, sp->act, sp->proj);   // projector
 }
 
-const float *os_speech_proj(const os_speech *sp, int64_t bi) {
+int64_t os_speech_proj_row(const os_speech *sp, int64_t bi) {
     int64_t s = sp ? bi * sp->K : 0;   // the row's first slot
-    return sp && sp->on && s < sp->B && sp->state[s] ? sp->proj + s * sp->T_s * sp->C : NULL;
+    return sp && sp->on && s < sp->B && sp->state[s] ? s * sp->T_s : -1;
 }
 
-float *os_speech_dproj(os_speech *sp, int64_t bi) {
-    int64_t s = sp ? bi * sp->K : 0;
-    return sp && sp->on && s < sp->B && sp->state[s] ? sp->dproj + s * sp->T_s * sp->C : NULL;
+const float *os_speech_proj(const os_speech *sp, int64_t bi) {
+    int64_t r = os_speech_proj_row(sp, bi);
+    return r < 0 ? NULL : sp->proj + r * sp->C;
 }
 
 void os_speech_bwd(os_speech *sp, const os_weights *w, const os_grads *g) {

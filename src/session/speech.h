@@ -61,9 +61,10 @@ int64_t os_speech_prepare_each(os_speech *sp, const os_batch *b, os_dataset *ds,
                                const int64_t *index, int64_t n, void (*failed)(void *ctx, int64_t bi), void *ctx);
 // Encoder (for state-1 samples; writes their cache files) and projector forward. Collective schedule fixed.
 void os_speech_fwd(os_speech *sp, const os_weights *w);
-// The projector output [T_s, C] of sample bi (a packed row: [n * T_s, C] for its n inputs, in order) and its
-// gradient buffer (filled by the embedding backward); NULL when the sample has no speech.
+// The projector output [T_s, C] of sample bi (a packed row: [n * T_s, C] for its n inputs, in order); NULL when the
+// sample has no speech (sp NULL too). Its first row in sp->proj and in its gradient sp->dproj (filled by the
+// embedding backward), or -1.
 const float *os_speech_proj(const os_speech *sp, int64_t bi);
-float *os_speech_dproj(os_speech *sp, int64_t bi);
+int64_t os_speech_proj_row(const os_speech *sp, int64_t bi);
 // Projector backward into its gradients through g (whose close the trainer gives the parameter loss terms).
 void os_speech_bwd(os_speech *sp, const os_weights *w, const os_grads *g);

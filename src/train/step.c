@@ -74,12 +74,12 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     memset(st, 0, sizeof *st);
     for (int64_t i = 0; i < N; i++) st->tokens += b->keymask[i];
 
-    // the speech positions' projector outputs and their gradients, per sample
-    const float **proj = os_alloc(sizeof(float *) * (size_t)(b->B + 1), "projector outputs");
-    float **dproj = os_alloc(sizeof(float *) * (size_t)(b->B + 1), "projector output gradients");
-    for (int64_t bi = 0; bi < b->B; bi++) proj[bi] = os_speech_proj(t->speech, bi), dproj[bi] = os_speech_dproj(t->speech, bi);
+    // the speech positions' projector outputs and their gradients: each sample's first row in them
+    int64_t *proj_at = os_alloc(sizeof(int64_t) * (size_t)(b->B + 1), "projector rows");
+    for (int64_t bi = 0; bi < b->B; bi++) proj_at[bi] = os_speech_proj_row(t->speech, bi);
     os_model_input in = {.B = b->B, .R = b->R, .L = b->L, .ids = b->ids, .keymask = b->keymask, .seg = b->seg,
-                         .pos = b->pos, .speech = b->speech, .proj = proj, .dproj = dproj};
+                         .pos = b->pos, .speech = b->speech, .proj = t->speech ? t->speech->proj : NULL,
+                         .dproj = t->speech ? t->speech->dproj : NULL, .proj_at = proj_at};
     os_weights w = os_runtime_weights(t->rt);
     grad_ctx gc = {.t = t};
     os_grads g = {.ctx = &gc, .open = grad_open, .close = grad_close, .grad = grad_at};
@@ -116,5 +116,5 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     read_scalars(t, &gc, st);
     for (int k = 0; k <= m->oc.G; k++)
         if (st->count[k] > 0) st->loss += m->oc.loss_w[k] * st->sum[k] / (double)st->count[k];
-    os_free(proj), os_free(dproj), os_free(gc.terms);
+    os_free(proj_at), os_free(gc.terms);
 }

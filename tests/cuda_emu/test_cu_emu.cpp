@@ -15,6 +15,7 @@
 extern "C" {
 #include "cuda/cu_ops.h"
 #include "cuda/cu_gemm_kernels.h"
+#include "core/ids.h"
 #include "kernels/kernels.h"
 }
 
@@ -237,18 +238,20 @@ static void test_adamw(void) {
     CHECK(same(p1, p2) && same(g1, g2) && same(m1, m2) && same(v1, v2), "adamw equals k_adamw bit for bit");
 }
 
+// ids [B, R, L] (ids repeated within and across rows); the backward's list grouped by table row (os_ids_group)
 static void test_embedding(void) {
-    int64_t N = 300, C = 5, V = 40;
-    std::vector<int32_t> ids(N);
+    int64_t B = 3, R = 4, L = 25, N = B * R * L, C = 5, V = 40;
+    std::vector<int32_t> ids(N), uniq(N), start(N + 1), rows(N);
     for (int64_t n = 0; n < N; n++) ids[n] = n % 4 == 1 ? 7 : (int32_t)((n * n + 1) % V);
-    vec tab = rnd(V * C, 8), o1 = rnd(N * C, 9), o2 = o1, dout = rnd(N * C, 10);
-    cu_embedding_acc(o1.data(), ids.data(), tab.data(), N, C, 1.5f), k_embedding_acc(o2.data(), ids.data(), tab.data(), N, C, 1.5f);
-    CHECK(same(o1, o2), "embedding_acc");
-    cu_embedding_fwd(o1.data(), ids.data(), tab.data(), N, C, 0.5f), k_embedding_fwd(o2.data(), ids.data(), tab.data(), N, C, 0.5f);
+    vec tab = rnd(V * C, 8), o1 = rnd(B * L * C, 9), o2 = o1, dout = rnd(B * L * C, 10);
+    cu_embedding_fwd(o1.data(), ids.data(), tab.data(), B, R, L, C, 0.25f);
+    k_embedding_fwd(o2.data(), ids.data(), tab.data(), B, R, L, C, 0.25f);
     CHECK(same(o1, o2), "embedding_fwd");
+    int64_t nu = os_ids_group(ids.data(), N, uniq.data(), start.data(), rows.data());
+    for (int64_t j = 0; j < N; j++) rows[j] = (int32_t)(rows[j] / (R * L) * L + rows[j] % L);
     vec d1 = rnd(V * C, 11), d2 = d1;
-    cu_embedding_bwd(d1.data(), ids.data(), dout.data(), N, C, 0.75f);
-    k_embedding_bwd(d2.data(), ids.data(), dout.data(), N, C, 0.75f);
+    cu_embedding_bwd(d1.data(), uniq.data(), start.data(), rows.data(), dout.data(), nu, C, 0.75f);
+    k_embedding_bwd(d2.data(), uniq.data(), start.data(), rows.data(), dout.data(), nu, C, 0.75f);
     CHECK(same(d1, d2), "embedding_bwd equals k_embedding_bwd bit for bit");
 }
 

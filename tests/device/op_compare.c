@@ -21,6 +21,7 @@
 // result is caught). tools/device-check.sh runs this on the lent GPU; docs/performance.md "Device check".
 #include "cli/device.h"
 #include "core/err.h"
+#include "core/ids.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
@@ -550,31 +551,30 @@ static void t_rope(void) {
     free(pos), free(ct), free(st), free(x), free(want);
 }
 
-// ---- embedding: table [V, C], ids [N] (repeated ids: the scatter-add's collisions) ----
+// ---- embedding: table [V, C], ids [B, R, L] (repeated ids: the scatter-add's collisions); the backward's list
+// grouped by table row (core/ids.h os_ids_group), each id read by row (b, l) of dout [B*L, C] ----
 static void t_embedding(void) {
-    int64_t V = 1001, C = 97, N = 1000;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
+    int64_t V = 1001, C = 97, B = 2, Rr = 4, L = 125, N = B * Rr * L, M = B * L;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N), *g = malloc(sizeof(int32_t) * (size_t)(3 * N + 1));
     for (int64_t i = 0; i < N; i++) ids[i] = (int32_t)(os_rng_u64(g_key, (uint64_t)i) % (i % 3 ? (uint64_t)V : 5));
     g_key++;
-    float *tab = rnd(V * C, -1, 1), *want = malloc(sizeof(float) * (size_t)(N * C));
-    R->embedding_fwd(want, ids, tab, N, C, 0.25f);
+    float *tab = rnd(V * C, -1, 1), *want = malloc(sizeof(float) * (size_t)(M * C));
+    R->embedding_fwd(want, ids, tab, B, Rr, L, C, 0.25f);
     int32_t *di = UPI(ids, N);
-    float *dt_ = UPF(tab, V * C), *dout = upnan(N * C);
-    X->embedding_fwd(dout, di, dt_, N, C, 0.25f);
-    checkd("embedding_fwd", "fp32", "V1001 C97 N1000 scale .25", dout, want, N * C, 0);
-    float *acc = rnd(N * C, -1, 1);
-    memcpy(want, acc, sizeof(float) * (size_t)(N * C));
-    R->embedding_acc(want, ids, tab, N, C, 0.25f);
-    dout = UPF(acc, N * C);
-    X->embedding_acc(dout, di, dt_, N, C, 0.25f);
-    checkd("embedding_acc", "fp32", "V1001 C97 N1000 scale .25", dout, want, N * C, 1e-6);
-    float *go = rnd(N * C, -1, 1), *gt = rnd(V * C, -1, 1), *wt = hdup(gt, 4 * V * C);
-    R->embedding_bwd(wt, ids, go, N, C, 0.5f);
-    float *dgo = UPF(go, N * C), *dgt = UPF(gt, V * C);
-    X->embedding_bwd(dgt, di, dgo, N, C, 0.5f);
-    checkd("embedding_bwd", "fp32", "V1001 C97 N1000, ids repeated", dgt, wt, V * C, 1e-6);
-    X->free(di), X->free(dt_), X->free(dgo);
-    free(ids), free(tab), free(want), free(acc), free(go), free(gt), free(wt);
+    float *dt_ = UPF(tab, V * C), *dout = upnan(M * C);
+    X->embedding_fwd(dout, di, dt_, B, Rr, L, C, 0.25f);
+    checkd("embedding_fwd", "fp32", "V1001 C97 B2 R4 L125 scale .25", dout, want, M * C, 0);
+    int32_t *uniq = g, *start = g + N, *rows = g + 2 * N + 1;
+    int64_t nu = os_ids_group(ids, N, uniq, start, rows);
+    for (int64_t j = 0; j < N; j++) rows[j] = (int32_t)(rows[j] / (Rr * L) * L + rows[j] % L);
+    float *go = rnd(M * C, -1, 1), *gt = rnd(V * C, -1, 1), *wt = hdup(gt, 4 * V * C);
+    R->embedding_bwd(wt, uniq, start, rows, go, nu, C, 0.5f);
+    int32_t *dg = UPI(g, 3 * N + 1);
+    float *dgo = UPF(go, M * C), *dgt = UPF(gt, V * C);
+    X->embedding_bwd(dgt, dg, dg + N, dg + 2 * N + 1, dgo, nu, C, 0.5f);
+    checkd("embedding_bwd", "fp32", "V1001 C97 B2 R4 L125, ids repeated", dgt, wt, V * C, 1e-6);
+    X->free(di), X->free(dt_), X->free(dgo), X->free(dg);
+    free(ids), free(g), free(tab), free(want), free(go), free(gt), free(wt);
 }
 
 // ---- activations, convolution ----
@@ -801,7 +801,7 @@ static const check_fn TESTS[] = {
     {"rmsnorm", "rmsnorm_fwd rmsnorm_bwd", t_rmsnorm},
     {"layernorm", "layernorm_fwd", t_layernorm},
     {"rope", "rope_table rope_fwd rope_bwd", t_rope},
-    {"embedding", "embedding_fwd embedding_acc embedding_bwd", t_embedding},
+    {"embedding", "embedding_fwd embedding_bwd", t_embedding},
     {"rows", "gather_rows scatter_add_rows add_row_bias sum_rows", t_rows},
     {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd relu_grad dropout", t_activations},
     {"transpose", "transpose", t_transpose},

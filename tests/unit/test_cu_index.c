@@ -1,7 +1,7 @@
 // The CUDA kernels' index arithmetic (src/cuda/cu_index.h) on the CPU, against the CPU kernels: each test walks the
-// data exactly as the CUDA kernel's blocks do (the same tiles, rows per block, windows and masks, in plain loops)
+// data exactly as the CUDA kernel's blocks do (the same tiles, rows per block and masks, in plain loops)
 // and compares with the k_ kernel of the same op. A tile range that drops a key, a row mapped to the wrong head or
-// block, a window that skips a row fails here without a GPU. (The arithmetic inside the tiles, in fp32 with
+// block fails here without a GPU. (The arithmetic inside the tiles, in fp32 with
 // another order, is compared on the GPU by tools/device-check.sh.)
 #include "check.h"
 #include "cuda/cu_index.h"
@@ -246,28 +246,6 @@ static void xent_case(int64_t N, int64_t V, int64_t ld, int64_t blocks) {
     free(x), free(ref), free(y), free(seen);
 }
 
-// ---- embedding backward: the owner of each id (its first occurrence) adds its rows window by window ----
-static void embedding_case(int64_t N, int64_t C, int64_t V, int64_t width) {
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
-    for (int64_t n = 0; n < N; n++) ids[n] = n % 3 == 0 ? 1 : (int32_t)((n * n + 3) % V);   // id 1 repeats often
-    float *dout = randv(N * C, 21), *ref = randv(V * C, 22), *got = malloc(sizeof(float) * (size_t)(V * C));
-    memcpy(got, ref, sizeof(float) * (size_t)(V * C));
-    k_embedding_bwd(ref, ids, dout, N, C, 0.75f);
-    for (int64_t n = 0; n < N; n++) {
-        int first = 1;
-        for (int64_t i = 0; i < n; i++) first &= ids[i] != ids[n];
-        if (!first) continue;
-        float *d = got + (int64_t)ids[n] * C;
-        for (int64_t w0 = n; w0 < N; w0 += width)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t k = 0; k < cu_emb_window(w0, N, width); k++)
-                    if (ids[w0 + k] == ids[n]) d[c] += 0.75f * dout[(w0 + k) * C + c];
-    }
-    CHECK(memcmp(got, ref, sizeof(float) * (size_t)(V * C)) == 0, "embedding bwd N%lld C%lld: equal bit for bit",
-          (long long)N, (long long)C);
-    free(ids), free(dout), free(ref), free(got);
-}
-
 // dropout's mask on the device draws the CPU's stream
 static void test_rng(void) {
     int same = 1;
@@ -282,8 +260,5 @@ int main(void) {
     xent_case(7, 1001, 1003, 256);
     xent_case(600, 37, 40, 256);
     xent_case(600, 37, 37, 7);
-    embedding_case(1, 3, 4, 256);
-    embedding_case(700, 5, 50, 256);
-    embedding_case(700, 5, 50, 32);
     return check_report("test_cu_index");
 }

@@ -2,6 +2,7 @@
 // L = sum(dout * fwd(x)), forwards against direct loops in double, and the interface rules
 // (accumulation, NULL gradients, masks, ignored rows, zero sizes). Tiny sizes: every coordinate is checked.
 #include "core/alloc.h"
+#include "core/ids.h"
 #include "core/rng.h"
 #include "kernels/kernels.h"
 #include <math.h>
@@ -74,7 +75,7 @@ typedef struct Case {
     double (*loss)(struct Case *);   // L = sum(dout * fwd(x)) in double
     void (*bwd)(struct Case *, float **g);   // g[i] += dL/dx[i]; g[i] may be NULL
     // kernel arguments
-    int64_t N, C, I, O, B, T, H, KH, D, V, ld;
+    int64_t N, C, I, O, B, T, H, KH, D, V, ld, R;
     int causal;
     float eps, scale;
     const float *w, *dout;
@@ -137,18 +138,29 @@ static void case_linear(Case *c) {
     c->out = fa(30);
 }
 
+// ids [B = 1, R, T]: out [T, C] the sum of the R rows' scale * table[id]
 static double loss_embedding(Case *c) {
-    k_embedding_fwd(c->out, c->ids, c->x[0], c->N, c->C, c->scale);
-    return dot(c->out, c->dout, c->N * c->C);
+    k_embedding_fwd(c->out, c->ids, c->x[0], 1, c->R, c->T, c->C, c->scale);
+    return dot(c->out, c->dout, c->T * c->C);
 }
-static void bwd_embedding(Case *c, float **g) { k_embedding_bwd(g[0], c->ids, c->dout, c->N, c->C, c->scale); }
-static const int32_t emb_ids[6] = {3, 0, 3, 4, 1, 3};   // repeated ids: their gradients add up
+// the backward's list: the distinct ids, and for each the output rows (position % T) that read it, in order
+static int64_t embedding_groups(const int32_t *ids, int64_t n, int64_t T, int32_t *uniq, int32_t *start, int32_t *rows) {
+    int64_t nu = os_ids_group(ids, n, uniq, start, rows);
+    for (int64_t j = 0; j < n; j++) rows[j] %= (int32_t)T;
+    return nu;
+}
+static void bwd_embedding(Case *c, float **g) {
+    int32_t uniq[6], start[7], rows[6];
+    int64_t nu = embedding_groups(c->ids, c->N, c->T, uniq, start, rows);
+    k_embedding_bwd(g[0], uniq, start, rows, c->dout, nu, c->C, c->scale);
+}
+static const int32_t emb_ids[6] = {3, 0, 3, 4, 1, 3};   // [R = 2, T = 3]; repeated ids: their gradients add up
 static void case_embedding(Case *c) {
-    *c = (Case){.name = "embedding", .n = 1, .N = 6, .C = 5, .V = 6, .scale = 1.5f, .ids = emb_ids,
+    *c = (Case){.name = "embedding", .n = 1, .N = 6, .R = 2, .T = 3, .C = 5, .V = 6, .scale = 1.5f, .ids = emb_ids,
                 .loss = loss_embedding, .bwd = bwd_embedding};
     c->x[0] = rnd(c->size[0] = 30, 5, -1, 1);
-    c->dout = rnd(30, 6, -1, 1);
-    c->out = fa(30);
+    c->dout = rnd(15, 6, -1, 1);
+    c->out = fa(15);
 }
 
 static double loss_rmsnorm(Case *c) {
@@ -399,17 +411,29 @@ static void test_linear_fwd(void) {
 static void test_embedding_fwd(void) {
     Case c;
     case_embedding(&c);
-    float *acc = rnd(30, 40, -1, 1), *acc0 = dup(acc, 30);
-    k_embedding_fwd(c.out, c.ids, c.x[0], c.N, c.C, c.scale);
-    k_embedding_acc(acc, c.ids, c.x[0], c.N, c.C, c.scale);
-    double w1[30], w2[30];
-    for (int64_t n = 0; n < c.N; n++)
-        for (int64_t j = 0; j < c.C; j++) {
-            w1[n * c.C + j] = (double)c.scale * c.x[0][c.ids[n] * c.C + j];
-            w2[n * c.C + j] = acc0[n * c.C + j] + w1[n * c.C + j];
-        }
-    double e = fmax(maxrel(c.out, w1, 30), maxrel(acc, w2, 30));
-    check("embedding forward and accumulate", e < 1e-6, "max scaled error %.1e", e);
+    k_embedding_fwd(c.out, c.ids, c.x[0], 1, c.R, c.T, c.C, c.scale);
+    double w[15] = {0};
+    for (int64_t r = 0; r < c.R; r++)
+        for (int64_t t = 0; t < c.T; t++)
+            for (int64_t j = 0; j < c.C; j++) w[t * c.C + j] += (double)c.scale * c.x[0][c.ids[r * c.T + t] * c.C + j];
+    double e = maxrel(c.out, w, 15);
+    check("embedding forward (the sum of the R rows)", e < 1e-6, "max scaled error %.1e", e);
+    pool_free();
+}
+
+// the backward grouped by table row adds each element's terms in the positions' order: the same bits as the plain
+// loop over the positions (ids repeated often)
+static void test_embedding_bwd_order(void) {
+    enum { N = 700, C = 5, V = 50 };
+    int32_t *ids = (int32_t *)fa(N), *uniq = (int32_t *)fa(N), *start = (int32_t *)fa(N + 1), *rows = (int32_t *)fa(N);
+    for (int64_t n = 0; n < N; n++) ids[n] = n % 3 == 0 ? 1 : (int32_t)((n * n + 3) % V);
+    float *dout = rnd(N * C, 21, -1, 1), *want = rnd(V * C, 22, -1, 1), *got = dup(want, V * C);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < C; j++) want[ids[n] * C + j] += 0.75f * dout[n * C + j];
+    int64_t nu = embedding_groups(ids, N, N, uniq, start, rows);
+    k_embedding_bwd(got, uniq, start, rows, dout, nu, C, 0.75f);
+    check("embedding backward grouped by table row: the positions' order", memcmp(got, want, sizeof(float) * V * C) == 0,
+          "differs from the loop over the positions");
     pool_free();
 }
 
@@ -714,9 +738,8 @@ static void test_zero_sizes(void) {
     k_linear_fwd(p, p, p, p, 0, 3, 2);
     k_linear_fwd(p, p, p, NULL, 2, 0, 2);   // I = 0: out = 0
     k_linear_bwd(p, p, p, p, p, p, 0, 0, 0);
-    k_embedding_fwd(p, &id, p, 0, 4, 1);
-    k_embedding_acc(p, &id, p, 0, 4, 1);
-    k_embedding_bwd(p, &id, p, 0, 4, 1);
+    k_embedding_fwd(p, &id, p, 0, 1, 0, 4, 1);
+    k_embedding_bwd(p, &id, &id, &id, p, 0, 4, 1);
     k_rmsnorm_fwd(p, p, p, p, 0, 4, 1e-6f);
     k_rmsnorm_bwd(p, p, p, p, p, p, 0, 4);
     k_layernorm_fwd(p, p, p, p, p, p, 0, 4, 1e-5f);
@@ -752,6 +775,7 @@ int main(int argc, char **argv) {
     test_gemm();
     test_linear_fwd();
     test_embedding_fwd();
+    test_embedding_bwd_order();
     test_norm_fwd();
     test_rope();
     test_attention_fwd();

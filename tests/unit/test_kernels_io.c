@@ -5,6 +5,7 @@
 // Writes DIR/o_NAME.bin (float32; xent loss float64, ncorrect int64). Gradients start from zero.
 // Without arguments it prints this usage and exits 0 (make asan runs every test binary without arguments).
 #include "core/alloc.h"
+#include "core/ids.h"
 #include "kernels/kernels.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,17 +113,20 @@ static void run_linear(void) {
     if (b) outf("dbias", db, O);
 }
 
+// ids [B, R, L]: out [B*L, C] the sum of the R rows' scale * table[id]; dtable from dout [B*L, C], the backward's
+// list grouped by table row (core/ids.h os_ids_group), each id read by row (b, l) of dout
 static void run_embedding(void) {
-    int64_t N = I("N"), C = I("C"), V = I("V");
+    int64_t B = I("B"), R = I("R"), L = I("L"), C = I("C"), V = I("V"), n = B * R * L;
     float s = (float)P("scale");
-    int32_t *ids = in("ids", N, sizeof(int32_t));
-    float *table = inf("table", V * C), *dout = inf("dout", N * C), *acc = inf("base", N * C);
-    float *y = zeros(N * C), *dt = zeros(V * C);
-    k_embedding_fwd(y, ids, table, N, C, s);
-    k_embedding_acc(acc, ids, table, N, C, s);
-    k_embedding_bwd(dt, ids, dout, N, C, s);
-    outf("out", y, N * C);
-    outf("acc", acc, N * C);
+    int32_t *ids = in("ids", n, sizeof(int32_t));
+    float *table = inf("table", V * C), *dout = inf("dout", B * L * C);
+    float *y = zeros(B * L * C), *dt = zeros(V * C);
+    int32_t *g = (int32_t *)zeros(3 * n + 1), *uniq = g, *start = g + n, *rows = g + 2 * n + 1;
+    int64_t nu = os_ids_group(ids, n, uniq, start, rows);
+    for (int64_t j = 0; j < n; j++) rows[j] = (int32_t)(rows[j] / (R * L) * L + rows[j] % L);
+    k_embedding_fwd(y, ids, table, B, R, L, C, s);
+    k_embedding_bwd(dt, uniq, start, rows, dout, nu, C, s);
+    outf("out", y, B * L * C);
     outf("dtable", dt, V * C);
 }
 
