@@ -64,6 +64,9 @@ def test_a_deepspeed_files_bf16_setting_wins_over_the_models(d, tmp_path):
     losses, resolved, lines = train(d, "bfloat16", "ds-off", ["--deepspeed", str(ds)])
     assert resolved == "float32" and lines == [], lines
     assert losses == train(d, "bfloat16", "ds-off-given", ["--torch_dtype", "float32"])[0]
+    # --torch_dtype auto given is the default: the file decides over the model's precision, as without it
+    _, resolved, lines = train(d, "bfloat16", "ds-off-auto", ["--deepspeed", str(ds), "--torch_dtype", "auto"])
+    assert resolved == "float32" and lines == [], lines
 
 
 def plan(*args):

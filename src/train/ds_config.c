@@ -22,7 +22,8 @@ typedef struct {
     char noeffect[1024], unknown[1024];   // key lists for the notes
 } ds_ctx;
 
-// the flag --name (or --name=v, '-' for '_') is on the command line
+// the flag --name (or --name=v, '-' for '_') is on the command line with a value other than "auto" (--torch_dtype
+// auto: the model's own precision, which the file's bf16.enabled decides over as over the default)
 static int given(const ds_ctx *c, const char *name) {
     for (int i = 1; i < c->argc; i++) {
         const char *s = c->argv[i];
@@ -30,7 +31,9 @@ static int given(const ds_ctx *c, const char *name) {
         s += 2;
         size_t k = 0;
         while (name[k] && (s[k] == name[k] || (s[k] == '-' && name[k] == '_'))) k++;
-        if (!name[k] && (!s[k] || s[k] == '=')) return 1;
+        if (name[k] || (s[k] && s[k] != '=')) continue;
+        const char *v = s[k] == '=' ? s + k + 1 : i + 1 < c->argc ? c->argv[i + 1] : "";
+        if (strcmp(v, "auto")) return 1;
     }
     return 0;
 }
