@@ -46,7 +46,7 @@ static int lora_dropout_reads(const os_model *m, int t0, int t1) {
 static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     os_model_acts *a = lo->a, dummy = {0};
     if (!a) a = &dummy;   // sizes only: the destinations are scratch
-    os_layer_act la_dummy;
+    os_layer_act la_dummy = {0};
     int64_t B = s->B, L = s->L, N = B * L, C = m->C, HD = m->H * m->D, KD = m->KH * m->D, F = m->F, V = m->V;
     int64_t G = m->oc.G, A = m->oc.audio_vocab, nl = m->nlayers, r = m->oc.lora.rank, tr = s->train;
     int64_t nacts = tr && !s->recompute ? nl : 1, rows = k_xent_chunk_rows(V, N, m->logits_rows);
@@ -64,8 +64,10 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
         put(lo, OS_ACT_LAYERS, &x->att, os_k->attention_stats_floats(B, L, m->H)), put(lo, OS_ACT_LAYERS, &x->ao, N * HD);
         put(lo, OS_ACT_LAYERS, &x->h, N * C), put(lo, OS_ACT_LAYERS, &x->ln2, h2 ? 0 : N * C), put(lo, OS_ACT_LAYERS, &x->rstd2, N);
         put(lo, OS_ACT_LAYERS, &x->gate, N * F), put(lo, OS_ACT_LAYERS, &x->up, N * F), put(lo, OS_ACT_LAYERS, &x->act, ha ? 0 : N * F);
-        for (int t = 0; t < OS_LORA_N; t++)
-            put(lo, OS_ACT_LAYERS, &x->lora_u[t], r > 0 && (m->oc.lora.targets >> t & 1) ? N * r : 0);
+        for (int t = 0; t < OS_LORA_N; t++) {   // LoRA's u: bf16 under bf16 training (its readers are products)
+            int64_t nu = r > 0 && (m->oc.lora.targets >> t & 1) ? N * r : 0;
+            put(lo, OS_ACT_LAYERS, &x->lora_u[t], tr && e ? 0 : nu), put(lo, OS_ACT_LAYERS, &x->lora_uh[t], tr && e ? (nu * e + 3) / 4 : 0);
+        }
     }
     // SCRATCH
     os_layer_ctx *c = &a->ctx;
@@ -81,6 +83,8 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
         if (h1) x->ln1 = c->dln;
         if (h2) x->ln2 = c->dln;
         if (ha) x->act = c->dact;
+        for (int t = 0; t < OS_LORA_N; t++)
+            if (x->lora_uh[t]) x->lora_u[t] = c->lora_du;
     }
     put(lo, OS_ACT_SCRATCH, &c->lora_xd, tr && r > 0 && m->oc.lora.dropout > 0 ? N * wide : 0);
     put(lo, OS_ACT_SCRATCH, &a->pos, npos), put(lo, OS_ACT_SCRATCH, &a->ids, N * (G + 1));

@@ -11,13 +11,19 @@ static const os_lora_op *lora_op(const os_layer_ctx *c, int l, const os_layer_we
     int64_t O, I;
     os_lora_base(m, l, t, &O, &I);
     *op = (os_lora_op){.N = c->N, .I = I, .O = O, .r = m->oc.lora.rank, .s = m->oc.lora.alpha / (float)m->oc.lora.rank,
-                       .p = c->lora_p, .key = os_rng_u64(c->lora_key, (uint64_t)l * OS_LORA_N + (uint64_t)t), .xd = c->lora_xd};
+                       .p = c->lora_p, .key = os_rng_u64(c->lora_key, (uint64_t)l * OS_LORA_N + (uint64_t)t), .xd = c->lora_xd,
+                       .uf = c->lora_du};
     return op;
+}
+
+// module t's u [N, r] as its products read it: the fp32 buffer, or its bf16 store (model/layer.h)
+static os_tensor lora_u(const os_layer_act *a, int t, int64_t N, int64_t r) {
+    return a->lora_uh[t] ? os_mat(a->lora_uh[t], OS_BF16, N, r, r) : os_matf(a->lora_u[t], N, r, r);
 }
 
 static void lora_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, int t, os_tensor x, os_layer_act *a, float *y) {
     os_lora_op op;
-    if (lora_op(c, l, w, t, &op)) os_lora_fwd(&op, x, w->lora_a[t], w->lora_b[t], a->lora_u[t], y);
+    if (lora_op(c, l, w, t, &op)) os_lora_fwd(&op, x, w->lora_a[t], w->lora_b[t], lora_u(a, t, op.N, op.r), y);
 }
 
 // dy: gradient of module t's output; dx += its LoRA part
@@ -25,7 +31,8 @@ static void lora_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, co
                      os_tensor x, const os_layer_act *a, const float *dy, float *dx) {
     os_lora_op op;
     if (lora_op(c, l, w, t, &op))
-        os_lora_bwd(&op, x, w->lora_a[t], w->lora_b[t], a->lora_u[t], dy, c->lora_du, g->lora_a[t], g->lora_b[t], dx);
+        os_lora_bwd(&op, x, w->lora_a[t], w->lora_b[t], lora_u(a, t, op.N, op.r), dy, c->lora_du, g->lora_a[t],
+                    g->lora_b[t], dx);
 }
 
 // the activation x [N, W] as its products read it: its bf16 store h (NULL: none, x itself), rounded from x

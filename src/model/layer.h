@@ -61,6 +61,9 @@ typedef struct {
     // no fp32 consumer (LoRA dropout) reads the activation (docs/design.md "Activations: which are stored bf16")
     void *ln1h, *ln2h, *acth;
     float *lora_u[OS_LORA_N];   // s * dropout(x) @ A^T [N, r] per targeted module
+    // its bf16 store (NULL: none): under bf16 training u is produced in the backward's lora_du scratch (lora_u then
+    // points there), rounded once into it, and its two products (B's forward, dB) read the bf16 rows
+    void *lora_uh[OS_LORA_N];
 } os_layer_act;
 
 // x[N,C] -> y[N,C] (y may be NULL: recompute the activations only). l: the layer's index (its LoRA dropout stream

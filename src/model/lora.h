@@ -12,12 +12,15 @@ typedef struct {
     float s, p;       // scale alpha / r, dropout probability
     uint64_t key;     // dropout stream (unused when p == 0)
     float *xd;        // scratch [N, I] for the dropped input (p > 0)
+    float *uf;        // scratch [N, r] where a bf16 u is produced (fp32) before it is rounded into its store
 } os_lora_op;
 
 // u[N,r] = s * dropout(x) @ A^T (kept for the backward); y (may be NULL: u only) += u @ B^T
 // x [N, I] a view (fp32, or bf16 without dropout: dropout reads fp32); A [r, I] and B [O, r] are views as the owner gives them (fp32, or bf16 under bf16 mixed precision)
-void os_lora_fwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, float *u, float *y);
+// u [N, r] a view: fp32 (computed in place), or bf16 (computed in op->uf, then rounded once into it by cast: its
+// two readers, the B product here and dB's in the backward, are products that round it)
+void os_lora_fwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, float *y);
 // from dy[N,O]: dB[O,r] += dy^T @ u;  du = s * dy @ B;  dA[r,I] += du^T @ dropout(x);  dx[N,I] += dropout'(du @ A).
 // du: scratch [N, r].
-void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, const float *u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, const float *dy,
                  float *du, float *dA, float *dB, float *dx);
