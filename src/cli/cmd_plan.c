@@ -299,7 +299,7 @@ int cmd_plan(int argc, char **argv) {
         for (int b = m.enc.b_front; b <= m.enc.b_final; b++) enc += m.reg.b[b].numel;
         printf("(speech encoder %s: its %.3fB frozen parameters in params; activations include %.3f GB of the speech "
                "path at stage 0: log-mel, encoder output, projector buffers, one sample's encoder forward)\n", speech,
-               (double)enc / 1e9, (double)os_plan_speech(&m, (int)nproc, 0, B) / GB);
+               (double)enc / 1e9, (double)os_plan_speech(&m, (int)nproc, 0, B, esz) / GB);
     }
     char total[160];
     if (cuda)

@@ -89,24 +89,38 @@ int os_whisper_name_map(const os_st_dir *d, const char *dir, os_name_map *map) {
                    dir);
 }
 
-// scratch of one sample's block forward, T frames
+// scratch of one sample's block forward, T frames; lnh [T, d]: a norm's output rounded once (bf16) where the
+// products round their inputs (os_k->bf16; NULL otherwise)
 typedef struct {
-    float *ln, *q, *k, *v, *att, *ao, *tmp, *hid;
+    float *q, *k, *v, *att, *ao, *tmp, *hid;
+    void *lnh;
 } enc_scratch;
 
-// x[T, d] in place through block l (its bucket gathered)
+// a norm's output (fp32 in s->tmp, [T, d]) as its products read it: fp32, or under bf16 rounded once into s->lnh
+// (the self-attention norm's three readers q, k, v and the MLP norm's fc1 are products; nothing else reads it)
+static os_tensor norm_out(const enc_scratch *s, int64_t T, int64_t d) {
+    os_tensor y = os_matf(s->tmp, T, d, d);
+    if (!s->lnh) return y;
+    os_tensor h = os_mat(s->lnh, OS_BF16, T, d, d);
+    os_k->cast(h, y);
+    return h;
+}
+
+// x[T, d] in place through block l (its bucket gathered). The attention output and the GELU output each have one
+// reader, their product, which rounds them (once) under bf16.
 static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, float *x, int64_t T, enc_scratch *s) {
     const os_whisper_layer_ids *P = &w->layer[l];
     int64_t d = w->d, H = w->H, F = w->F;
-    os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
-    os_linear_fwd(s->q, s->ln, os_weight_t(wt, P->q_w), os_weight(wt, P->q_b), T, d, d);
-    os_linear_fwd(s->k, s->ln, os_weight_t(wt, P->k_w), NULL, T, d, d);
-    os_linear_fwd(s->v, s->ln, os_weight_t(wt, P->v_w), os_weight(wt, P->v_b), T, d, d);
+    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
+    os_tensor ln = norm_out(s, T, d);
+    os_linear_fwd_t(s->q, ln, os_weight_t(wt, P->q_w), os_weight(wt, P->q_b), T, d);
+    os_linear_fwd_t(s->k, ln, os_weight_t(wt, P->k_w), NULL, T, d);
+    os_linear_fwd_t(s->v, ln, os_weight_t(wt, P->v_w), os_weight(wt, P->v_b), T, d);
     os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, NULL, 0, 1, T, H, H, d / H);
     os_linear_fwd(s->tmp, s->ao, os_weight_t(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
     os_k->add(x, x, s->tmp, T * d);
-    os_k->layernorm_fwd(s->ln, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
-    os_linear_fwd(s->hid, s->ln, os_weight_t(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, d, F);
+    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
+    os_linear_fwd_t(s->hid, norm_out(s, T, d), os_weight_t(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, F);
     os_k->gelu_fwd(s->hid, s->hid, T * F);
     os_linear_fwd(s->tmp, s->hid, os_weight_t(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
     os_k->add(x, x, s->tmp, T * d);
@@ -134,9 +148,10 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
     // ---- blocks ----
     enc_scratch s = {0};
     if (n) {
-        s.ln = F32(T * d, "encoder ln"), s.q = F32(T * d, "encoder q"), s.k = F32(T * d, "encoder k");
+        s.q = F32(T * d, "encoder q"), s.k = F32(T * d, "encoder k");
         s.v = F32(T * d, "encoder v"), s.att = F32(os_k->attention_stats_floats(1, T, w->H), "encoder attention stats");
         s.ao = F32(T * d, "encoder attn out"), s.tmp = F32(T * d, "encoder tmp"), s.hid = F32(T * w->F, "encoder mlp");
+        s.lnh = os_k->bf16 ? os_k->alloc(2 * T * d, "encoder norm output (bf16)") : NULL;
     }
     for (int64_t l = 0; l < w->nlayers; l++) {
         wt->prefetch(wt->ctx, l + 1 < w->nlayers ? w->b_layer[l + 1] : w->b_final);
@@ -144,7 +159,7 @@ void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const 
         for (int64_t i = 0; i < n; i++) block_fwd(w, l, wt, out[i], T, &s);
         wt->release(wt->ctx, w->b_layer[l]);
     }
-    float *bufs[] = {s.ln, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
+    void *bufs[] = {s.lnh, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_k->free(bufs[k]);
     // ---- final LayerNorm ----
     wt->gather(wt->ctx, w->b_final);

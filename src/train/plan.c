@@ -97,7 +97,7 @@ void os_plan_compute(const os_model *m, int N, int stage, int64_t B, int64_t L, 
     if (4 * at_head + a_reduce > p->activations + p->gather) p->activations = 4 * at_head, p->gather = a_reduce;
     (void)max_b;
     if (esz) p->conv = os_plan_bf16(m, B, L, esz), p->activations += p->conv;
-    p->speech = os_plan_speech(m, N, stage, B), p->activations += p->speech;
+    p->speech = os_plan_speech(m, N, stage, B, esz), p->activations += p->speech;
     p->total = p->params + p->rounded + p->grads + p->optim + p->gather + p->activations;
 }
 
@@ -180,7 +180,7 @@ int os_plan_speech_config(const char *encoder, os_omni_config *oc, os_whisper_co
     return 0;
 }
 
-int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B) {
+int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B, int esz) {
     const os_whisper *w = &m->enc;
     int64_t T_s = os_speech_positions(m);
     if (!w->nlayers || m->b_proj < 0 || T_s < 1) return 0;
@@ -189,8 +189,11 @@ int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B) {
     // kept through the step (train/speech.c): mel, feat, act, proj, dproj per sample; the projector's backward scratch
     int64_t kept = B * (w->n_mels * T_mel + T * d + T_s * os_projector_act_floats(&pd) + 2 * T_s * m->C) +
                    T_s * os_projector_scratch_floats(&pd);
-    // the encoder's forward (model/whisper.c): the front's conv outputs, then one sample's block scratch
-    int64_t front = d * T_mel + d * T, block = 7 * T * d + os_k->attention_stats_floats(1, T, w->H) + T * w->F;
+    // the encoder's forward (model/whisper.c): the front's conv outputs, then one sample's block scratch (q, k, v,
+    // the attention output, a norm's output and the products' [T, d], the stats, the MLP's [T, F]; under bf16 the norm
+    // output's bf16 store, 2 bytes an element)
+    int64_t front = d * T_mel + d * T, block = 5 * T * d + os_k->attention_stats_floats(1, T, w->H) + T * w->F;
+    if (esz) block += (2 * T * d + 3) / 4;
     int64_t gathered = stage == 3 ? 2 * pad(m->reg.b[w->b_layer[0]].numel, N) : 0;   // a block + the prefetched one
     return 4 * (kept + (front > block ? front : block) + gathered);
 }

@@ -58,8 +58,9 @@ int os_plan_speech_config(const char *encoder, os_omni_config *oc, os_whisper_co
 // The speech path of one rank, B samples per micro-batch (counted at the step's peak, an upper bound: the encoder
 // runs before the LLM's forward): the buffers kept through the step (log-mel, encoder output, projector
 // activations, output and gradient) and the frozen encoder's forward (one sample's block scratch, attention
-// [H, T, T] included; at stage 3 two gathered blocks). Its parameters are in the registry (no gradient, no moments).
-int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B);
+// [H, T, T] included; at stage 3 two gathered blocks; esz > 0, bf16: a norm output's bf16 store). Its parameters
+// are in the registry (no gradient, no moments).
+int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B, int esz);
 
 // One configuration of a plan row and its per-rank total (the larger of the step and start-up, plus the baseline)
 typedef struct {
