@@ -1,5 +1,5 @@
-// Elementwise activations on x[N] (CPU: kernels/activation.c): SwiGLU forward/backward (backward accumulates;
-// dgate or dup may be NULL), exact-erf GELU and ReLU forward (in place allowed), ReLU's gradient from its output.
+// Elementwise activations on x[N] (CPU: kernels/activation.c): SwiGLU forward/backward (backward accumulates, or
+// overwrites with acc 0; dgate or dup may be NULL), exact-erf GELU and ReLU forward (in place allowed), ReLU's gradient from its output.
 // Tolerance against the CPU: relu and relu_grad equal; swiglu and gelu differ by libdevice's expf/erff against the CPU's k_expf
 // and glibc erff (each within 2 ulp): relative difference up to about 5e-7 per element (a few ulp).
 #include "cu_kern.cuh"
@@ -16,21 +16,23 @@ void cu_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N) {
 }
 
 // d silu(g) / dg = s * (1 + g * (1 - s)), s = sigmoid(g)
+// (acc 0: the terms added to 0, dgate and dup not read)
 __global__ void swiglu_bwd_kernel(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                                  int64_t n) {
+                                  int64_t n, int acc) {
     CU_FOR(i, n) {
         float g = gate[i], s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g)));
         if (dgate) {
             float ds = __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, s)));
-            dgate[i] = __fadd_rn(dgate[i], __fmul_rn(__fmul_rn(__fmul_rn(dout[i], up[i]), s), ds));
+            dgate[i] = __fadd_rn(acc ? dgate[i] : 0.0f, __fmul_rn(__fmul_rn(__fmul_rn(dout[i], up[i]), s), ds));
         }
-        if (dup) dup[i] = __fadd_rn(dup[i], __fmul_rn(__fmul_rn(dout[i], g), s));
+        if (dup) dup[i] = __fadd_rn(acc ? dup[i] : 0.0f, __fmul_rn(__fmul_rn(dout[i], g), s));
     }
 }
 
-void cu_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N) {
+void cu_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N,
+                   int acc) {
     if (N <= 0 || (!dgate && !dup)) return;
-    swiglu_bwd_kernel<<<cu_grid(N), CU_THREADS, 0, cu_stream()>>>(dgate, dup, dout, gate, up, N);
+    swiglu_bwd_kernel<<<cu_grid(N), CU_THREADS, 0, cu_stream()>>>(dgate, dup, dout, gate, up, N, acc);
     CU_LAUNCHED("swiglu_bwd_kernel");
 }
 

@@ -40,6 +40,7 @@ typedef struct {
     float *o, *lse;                        // forward outputs (lse may be NULL)
     const float *stats;                    // backward: the forward's lse
     float *dq, *dk, *dv;                   // backward outputs (accumulated; NULL: not computed)
+    int acc;                               // 1: dq/dk/dv accumulate; 0: overwritten (not read)
     float *pdk, *pdv;                      // backward: per-query-head partials of dk, dv [B,Tk,H,D] (or NULL)
     int64_t B, Tq, Tk, S, H, KH, D, off;   // Tk keys in use of S per batch row; query t sits at position t + off
     int causal;
@@ -129,13 +130,14 @@ template <int DCH> __device__ static inline void put_row(float *dst, const float
     }
 }
 
-// dst[d] += scale * acc[c] for the lane's head dims d = lane + 32 c of one row
-template <int DCH> __device__ static inline void add_row(float *dst, const float (&acc)[DCH], float scale, int64_t D) {
+// dst[d] += scale * acc[c] for the lane's head dims d = lane + 32 c of one row (keep 0: dst[d] = 0 + that)
+template <int DCH>
+__device__ static inline void add_row(float *dst, const float (&acc)[DCH], float scale, int64_t D, int keep) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int c = 0; c < DCH; c++) {
         int64_t d = lane + 32 * c;
-        if (d < D) dst[d] += scale * acc[c];
+        if (d < D) dst[d] = (keep ? dst[d] : 0.0f) + scale * acc[c];
     }
 }
 
@@ -248,7 +250,7 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dq_kerne
     for (int i = 0; i < RPW; i++) {
         int64_t t = t0 + warp + WARPS * i;
         if (t >= a.Tq) continue;
-        add_row<DCH>(a.dq + cu_att_row(b, t, h, a.Tq, a.H, D), acc[i], a.scale, D);
+        add_row<DCH>(a.dq + cu_att_row(b, t, h, a.Tq, a.H, D), acc[i], a.scale, D, a.acc);
     }
 }
 
@@ -311,7 +313,7 @@ template <int DCH> __global__ void __launch_bounds__(THREADS) attention_dkv_kern
 }
 
 // dk[b,s,g] += scale * sum_r pdk[b,s,g*R+r] and dv[b,s,g] += sum_r pdv[b,s,g*R+r], heads in order; one thread per
-// element e of dk/dv [B,Tk,KH,D] (training: S == Tk)
+// element e of dk/dv [B,Tk,KH,D] (training: S == Tk); acc 0: dk/dv = 0 + the sums (not read)
 __global__ void attention_dkv_sum_kernel(att_args a) {
     int64_t R = a.H / a.KH;
     CU_FOR(e, a.B * a.Tk * a.KH * a.D) {
@@ -322,8 +324,8 @@ __global__ void attention_dkv_sum_kernel(att_args a) {
             if (a.pdk) sk += a.pdk[p];
             if (a.pdv) sv += a.pdv[p];
         }
-        if (a.dk) a.dk[e] += a.scale * sk;
-        if (a.dv) a.dv[e] += sv;
+        if (a.dk) a.dk[e] = (a.acc ? a.dk[e] : 0.0f) + a.scale * sk;
+        if (a.dv) a.dv[e] = (a.acc ? a.dv[e] : 0.0f) + sv;
     }
 }
 
@@ -378,9 +380,9 @@ static att_args args(const float *q, const float *k, const float *v, int64_t B, 
 }
 
 void cu_att_sum_heads(float *dk, float *dv, const float *pdk, const float *pdv, int64_t B, int64_t T, int64_t H,
-                      int64_t KH, int64_t D, float scale) {
+                      int64_t KH, int64_t D, float scale, int acc) {
     att_args a = args(NULL, NULL, NULL, B, T, T, T, H, KH, D, 0, 0);
-    a.dk = dk, a.dv = dv, a.pdk = (float *)pdk, a.pdv = (float *)pdv, a.scale = scale;
+    a.dk = dk, a.dv = dv, a.pdk = (float *)pdk, a.pdv = (float *)pdv, a.scale = scale, a.acc = acc;
     attention_dkv_sum_kernel<<<cu_grid(B * T * KH * D), CU_THREADS, 0, cu_stream()>>>(a);
     CU_LAUNCHED("attention_dkv_sum_kernel");
 }
@@ -403,13 +405,15 @@ void cu_attention_fwd(float *out, float *stats, const float *q, const float *k, 
 
 void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *out, const float *stats, const uint8_t *keymask,
-                      const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+                      const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D,
+                      int acc) {
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0 || D <= 0) return;
     check_shape("attention_bwd", H, KH, D);
     if (tensor_cores(D))
-        return cu_att_tc_bwd(dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D);
+        return cu_att_tc_bwd(dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D, acc);
     att_args a = args(q, k, v, B, T, T, T, H, KH, D, 0, causal);
     a.km = keymask, a.seg = seg, a.out = out, a.dout = dout, a.stats = stats, a.dq = dq, a.dk = dk, a.dv = dv;
+    a.acc = acc;
     if (dk || dv) {   // per-head partials, then their sum per kv head
         int64_t n = B * T * H * D;
         float *part = (float *)cu_scratch((int64_t)sizeof(float) * n * ((dk != NULL) + (dv != NULL)),
@@ -417,7 +421,7 @@ void cu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
         a.pdk = dk ? part : NULL;
         a.pdv = dv ? part + (dk ? n : 0) : NULL;
         launch(K_DKV, a);
-        cu_att_sum_heads(dk, dv, a.pdk, a.pdv, B, T, H, KH, D, a.scale);
+        cu_att_sum_heads(dk, dv, a.pdk, a.pdv, B, T, H, KH, D, a.scale, acc);
         cu_scratch_free(part);
     }
     if (dq) launch(K_DQ, a);

@@ -37,6 +37,7 @@ typedef struct {
     uint16_t *dout16;                   // prep: bf16 dout
     int64_t B, Tq, Tk, S, H, KH, off;   // query t sits at position t + off
     int causal, chunks, per_head;       // per_head: dk/dv are per query head partials (written, not accumulated)
+    int acc;                            // 0: dq (and dk/dv when not per_head) overwritten, not read
     float scale;
 } tc_args;
 
@@ -445,20 +446,20 @@ template <int D> __global__ void __launch_bounds__(TTHREADS) att_tc_bwd_kernel(t
                         if (a.dk) a.dk[d] = dk[n][2 * hr + e];
                         if (a.dv) a.dv[d] = dv[n][2 * hr + e];
                     } else {
-                        if (a.dk) a.dk[d] += a.scale * dk[n][2 * hr + e];
-                        if (a.dv) a.dv[d] += dv[n][2 * hr + e];
+                        if (a.dk) a.dk[d] = (a.acc ? a.dk[d] : 0.0f) + a.scale * dk[n][2 * hr + e];
+                        if (a.dv) a.dv[d] = (a.acc ? a.dv[d] : 0.0f) + dv[n][2 * hr + e];
                     }
                 }
         }
     }
 }
 
-// dq[e] += scale * sum_c dqp[c][e], chunks in order (one thread per element)
-__global__ void att_tc_dq_sum_kernel(float *dq, const float *dqp, int64_t n, int chunks, float scale) {
+// dq[e] += scale * sum_c dqp[c][e], chunks in order (one thread per element; acc 0: dq[e] = 0 + that)
+__global__ void att_tc_dq_sum_kernel(float *dq, const float *dqp, int64_t n, int chunks, float scale, int acc) {
     CU_FOR(e, n) {
         float s = 0.0f;
         for (int c = 0; c < chunks; c++) s += dqp[(int64_t)c * n + e];
-        dq[e] += scale * s;
+        dq[e] = (acc ? dq[e] : 0.0f) + scale * s;
     }
 }
 
@@ -517,9 +518,10 @@ int cu_att_tc_chunks(int64_t B, int64_t T, int64_t H) {
 
 void cu_att_tc_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
                    const float *out, const float *stats, const uint8_t *keymask, const int32_t *seg, int causal,
-                   int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+                   int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int acc) {
     tc_args a = {};
     int64_t n = B * T * H * D;
+    a.acc = acc;
     a.B = B, a.Tq = T, a.Tk = T, a.S = T, a.H = H, a.KH = KH, a.off = 0, a.causal = causal;
     a.scale = 1.0f / sqrtf((float)D);
     a.km = keymask, a.seg = seg, a.stats = stats, a.o = out, a.dout32 = dout;
@@ -548,10 +550,10 @@ void cu_att_tc_bwd(float *dq, float *dk, float *dv, const float *dout, const flo
     if (D == 64) launch(att_tc_bwd_kernel<64>, grid, bwd_bytes(D), a, "launch of att_tc_bwd_kernel<64>");
     else launch(att_tc_bwd_kernel<128>, grid, bwd_bytes(D), a, "launch of att_tc_bwd_kernel<128>");
     if (dq) {
-        att_tc_dq_sum_kernel<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(dq, a.dqp, n, a.chunks, a.scale);
+        att_tc_dq_sum_kernel<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(dq, a.dqp, n, a.chunks, a.scale, acc);
         CU_LAUNCHED("att_tc_dq_sum_kernel");
     }
-    if (part) cu_att_sum_heads(dk, dv, a.dk, a.dv, B, T, H, KH, D, a.scale);
+    if (part) cu_att_sum_heads(dk, dv, a.dk, a.dv, B, T, H, KH, D, a.scale, acc);
     cu_scratch_free(part), cu_scratch_free(a.dqp), cu_scratch_free(a.drow), cu_scratch_free(a.dout16);
     cu_scratch_free((void *)a.q), cu_scratch_free((void *)a.k), cu_scratch_free((void *)a.v);
 }

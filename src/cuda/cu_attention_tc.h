@@ -22,12 +22,13 @@ void cu_att_tc_fwd(float *out, float *lse, const float *q, const float *k, const
 // cu_attention_bwd's arguments and rules, on tensor cores
 void cu_att_tc_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
                    const float *out, const float *stats, const uint8_t *keymask, const int32_t *seg, int causal,
-                   int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+                   int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int acc);
 // the key chunks of the backward (its dq partials): a function of the shape only
 int cu_att_tc_chunks(int64_t B, int64_t T, int64_t H);
-// dk[b,s,g] += scale * sum_r pdk[b,s,g*R+r], dv the same without scale (R = H/KH, heads in order; NULL: skipped)
+// dk[b,s,g] += scale * sum_r pdk[b,s,g*R+r], dv the same without scale (R = H/KH, heads in order; NULL: skipped;
+// acc 0: dk, dv = 0 + the sums, not read)
 void cu_att_sum_heads(float *dk, float *dv, const float *pdk, const float *pdv, int64_t B, int64_t T, int64_t H,
-                      int64_t KH, int64_t D, float scale);
+                      int64_t KH, int64_t D, float scale, int acc);
 // the KV-cached forward for few query rows (T <= CU_ATT_DECODE_T), fp32: keys split across blocks, combined in order
 void cu_att_decode_fwd(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T, int64_t p0,
                        int64_t S, int64_t H, int64_t KH, int64_t D);

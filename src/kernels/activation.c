@@ -1,4 +1,5 @@
-// Elementwise activations on x[N]: SwiGLU (silu(gate) * up), exact GELU, ReLU; backward accumulates.
+// Elementwise activations on x[N]: SwiGLU (silu(gate) * up), exact GELU, ReLU; backward accumulates (SwiGLU's: or
+// overwrites, acc 0).
 #include "kernels/kernels.h"
 #include "kernels/vexp.h"
 #include <math.h>
@@ -8,13 +9,15 @@ void k_swiglu_fwd(float *out, const float *gate, const float *up, int64_t N) {
     for (int64_t i = 0; i < N; i++) out[i] = gate[i] / (1.0f + k_expf(-gate[i])) * up[i];
 }
 
-// d silu(g) / dg = s * (1 + g * (1 - s)), s = sigmoid(g)
-void k_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N) {
+// d silu(g) / dg = s * (1 + g * (1 - s)), s = sigmoid(g). acc 0 adds the terms to 0 (a -0 becomes +0, as when
+// accumulating onto zeros) without reading dgate and dup
+void k_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t N,
+                  int acc) {
 #pragma omp parallel for simd schedule(static) if (N >= K_PAR_MIN)
     for (int64_t i = 0; i < N; i++) {
         float g = gate[i], s = 1.0f / (1.0f + k_expf(-g));
-        if (dgate) dgate[i] += dout[i] * up[i] * s * (1.0f + g * (1.0f - s));
-        if (dup) dup[i] += dout[i] * g * s;
+        if (dgate) dgate[i] = (acc ? dgate[i] : 0.0f) + dout[i] * up[i] * s * (1.0f + g * (1.0f - s));
+        if (dup) dup[i] = (acc ? dup[i] : 0.0f) + dout[i] * g * s;
     }
 }
 

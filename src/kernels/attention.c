@@ -125,12 +125,18 @@ static int64_t used_keys(const float *P, int64_t n, int64_t T) {
 
 // per block of query rows, over its used keys [k0, kend) (k0 = first_key: 0 without segment ids):
 // dV += P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP));  dQ += scale dS K;  dK += scale dS^T Q
-// (out and keymask are not needed: att holds the probabilities, which carry the masks)
+// (out and keymask are not needed: att holds the probabilities, which carry the masks). acc 0: the gradients are
+// zeroed first (the same sums: the bits of zeroing them before the call)
 void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
-                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int acc) {
     (void)out, (void)keymask, (void)causal;
     if (B <= 0 || T <= 0 || H <= 0 || KH <= 0 || D <= 0) return;
+    if (!acc) {
+        if (dq) memset(dq, 0, sizeof(float) * (size_t)(B * T * H * D));
+        if (dk) memset(dk, 0, sizeof(float) * (size_t)(B * T * KH * D));
+        if (dv) memset(dv, 0, sizeof(float) * (size_t)(B * T * KH * D));
+    }
     int64_t R = H / KH;
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel for schedule(dynamic, 1) if (B * KH >= omp_get_max_threads())
@@ -175,6 +181,6 @@ void k_attention_cached_fwd(float *out, const float *q, const float *kc, const f
 }
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *out, const float *att, const uint8_t *keymask, const int32_t *seg,
-                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
-    k_attention_bwd_prec(0, dq, dk, dv, dout, q, k, v, out, att, keymask, seg, causal, B, T, H, KH, D);
+                     int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int acc) {
+    k_attention_bwd_prec(0, dq, dk, dv, dout, q, k, v, out, att, keymask, seg, causal, B, T, H, KH, D, acc);
 }

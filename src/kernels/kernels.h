@@ -1,6 +1,7 @@
 // CPU kernels, forward and backward, fp32. Conventions (as in llm.c):
 //  - shapes in comments: B batch, T time, C channels, H heads, KH key/value heads, D head dim, V vocab, N rows.
-//  - every *_bwd ACCUMULATES (+=) into its gradient outputs (dinp, dw, db...): the caller zeroes them first.
+//  - every *_bwd ACCUMULATES (+=) into its gradient outputs (dinp, dw, db...): the caller zeroes them first; one
+//    with an acc argument overwrites them when acc is 0 (the bits of zeroing them first).
 //    A gradient pointer may be NULL: that gradient is then not computed.
 //  - Linear weights use PyTorch's layout w[out, in].
 //  - kernels parallelise with OpenMP / BLAS internally; they are safe to call with any sizes >= 0.
@@ -122,16 +123,17 @@ void k_attention_fwd_prec(int bf16, float *out, float *att, const float *q, cons
 // k_attention_cached_fwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const float *kc, const float *vc, int64_t B,
                                  int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
-// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate, from the forward's att and the same seg (out, keymask
-// and causal are taken for the seam's sake: the probabilities carry their masks). Scratch: K_ATTN_BQ * T floats
-// per thread in use.
+// dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate (acc 1; acc 0: zeroed first), from the forward's att and the
+// same seg (out, keymask and causal are taken for the seam's sake: the probabilities carry their masks). Scratch:
+// K_ATTN_BQ * T floats per thread in use.
 enum { K_ATTN_BQ = 128 };
 // elementwise kernels run on one thread below this many elements (an OpenMP fork/join costs more than the work)
 enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 // k_attention_bwd(...): declared from the seam's list (kernels/ops_list.h)
 void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q,
                           const float *k, const float *v, const float *out, const float *att, const uint8_t *keymask,
-                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D);
+                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D,
+                          int acc);
 
 // ---- activations ----
 // SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))

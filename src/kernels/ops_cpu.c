@@ -44,8 +44,9 @@ static void attention_fwd16(float *out, float *stats, const float *q, const floa
 }
 static void attention_bwd16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *stats, const uint8_t *keymask,
-                            const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
-    k_attention_bwd_prec(1, dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D);
+                            const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D,
+                            int acc) {
+    k_attention_bwd_prec(1, dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D, acc);
 }
 static void attention_cached_fwd16(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
                                    int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {

@@ -19,7 +19,7 @@
 // it up), (T, os_tensor, name): a tensor view (core/tensor.h) passed by value, its data the backend's memory as
 // P's, or (N, void, ): no arguments.
 // Shapes, NULL rules and accumulate rules are written at each line; the conventions are kernels.h's (every *_bwd
-// accumulates into its gradients; B batch, T time, C channels, H heads, KH key/value heads, D head dim, V vocab,
+// accumulates into its gradients, or where it has an acc argument, when acc is 1; B batch, T time, C channels, H heads, KH key/value heads, D head dim, V vocab,
 // N rows). Reductions (xent_fwd_bwd, sumsq, first_nonfinite) write scalars on the backend's memory, never return
 // them: the host reads them with download.
 // Adding an op: one line here, its CPU kernel k_<name> (src/kernels/<op>.c), its CUDA kernel cu_<name>
@@ -75,7 +75,8 @@
     /* sees key s only if seg[b,s] == seg[b,t]: packed samples; NULL = one segment per row); causal: s <= t only. */  \
     /* stats: what attention_fwd keeps for attention_bwd, attention_stats_floats(B,T,H) floats (CPU: the          */  \
     /* probabilities [B,H,T,T], masked entries 0, a query row with no allowed key all 0 and a zero output; a      */  \
-    /* fused GPU kernel: its log-sum-exp [B,H,T]). bwd: dq[B,T,H,D], dk, dv [B,T,KH,D] accumulate, from the       */  \
+    /* fused GPU kernel: its log-sum-exp [B,H,T]). bwd: dq[B,T,H,D], dk, dv [B,T,KH,D] accumulate (acc 1) or are   */  \
+    /* overwritten (acc 0: the bits of zeroing them and accumulating; nothing is read from them), from the        */  \
     /* forward's out, stats, keymask, seg and causal                                                              */  \
     X(attention_stats_floats, I64, ASK, K, (V, int64_t, B), (V, int64_t, T), (V, int64_t, H))                         \
     X(attention_fwd, VOID, RUN, K, (P, float *, out), (P, float *, stats), (P, const float *, q),                    \
@@ -84,7 +85,7 @@
     X(attention_bwd, VOID, RUN, K, (P, float *, dq), (P, float *, dk), (P, float *, dv), (P, const float *, dout),    \
       (P, const float *, q), (P, const float *, k), (P, const float *, v), (P, const float *, out),                 \
       (P, const float *, stats), (P, const uint8_t *, keymask), (P, const int32_t *, seg), (V, int, causal),        \
-      (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D))                           \
+      (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D), (V, int, acc))             \
     /* inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]   */  \
     /* (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t  */  \
     /* (causal, no padding). out[B,T,H,D]; nothing kept for a backward                                            */  \
@@ -122,10 +123,11 @@
     X(embedding_bwd, VOID, RUN, K, (P, float *, dtable), (P, const int32_t *, ids), (P, const int32_t *, start),      \
       (P, const int32_t *, rows), (P, const float *, dout), (V, int64_t, n), (V, int64_t, C), (V, float, scale))      \
     /* ---- activations, dropout, transpose, convolution ----                                                     */  \
-    /* SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))                                        */  \
+    /* SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x)); bwd: dgate, dup accumulate (acc 1) or */  \
+    /* are overwritten (acc 0: the bits of zeroing and accumulating; nothing is read from them)                   */  \
     X(swiglu_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, gate), (P, const float *, up), (V, int64_t, N)) \
     X(swiglu_bwd, VOID, RUN, K, (P, float *, dgate), (P, float *, dup), (P, const float *, dout),                    \
-      (P, const float *, gate), (P, const float *, up), (V, int64_t, N))                                             \
+      (P, const float *, gate), (P, const float *, up), (V, int64_t, N), (V, int, acc))                              \
     /* GELU, exact erf form: 0.5 x (1 + erf(x / sqrt 2)); ReLU. In place allowed (out == inp)                     */  \
     X(gelu_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, inp), (V, int64_t, N))                            \
     X(relu_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, inp), (V, int64_t, N))                            \

@@ -129,8 +129,7 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     // MLP: y = h + down(act)
     os_linear_bwd_set_t(c->dact, g->down, NULL, dx, act, w->down, N, F, C);
     lora_bwd(c, l, w, g, OS_LORA_DOWN, act, a, dx, c->dact);
-    os_k->zero(c->dgate, N * F), os_k->zero(c->dup, N * F);
-    os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F);
+    os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F, 0);
     os_linear_bwd_set_t(c->dln, g->gate, NULL, c->dgate, ln2, w->gate, N, C, F);
     os_linear_bwd_t(c->dln, g->up, NULL, c->dup, ln2, w->up, N, C, F);
     lora_bwd(c, l, w, g, OS_LORA_GATE, ln2, a, c->dgate, c->dln);
@@ -139,9 +138,8 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     // attention: h = x + o_proj(attn)
     os_linear_bwd_set(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
     lora_bwd(c, l, w, g, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, dx, c->dao);
-    os_k->zero(c->dq, N * H * D), os_k->zero(c->dk, N * KH * D), os_k->zero(c->dv, N * KH * D);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
-                        c->L, H, KH, D);
+                        c->L, H, KH, D, 0);
     rope(c, c->dq, H, 1);
     rope(c, c->dk, KH, 1);
     os_linear_bwd_set_t(c->dln, g->q_w, g->q_b, c->dq, ln1, w->q_w, N, C, H * D);

@@ -298,12 +298,16 @@ static void test_activations(void) {
     cu_swiglu_fwd(o1.data(), gt.data(), up.data(), n), k_swiglu_fwd(o2.data(), gt.data(), up.data(), n);
     CHECK(close(o1, o2, 1e-7, 1e-6, "swiglu"), "swiglu_fwd");
     vec dg1 = rnd(n, 22), dg2 = dg1, du1 = rnd(n, 23), du2 = du1;
-    cu_swiglu_bwd(dg1.data(), du1.data(), dout.data(), gt.data(), up.data(), n);
-    k_swiglu_bwd(dg2.data(), du2.data(), dout.data(), gt.data(), up.data(), n);
+    cu_swiglu_bwd(dg1.data(), du1.data(), dout.data(), gt.data(), up.data(), n, 1);
+    k_swiglu_bwd(dg2.data(), du2.data(), dout.data(), gt.data(), up.data(), n, 1);
     CHECK(close(dg1, dg2, 1e-7, 1e-6, "swiglu dgate") && close(du1, du2, 1e-7, 1e-6, "swiglu dup"), "swiglu_bwd");
-    cu_swiglu_bwd(NULL, du1.data(), dout.data(), gt.data(), up.data(), n);
-    k_swiglu_bwd(NULL, du2.data(), dout.data(), gt.data(), up.data(), n);
+    cu_swiglu_bwd(NULL, du1.data(), dout.data(), gt.data(), up.data(), n, 1);
+    k_swiglu_bwd(NULL, du2.data(), dout.data(), gt.data(), up.data(), n, 1);
     CHECK(close(du1, du2, 1e-7, 1e-6, "swiglu dup only"), "swiglu_bwd without dgate");
+    vec zg(n, 0.0f), zu(n, 0.0f), ng(n, NAN), nu(n, NAN);   // acc 0: NaN before (not read), the bits of acc 1 on zeros
+    cu_swiglu_bwd(zg.data(), zu.data(), dout.data(), gt.data(), up.data(), n, 1);
+    cu_swiglu_bwd(ng.data(), nu.data(), dout.data(), gt.data(), up.data(), n, 0);
+    CHECK(same(zg, ng) && same(zu, nu), "swiglu_bwd acc 0: not the bits of accumulating onto zeros");
     cu_gelu_fwd(o1.data(), gt.data(), n), k_gelu_fwd(o2.data(), gt.data(), n);
     CHECK(close(o1, o2, 1e-7, 1e-6, "gelu"), "gelu_fwd");
     o1 = gt, o2 = gt;
@@ -347,6 +351,21 @@ static void xent_case(int64_t N, int64_t V, int64_t ld) {
     CHECK(close(x, x2, 1e-9, 1e-5, "xent gradient"), "xent N%lld V%lld gradient", (long long)N, (long long)V);
 }
 
+// cu_attention_bwd with acc 0 (dq/dk/dv NaN before: not read) gives the bits of acc 1 onto zeros
+static void attention_overwrite(const char *what, const vec &dout, const vec &q, const vec &k, const vec &v,
+                                const vec &o, const vec &st, const uint8_t *m, const int32_t *sg, int causal,
+                                int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D) {
+    int64_t nq = B * T * H * D, nk = B * T * KH * D;
+    vec z[3] = {vec(nq, 0.0f), vec(nk, 0.0f), vec(nk, 0.0f)}, w[3] = {vec(nq, NAN), vec(nk, NAN), vec(nk, NAN)};
+    cu_attention_bwd(z[0].data(), z[1].data(), z[2].data(), dout.data(), q.data(), k.data(), v.data(), o.data(),
+                     st.data(), m, sg, causal, B, T, H, KH, D, 1);
+    cu_attention_bwd(w[0].data(), w[1].data(), w[2].data(), dout.data(), q.data(), k.data(), v.data(), o.data(),
+                     st.data(), m, sg, causal, B, T, H, KH, D, 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(same(z[i], w[i]), "%s: %s with acc 0 is not the bits of accumulating onto zeros", what,
+              i == 0 ? "dq" : i == 1 ? "dk" : "dv");
+}
+
 // one training attention shape: forward, then backward from each backend's own stats, accumulating into dq/dk/dv
 static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D, int causal, bool mask, bool segs) {
     int64_t nq = B * T * H * D, nk = B * T * KH * D;
@@ -368,15 +387,16 @@ static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t 
     CHECK(close(o1, o2, 1e-5, 1e-4, what), "%s: out", what);
     vec g1[3] = {rnd(nq, 32), rnd(nk, 33), rnd(nk, 34)}, g2[3] = {g1[0], g1[1], g1[2]};
     cu_attention_bwd(g1[0].data(), g1[1].data(), g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(),
-                     st1.data(), m, sg, causal, B, T, H, KH, D);
+                     st1.data(), m, sg, causal, B, T, H, KH, D, 1);
     k_attention_bwd(g2[0].data(), g2[1].data(), g2[2].data(), dout.data(), q.data(), k.data(), v.data(), o2.data(),
-                    st2.data(), m, sg, causal, B, T, H, KH, D);
+                    st2.data(), m, sg, causal, B, T, H, KH, D, 1);
     for (int i = 0; i < 3; i++) CHECK(close(g1[i], g2[i], 1e-4, 1e-4, what), "%s: %s", what, i == 0 ? "dq" : i == 1 ? "dk" : "dv");
     cu_attention_bwd(NULL, NULL, g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(), st1.data(), m, sg,
-                     causal, B, T, H, KH, D);
+                     causal, B, T, H, KH, D, 1);
     k_attention_bwd(NULL, NULL, g2[2].data(), dout.data(), q.data(), k.data(), v.data(), o2.data(), st2.data(), m, sg,
-                    causal, B, T, H, KH, D);
+                    causal, B, T, H, KH, D, 1);
     CHECK(close(g1[2], g2[2], 1e-4, 1e-4, what), "%s: dv alone", what);
+    attention_overwrite(what, dout, q, k, v, o1, st1, m, sg, causal, B, T, H, KH, D);
 }
 
 // ---- the tensor-core kernels (bf16 mode) against the CPU kernel in fp32, within docs/design.md's bf16 bounds ----
@@ -416,14 +436,15 @@ static void tc_attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64
     k_attention_fwd(o2.data(), st2.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
     vec g2[3] = {rnd(nq, 54), rnd(nk, 55), rnd(nk, 56)}, g1[3] = {g2[0], g2[1], g2[2]};
     k_attention_bwd(g2[0].data(), g2[1].data(), g2[2].data(), dout.data(), q.data(), k.data(), v.data(), o2.data(),
-                    st2.data(), m, sg, causal, B, T, H, KH, D);
+                    st2.data(), m, sg, causal, B, T, H, KH, D, 1);
     cu_attention_set_bf16(1);
     cu_attention_fwd(o1.data(), st1.data(), q.data(), k.data(), v.data(), m, sg, causal, B, T, H, KH, D);
     cu_attention_bwd(g1[0].data(), g1[1].data(), g1[2].data(), dout.data(), q.data(), k.data(), v.data(), o1.data(),
-                     st1.data(), m, sg, causal, B, T, H, KH, D);
+                     st1.data(), m, sg, causal, B, T, H, KH, D, 1);
     vec dv_alone = rnd(nk, 56);   // only dv wanted: the same bits as dv beside dq and dk
     cu_attention_bwd(NULL, NULL, dv_alone.data(), dout.data(), q.data(), k.data(), v.data(), o1.data(), st1.data(), m,
-                     sg, causal, B, T, H, KH, D);
+                     sg, causal, B, T, H, KH, D, 1);
+    attention_overwrite(what, dout, q, k, v, o1, st1, m, sg, causal, B, T, H, KH, D);
     cu_attention_set_bf16(0);
     CHECK(same(dv_alone, g1[2]), "%s: dv alone differs from dv beside dq and dk", what);
     const double uin = exact ? 0.0 : U, scale = 1.0 / sqrt((double)D), acc = 0x1p-24 * (double)(D > T ? D : T);

@@ -421,11 +421,21 @@ static void attention_case_in(int bf16, int64_t B, int64_t T, int64_t H, int64_t
     // backward from each backend's own forward (out, stats), accumulating into non-zero gradients
     float *go = rnd(nq, -1, 1), *gq = rnd(nq, -1, 1), *gk = rnd(nk, -1, 1), *gv = rnd(nk, -1, 1);
     float *wq = hdup(gq, 4 * nq), *wk = hdup(gk, 4 * nk), *wv = hdup(gv, 4 * nk);
-    R->attention_bwd(wq, wk, wv, go, q, k, v, out, st, mask, seg, causal, B, T, H, KH, D);
+    R->attention_bwd(wq, wk, wv, go, q, k, v, out, st, mask, seg, causal, B, T, H, KH, D, 1);
     float *dgo = UPF(go, nq), *dgq = UPF(gq, nq), *dgk = UPF(gk, nk), *dgv = UPF(gv, nk);
     set_bf16(bf16);
-    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dout, dst, dmask, dseg, causal, B, T, H, KH, D);
+    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dout, dst, dmask, dseg, causal, B, T, H, KH, D, 1);
     set_bf16(0);
+    checkd("attention_bwd", dtype, s, dgq, wq, nq, bf16 ? 3e-2 : 1e-5);
+    checkd("attention_bwd", dtype, s, dgk, wk, nk, bf16 ? 3e-2 : 1e-5);
+    checkd("attention_bwd", dtype, s, dgv, wv, nk, bf16 ? 3e-2 : 1e-5);
+    // overwriting (acc 0): the backend's gradients NaN before
+    R->attention_bwd(wq, wk, wv, go, q, k, v, out, st, mask, seg, causal, B, T, H, KH, D, 0);
+    dgq = upnan(nq), dgk = upnan(nk), dgv = upnan(nk);
+    set_bf16(bf16);
+    X->attention_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dout, dst, dmask, dseg, causal, B, T, H, KH, D, 0);
+    set_bf16(0);
+    snprintf(s + strlen(s), sizeof s - strlen(s), " acc 0");
     checkd("attention_bwd", dtype, s, dgq, wq, nq, bf16 ? 3e-2 : 1e-5);
     checkd("attention_bwd", dtype, s, dgk, wk, nk, bf16 ? 3e-2 : 1e-5);
     checkd("attention_bwd", dtype, s, dgv, wv, nk, bf16 ? 3e-2 : 1e-5);
@@ -586,11 +596,15 @@ static void t_activations(void) {
     X->swiglu_fwd(dout = upnan(n), dg, du, n);
     checkd("swiglu_fwd", "fp32", "1000003", dout, want, n, 1e-6);
     float *go = rnd(n, -1, 1), *gg = rnd(n, -1, 1), *gu = rnd(n, -1, 1), *wg = hdup(gg, 4 * n), *wu = hdup(gu, 4 * n);
-    R->swiglu_bwd(wg, wu, go, g, u, n);
+    R->swiglu_bwd(wg, wu, go, g, u, n, 1);
     float *dgo = UPF(go, n), *dgg = UPF(gg, n), *dgu = UPF(gu, n);
-    X->swiglu_bwd(dgg, dgu, dgo, dg, du, n);
+    X->swiglu_bwd(dgg, dgu, dgo, dg, du, n, 1);
     checkd("swiglu_bwd", "fp32", "1000003", dgg, wg, n, 1e-6);
     checkd("swiglu_bwd", "fp32", "1000003", dgu, wu, n, 1e-6);
+    R->swiglu_bwd(wg, wu, go, g, u, n, 0);   // overwriting (acc 0): the backend's gradients NaN before
+    X->swiglu_bwd(dgg = upnan(n), dgu = upnan(n), dgo, dg, du, n, 0);
+    checkd("swiglu_bwd", "fp32", "1000003 acc 0", dgg, wg, n, 1e-6);
+    checkd("swiglu_bwd", "fp32", "1000003 acc 0", dgu, wu, n, 1e-6);
     R->gelu_fwd(want, g, n);
     X->gelu_fwd(dout = upnan(n), dg, n);
     checkd("gelu_fwd", "fp32", "1000003", dout, want, n, 1e-6);

@@ -164,7 +164,7 @@ static void attention_case(int64_t B, int64_t T, int64_t H, int64_t KH, int64_t 
           (long long)T, (long long)H, (long long)KH, (long long)D, causal, mask, segs, e);
     float *g[6];
     for (int i = 0; i < 6; i++) g[i] = calloc((size_t)(i % 3 == 0 ? nq : nk), 4);
-    k_attention_bwd(g[0], g[1], g[2], dout, a.q, a.k, a.v, ref, att, km, seg, causal, B, T, H, KH, D);
+    k_attention_bwd(g[0], g[1], g[2], dout, a.q, a.k, a.v, ref, att, km, seg, causal, B, T, H, KH, D, 1);
     emu_bwd(&a, g[3], g[4], g[5], dout, out, lse);
     for (int i = 0; i < 3; i++) {
         e = max_diff(g[i], g[i + 3], i == 0 ? nq : nk);

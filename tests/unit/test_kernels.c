@@ -11,6 +11,7 @@
 #include <string.h>
 
 static int npass, nfail;
+static int g_acc = 1;   // the acc argument of the backwards that take one
 
 static int check(const char *name, int ok, const char *fmt, ...) {
     char msg[256];
@@ -72,6 +73,7 @@ typedef struct Case {
     float *x[3];                  // the inputs (perturbed in place by the finite differences)
     int64_t size[3];
     int overwrite;                // backward overwrites instead of accumulating (rope, xent)
+    int has_acc;                  // backward takes acc (g_acc: 1 accumulates, 0 overwrites)
     double (*loss)(struct Case *);   // L = sum(dout * fwd(x)) in double
     void (*bwd)(struct Case *, float **g);   // g[i] += dL/dx[i]; g[i] may be NULL
     // kernel arguments
@@ -233,12 +235,12 @@ static double loss_attention(Case *c) {
 static void bwd_attention(Case *c, float **g) {
     loss_attention(c);
     k_attention_bwd(g[0], g[1], g[2], c->dout, c->x[0], c->x[1], c->x[2], c->out, c->s1, c->mask, c->seg, c->causal,
-                    c->B, c->T, c->H, c->KH, c->D);
+                    c->B, c->T, c->H, c->KH, c->D, g_acc);
 }
 static const uint8_t att_mask[10] = {1, 1, 1, 0, 1, 0, 1, 1, 1, 1};   // [B=2,T=5]: padding in the middle, left
 static void case_attention(Case *c, int causal, const uint8_t *mask, int64_t H, int64_t KH) {
     *c = (Case){.name = causal ? "attention causal+keymask GQA" : "attention full MHA", .n = 3, .B = 2, .T = 5,
-                .H = H, .KH = KH, .D = 4, .causal = causal, .mask = mask, .loss = loss_attention,
+                .H = H, .KH = KH, .D = 4, .causal = causal, .mask = mask, .has_acc = 1, .loss = loss_attention,
                 .bwd = bwd_attention};
     int64_t nq = 2 * 5 * H * 4, nk = 2 * 5 * KH * 4;
     c->x[0] = rnd(c->size[0] = nq, 16, -1.5f, 1.5f);
@@ -253,9 +255,9 @@ static double loss_swiglu(Case *c) {
     k_swiglu_fwd(c->out, c->x[0], c->x[1], c->N);
     return dot(c->out, c->dout, c->N);
 }
-static void bwd_swiglu(Case *c, float **g) { k_swiglu_bwd(g[0], g[1], c->dout, c->x[0], c->x[1], c->N); }
+static void bwd_swiglu(Case *c, float **g) { k_swiglu_bwd(g[0], g[1], c->dout, c->x[0], c->x[1], c->N, g_acc); }
 static void case_swiglu(Case *c) {
-    *c = (Case){.name = "swiglu", .n = 2, .N = 40, .loss = loss_swiglu, .bwd = bwd_swiglu};
+    *c = (Case){.name = "swiglu", .n = 2, .N = 40, .has_acc = 1, .loss = loss_swiglu, .bwd = bwd_swiglu};
     c->x[0] = rnd(c->size[0] = 40, 20, -5, 5);
     c->x[1] = rnd(c->size[1] = 40, 21, -2, 2);
     c->dout = rnd(40, 22, -1, 1);
@@ -336,6 +338,32 @@ static void test_accumulate(void) {
         pool_free();
     }
     check("backward accumulates (g0 + 2 calls)", worst < 1e-5, "worst %.1e in %s", worst, bad);
+}
+
+// acc 0 overwrites the gradients (NaN before: never read) with the bits of accumulating onto zeros (acc 1), each
+// gradient alone and all together
+static void test_overwrite(void) {
+    int ok = 1, n = 0;
+    const char *bad = "-";
+    for (int m = 0; m < NMAKERS; m++) {
+        Case c;
+        makers[m](&c);
+        for (int sub = 1; c.has_acc && sub < (1 << c.n); sub++) {
+            float *z[3] = {0}, *o[3] = {0};
+            for (int a = 0; a < c.n; a++) {
+                if (!(sub >> a & 1)) continue;
+                z[a] = fa(c.size[a]), o[a] = fa(c.size[a]);
+                for (int64_t i = 0; i < c.size[a]; i++) z[a][i] = 0.0f, o[a][i] = NAN;
+            }
+            g_acc = 1, c.bwd(&c, z);
+            g_acc = 0, c.bwd(&c, o);
+            g_acc = 1, n++;
+            for (int a = 0; a < c.n; a++)
+                if (z[a] && memcmp(z[a], o[a], sizeof(float) * (size_t)c.size[a])) ok = 0, bad = c.name;
+        }
+        pool_free();
+    }
+    check("acc 0 overwrites: the bits of accumulating onto zeros", ok && n > 0, "%d cases, first differing: %s", n, bad);
 }
 
 // NULL gradient pointers are skipped and do not change the other gradients
@@ -566,7 +594,7 @@ static void test_attention_segments_separate(void) {
     memset(dq, 0, sizeof(float) * T * H * D), memset(dk, 0, sizeof(float) * T * KH * D);
     memset(dv, 0, sizeof(float) * T * KH * D);
     k_attention_fwd(out, att, q, k, v, NULL, seg, 1, 1, T, H, KH, D);
-    k_attention_bwd(dq, dk, dv, dout, q, k, v, out, att, NULL, seg, 1, 1, T, H, KH, D);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, out, att, NULL, seg, 1, 1, T, H, KH, D, 1);
     double worst = 0;
     for (int i = 0; i < NS; i++) {
         int64_t s0 = start[i], n = start[i + 1] - s0;
@@ -576,7 +604,7 @@ static void test_attention_segments_separate(void) {
         memset(g[2], 0, sizeof(float) * (size_t)(n * KH * D));
         const float *qi = q + s0 * H * D, *ki = k + s0 * KH * D, *vi = v + s0 * KH * D;
         k_attention_fwd(o1, a1, qi, ki, vi, NULL, NULL, 1, 1, n, H, KH, D);
-        k_attention_bwd(g[0], g[1], g[2], dout + s0 * H * D, qi, ki, vi, o1, a1, NULL, NULL, 1, 1, n, H, KH, D);
+        k_attention_bwd(g[0], g[1], g[2], dout + s0 * H * D, qi, ki, vi, o1, a1, NULL, NULL, 1, 1, n, H, KH, D, 1);
         worst = fmax(worst, maxrelf(out + s0 * H * D, o1, n * H * D));
         worst = fmax(worst, maxrelf(dq + s0 * H * D, g[0], n * H * D));
         worst = fmax(worst, maxrelf(dk + s0 * KH * D, g[1], n * KH * D));
@@ -748,9 +776,9 @@ static void test_zero_sizes(void) {
     k_rope_fwd(p, p, p, 0, 0, 0, 4);
     k_rope_bwd(p, p, p, 0, 0, 0, 4);
     k_attention_fwd(p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4);
-    k_attention_bwd(p, p, p, p, p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4);
+    k_attention_bwd(p, p, p, p, p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4, 0);
     k_swiglu_fwd(p, p, p, 0);
-    k_swiglu_bwd(p, p, p, p, p, 0);
+    k_swiglu_bwd(p, p, p, p, p, 0, 0);
     k_gelu_fwd(p, p, 0);
     k_gelu_bwd(p, p, p, 0);
     k_relu_fwd(p, p, 0);
@@ -788,6 +816,7 @@ int main(int argc, char **argv) {
     test_elementwise();
     test_finite_differences();
     test_accumulate();
+    test_overwrite();
     test_null_grads();
     test_zero_sizes();
     printf("kernels: %d passed, %d failed\n", npass, nfail);

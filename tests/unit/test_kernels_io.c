@@ -175,7 +175,7 @@ static void run_attention(void) {
     uint8_t *mask = has("keymask") ? in("keymask", B * T, 1) : NULL;
     float *y = zeros(nq), *att = zeros(B * H * T * T), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
     k_attention_fwd(y, att, q, k, v, mask, NULL, (int)I("causal"), B, T, H, KH, D);
-    k_attention_bwd(dq, dk, dv, dout, q, k, v, y, att, mask, NULL, (int)I("causal"), B, T, H, KH, D);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, y, att, mask, NULL, (int)I("causal"), B, T, H, KH, D, 1);
     outf("out", y, nq);
     outf("att", att, B * H * T * T);
     outf("dq", dq, nq);
@@ -188,7 +188,7 @@ static void run_swiglu(void) {
     float *g = inf("gate", N), *u = inf("up", N), *dout = inf("dout", N);
     float *y = zeros(N), *dg = zeros(N), *du = zeros(N);
     k_swiglu_fwd(y, g, u, N);
-    k_swiglu_bwd(dg, du, dout, g, u, N);
+    k_swiglu_bwd(dg, du, dout, g, u, N, 1);
     outf("out", y, N);
     outf("dgate", dg, N);
     outf("dup", du, N);
