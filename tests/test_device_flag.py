@@ -47,7 +47,8 @@ def test_a_device_value_is_checked(tmp_path, kind, dev):
 @pytest.mark.parametrize("kind", ["sft", "infer"])
 def test_tf32_needs_a_gpu(tmp_path, kind):
     err = stderr_of(BIN, cmd(kind, tmp_path, "--tf32", "true"))
-    assert "--tf32 true: TF32 is the number format of a CUDA GPU's tensor cores; on --device cpu" in err, err
+    dev = "guard" if os.environ.get("OMNISHARD_TEST_DEVICE") == "guard" else "cpu"   # the suite's device (conftest)
+    assert f"--tf32 true: TF32 is the number format of a CUDA GPU's tensor cores; on --device {dev}" in err, err
 
 
 def test_tf32_with_bf16_is_refused(tmp_path):
