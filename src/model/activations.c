@@ -42,6 +42,18 @@ static int lora_dropout_reads(const os_model *m, int t0, int t1) {
     return 0;
 }
 
+// the loss's bf16 stash in rows (model/loss.h): the fewest whole logits chunks of `rows` holding OS_LOSS_STASH_K
+// rows (the weight-gradient products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when
+// neither lm_head nor the adapter trains (nothing to gather rows for: each chunk's own rows, dh and dA)
+static int64_t stash_rows(const os_model *m, int64_t N, int64_t rows) {
+    int64_t k = (OS_LOSS_STASH_K + rows - 1) / rows * rows;
+    int wgrad = m->reg.b[m->b_head].trainable || (m->b_adapter >= 0 && m->reg.b[m->b_adapter].trainable);
+    if (!wgrad) k = rows;
+    return k < N ? k : N;
+}
+
+int64_t os_acts_stash_rows(const os_model *m, int64_t N) { return stash_rows(m, N, k_xent_chunk_rows(m->V, N, m->logits_rows)); }
+
 // THE table: every buffer of the forward/backward and its size
 static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     os_model_acts *a = lo->a, dummy = {0};
@@ -98,7 +110,8 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     int ad = m->b_adapter >= 0;
     put(lo, OS_ACT_HEAD, &h->al, ad ? rows * G * A : 0);
     put(lo, OS_ACT_HEAD, &a->dhn, tr * N * C), put(lo, OS_ACT_HEAD, &h->y, (G + 1) * N);
-    int64_t sr = tr && e ? os_loss_stash_rows(m, N) : 0;   // rounded rows (e: bytes of each element)
+    int64_t sr = tr && e ? stash_rows(m, N, rows) : 0;   // rounded rows (e: bytes of each element)
+    h->st_cap = sr;   // the loss's stash capacity, as laid out here
     put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units
     put(lo, OS_ACT_HEAD, &h->als, ad ? (sr * G * A * e + 3) / 4 : 0), put(lo, OS_ACT_HEAD, &h->ain, ad ? (sr * A * e + 3) / 4 : 0);
     // GRAD

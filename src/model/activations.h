@@ -60,6 +60,9 @@ typedef struct {
 } os_model_acts;
 
 void os_acts_sizes(const os_model *m, const os_act_shape *s, os_act_sizes *out);
+// the rows of the loss's bf16 stash the table lays out for N rows (training with rounding products); the layout
+// writes it into os_loss.st_cap
+int64_t os_acts_stash_rows(const os_model *m, int64_t N);
 void os_acts_init(os_model_acts *a, const os_model *m);
 void os_acts_free(os_model_acts *a);
 // lay the buffers out for shape s (growing the arena when needed; RoPE tables filled unless s->rowpos). Every buffer

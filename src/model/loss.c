@@ -138,13 +138,6 @@ void os_loss_row_costs(const os_loss *L, double cost[OS_LOSS_NCLS]) {
     }
 }
 
-int64_t os_loss_stash_rows(const os_model *m, int64_t N) {
-    int64_t rows = k_xent_chunk_rows(m->V, N, m->logits_rows), k = (OS_LOSS_STASH_K + rows - 1) / rows * rows;
-    int wgrad = m->reg.b[m->b_head].trainable || (m->b_adapter >= 0 && m->reg.b[m->b_adapter].trainable);
-    if (!wgrad) k = rows;   // no weight gradient to gather rows for: each chunk's own rows (dh, dA)
-    return k < N ? k : N;
-}
-
 // where the next chunk's rows start in stash buffer b of w elements per row
 static void *stash_row(const os_loss *L, void *b, int64_t w) { return (char *)b + L->st_n * w * L->st_e; }
 
@@ -260,10 +253,9 @@ static int64_t share(int64_t left, int64_t k) { return k > 0 ? (left + k - 1) / 
 
 void os_loss_compute(os_loss *L, const os_loss_rows *r) {
     const os_model *m = L->m;
-    // bf16 training: the chunks' gradients rounded once into the stash (bf16, 2 bytes an element; allocated with the
-    // activations only then), the weight gradients one product per stash
+    // bf16 training: the chunks' gradients rounded once into the stash (bf16, 2 bytes an element; laid out with the
+    // activations only then, st_cap rows for the micro-batch's), the weight gradients one product per stash
     L->st_e = L->train && r->nterms && L->dls ? 2 : 0;
-    L->st_cap = L->st_e ? os_loss_stash_rows(m, L->N) : 0;   // sized for the micro-batch's rows (activations.c)
     L->st_n = 0;
     int64_t n = 0, r0 = 0;
     for (int c = 0; c < OS_LOSS_NCLS; c++) n += r->cnt[c];

@@ -12,8 +12,9 @@
 //   os_loss_open      lm_head and the adapter gathered, with gradients their gradient scopes opened; resolved
 //   os_loss_targets   the targets from the labels, each term's gradient scale, the rows with a target grouped by
 //                     class (hn's rows reordered in place): the rows (os_loss_rows)
-//   os_loss_compute   the rows' losses, with gradients the weight gradients and dL/dhn (train/head_balance.c
-//                     computes them beside rows of other ranks instead, when it balances)
+//   os_loss_compute   the rows' losses, with gradients the weight gradients and dL/dhn (balanced, the step gives
+//                     it instead the rows its rank's exchange made: its kept rows and other ranks' moved to it;
+//                     os_loss_row_costs tells the exchange what a row of each class costs)
 //   os_loss_close     dL/dhn back at the rows' places; the buckets released, the scopes closed
 //   os_loss_read      the sums and correct counts to the host: waits for the loss's kernels
 // bf16 training (the backend's products round their inputs, os_k->bf16): each chunk's dlogits (and the adapter's
@@ -73,9 +74,10 @@ typedef struct {
     int32_t *order;            // os_loss_targets' row order on the backend: [n] hn's row of row i of the rows, then
     int64_t n;                 //   [N] row r's place among them or -1 (the inverse; NULL: every row, in order)
     int64_t st_first, st_n, st_e, st_cap;   // the bf16 stash: rows [first, first + n) of the rows computed are in
-                                            //   it, e bytes an element (2: bf16; 0: no stash), cap rows at most
+                                            //   it, e bytes an element (2: bf16; 0: no stash), cap rows at most (as
+                                            //   the activations' layout made it)
     // buffers: logits [rows, V] (at least [N, C]: also the scratch of the row order), al [rows, G*A] (adapter),
-    // y [(G+1), N] targets; the stash of OS_LOSS_STASH_K rows (os_loss_stash_rows) while
+    // y [(G+1), N] targets; the stash of st_cap rows (os_acts_stash_rows, model/activations.h) while
     // training with rounding products (bf16, os_act_shape.rounds): dls [srows, V] (dlogits), als [srows, G*A] (adapter output gradient), ain
     // [srows, A] (adapter input), else NULL. sums: the loss sums on the backend's memory (the cross-entropy adds into
     // them), allocated with the activations (os_acts_init); yh: y's copy on the host (the targets are made, ordered
@@ -86,11 +88,9 @@ typedef struct {
     os_loss_sums *sums;
 } os_loss;
 
-// the stash's capacity in rows: the fewest whole logits chunks holding OS_LOSS_STASH_K rows (the weight-gradient
-// products' depth: 642 rows at V = 156160, chunks of 214), at most N; one chunk when neither lm_head nor the
-// adapter trains (nothing to gather rows for)
+// the rows the weight-gradient products of the stash take at once, at least (the activations' layout sizes the
+// stash from it in whole logits chunks: os_acts_stash_rows, model/activations.h)
 #define OS_LOSS_STASH_K 512
-int64_t os_loss_stash_rows(const os_model *m, int64_t N);
 
 // Opens the loss of a micro-batch of N rows: lm_head and the adapter gathered (w), with g their gradient scopes
 // opened and their gradients resolved; dh: dL/dhn wanted (g only); dump: os_loss.dump
@@ -111,7 +111,7 @@ void os_loss_close(os_loss *L, const os_weights *w, const os_grads *g, float *dh
 void os_loss_read(const os_loss *L, os_loss_sums *s);
 
 // the work of one row of each class of the open loss: its products (logits, dh, dW, the adapter's three) in
-// multiply-adds, and the cross-entropy's passes over its columns; at least 1 (train/head_balance.c's plan)
+// multiply-adds, and the cross-entropy's passes over its columns; at least 1 (the balanced head's plan, the same on every rank)
 void os_loss_row_costs(const os_loss *L, double cost[OS_LOSS_NCLS]);
 
 // Logits only (no targets, no gradients; inference and tests): lm_head gathered, the logits of hn [B*Lp, C] into

@@ -8,26 +8,25 @@
 
 enum { NCLS = OS_LOSS_NCLS, NT = OS_MAX_G + 1 };
 
-// The plan from every rank's rows per class, whether its rows can move (fixed: not; then no rank's move) and its
-// micro-batch's rows: a rank computes at most that many rows in all, its logits chunk and stash are sized for them
-// (activations.c), so rows beyond would be computed in chunks smaller than its own (an empty micro-batch, 2 rows,
-// would take them 2 at a time). Returns the number of moves.
+// The plan from every rank's rows per class, whether its rows can move (fixed: not; then no rank's move), its room
+// (cap, the micro-batch's rows: a rank computes at most that many rows in all, its logits chunk and stash are sized
+// for them (model/activations.c), so rows beyond would be computed in chunks smaller than its own: an empty
+// micro-batch, 2 rows, would take them 2 at a time) and the work of one row of each class (cost, the same on every
+// rank). Returns the number of moves.
 enum { M_FIXED = NCLS, M_NALL, M_N };
-static int plan(const os_loss *L, const os_loss_rows *r, int S, os_head_move *mv) {
+static int plan(const os_loss_rows *r, const double cost[NCLS], int64_t cap, int S, os_head_move *mv) {
     int any_fixed = 0;
     int64_t mine[M_N], *all = os_alloc(sizeof mine * (size_t)S, "head balance counts");
     int64_t *counts = os_alloc(sizeof(int64_t) * (size_t)(S * NCLS), "head balance counts");
     int64_t *room = os_alloc(sizeof(int64_t) * (size_t)S, "head balance room");
     for (int c = 0; c < NCLS; c++) mine[c] = r->fixed ? 0 : r->cnt[c];
-    mine[M_FIXED] = r->fixed, mine[M_NALL] = L->N;
+    mine[M_FIXED] = r->fixed, mine[M_NALL] = cap;
     comm_allgather_bytes(mine, all, (int64_t)sizeof mine);
     for (int p = 0; p < S; p++) {
         room[p] = all[p * M_N + M_NALL];
         for (int c = 0; c < NCLS; c++) counts[p * NCLS + c] = all[p * M_N + c], room[p] -= all[p * M_N + c];
         any_fixed |= all[p * M_N + M_FIXED] != 0;
     }
-    double cost[NCLS];
-    os_loss_row_costs(L, cost);
     int nm = !any_fixed ? os_head_plan(counts, room, cost, S, mv) : 0;
     os_free(all), os_free(counts), os_free(room);
     return nm;
@@ -83,8 +82,8 @@ static msgs msgs_new(const exch *x, const int64_t *K, int64_t (*size)(const exch
 }
 static void msgs_free(msgs *g) { os_free(g->bytes), os_free(g->buf); }
 
-static exch exch_new(const os_loss *L, const os_loss_rows *r, int me, int S, const os_head_move *mv, int nm) {
-    exch x = {.r = r, .mv = mv, .nm = nm, .me = me, .S = S, .K1 = r->nterms, .dh = L->dh, .C = L->m->C};
+static exch exch_new(const os_loss_rows *r, int64_t C, int dh, int me, int S, const os_head_move *mv, int nm) {
+    exch x = {.r = r, .mv = mv, .nm = nm, .me = me, .S = S, .K1 = r->nterms, .dh = dh, .C = C};
     x.kout = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     x.kin = os_alloc(sizeof(int64_t) * (size_t)S, "head balance rows");
     for (int c = 0; c < NCLS; c++) x.ostart[c] = c ? x.ostart[c - 1] + r->cnt[c - 1] : 0, x.kept[c] = r->cnt[c];
@@ -246,47 +245,64 @@ static void take_back(const exch *x, const here_rows *H, msgs *in, const os_loss
     os_k->upload(r->sums, &acc, (int64_t)sizeof acc);
 }
 
-int64_t os_head_balance(os_loss *L, const os_loss_rows *r) {
+// the exchange between os_head_out and os_head_back: the plan, the rows messages (kept until the answers: the
+// uploads of here_fill read them) and the rows computed here
+struct os_head_exch {
+    exch x;
+    os_head_move *mv;
+    msgs out, in;
+    here_rows H;
+};
+
+os_head_exch *os_head_out(const os_loss_rows *r, const double cost[OS_LOSS_NCLS], int64_t cap, int64_t C, int dh,
+                          os_loss_rows *here) {
     OS_ASSERT(!r->owner);   // the micro-batch's own rows, one owner
     int S = comm_size();
-    os_head_move *mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
-    int nm = plan(L, r, S, mv);
-    if (!nm) {   // nothing moves: this rank's rows, as without balancing
-        os_free(mv);
-        os_loss_compute(L, r);
-        return 0;
-    }
-    exch x = exch_new(L, r, comm_rank(), S, mv, nm);
+    os_head_exch *e = os_alloc(sizeof *e, "head balance exchange");
+    e->mv = os_alloc(sizeof(os_head_move) * (size_t)OS_HEAD_MAX_MOVES(S), "head balance plan");
+    int nm = plan(r, cost, cap, S, e->mv);
+    e->x = exch_new(r, C, dh, comm_rank(), S, e->mv, nm);
+    *here = *r;   // nothing moves: this rank's rows, as without balancing
+    if (!nm) return e;
+    exch *x = &e->x;
     // the rows out
-    msgs out = msgs_new(&x, x.kout, rows_bytes, "head rows out"), in = msgs_new(&x, x.kin, rows_bytes, "head rows in");
+    e->out = msgs_new(x, x->kout, rows_bytes, "head rows out"), e->in = msgs_new(x, x->kin, rows_bytes, "head rows in");
     for (int p = 0; p < S; p++) {
-        int64_t K = x.kout[p];
+        int64_t K = x->kout[p];
         if (!K) continue;
         int64_t *list = os_alloc(sizeof(int64_t) * (size_t)K, "head moved rows");
-        rows_msg g = rows_at(&x, out.buf + out.off[p], K);
-        rows_to(&x, p, list);
-        rows_down(g.hn, r->hn, list, K, x.C);
+        rows_msg g = rows_at(x, e->out.buf + e->out.off[p], K);
+        rows_to(x, p, list);
+        rows_down(g.hn, r->hn, list, K, x->C);
         for (int64_t i = 0; i < K; i++)
-            for (int t = 0; t < x.K1; t++) g.y[t * K + i] = r->yh[t * r->ldy + list[i]];
-        memcpy(g.scale, r->scale, sizeof(float) * (size_t)x.K1);
+            for (int t = 0; t < x->K1; t++) g.y[t * K + i] = r->yh[t * r->ldy + list[i]];
+        memcpy(g.scale, r->scale, sizeof(float) * (size_t)x->K1);
         os_free(list);
     }
-    comm_alltoallv_bytes(out.buf, out.bytes, out.off, in.buf, in.bytes, in.off);
+    comm_alltoallv_bytes(e->out.buf, e->out.bytes, e->out.off, e->in.buf, e->in.bytes, e->in.off);
     // this rank's kept rows and the rows moved here, as one set of rows
-    here_rows H;
-    here_fill(&H, &x, r, &in);
-    os_loss_compute(L, &H.r);
-    // the answers travel as host messages: the balanced loss's one wait for its kernels
-    os_k->download(H.sums, H.dsums, (int64_t)sizeof(os_loss_sums) * S);
-    // the answers back
-    msgs_free(&out), msgs_free(&in);
-    out = msgs_new(&x, x.kin, back_bytes, "head answers out"), in = msgs_new(&x, x.kout, back_bytes, "head answers in");
-    pack_back(&x, &H, &out);
-    comm_alltoallv_bytes(out.buf, out.bytes, out.off, in.buf, in.bytes, in.off);
-    take_back(&x, &H, &in, r);
+    here_fill(&e->H, x, r, &e->in);
+    *here = e->H.r;
+    return e;
+}
+
+int64_t os_head_back(os_head_exch *e) {
+    exch *x = &e->x;
+    int S = x->S;
     int64_t moved = 0;
-    for (int p = 0; p < S; p++) moved += x.kout[p];
-    msgs_free(&out), msgs_free(&in), here_free(&H);
-    os_free(x.kout), os_free(x.kin), os_free(mv);
+    if (x->nm) {
+        here_rows *H = &e->H;
+        // the answers travel as host messages: the balanced loss's one wait for its kernels
+        os_k->download(H->sums, H->dsums, (int64_t)sizeof(os_loss_sums) * S);
+        // the answers back
+        msgs_free(&e->out), msgs_free(&e->in);
+        msgs out = msgs_new(x, x->kin, back_bytes, "head answers out"), in = msgs_new(x, x->kout, back_bytes, "head answers in");
+        pack_back(x, H, &out);
+        comm_alltoallv_bytes(out.buf, out.bytes, out.off, in.buf, in.bytes, in.off);
+        take_back(x, H, &in, x->r);
+        for (int p = 0; p < S; p++) moved += x->kout[p];
+        msgs_free(&out), msgs_free(&in), here_free(H);
+    }
+    os_free(x->kout), os_free(x->kin), os_free(e->mv), os_free(e);
     return moved;
 }

@@ -142,7 +142,7 @@ int64_t os_plan_bf16(const os_model *m, int64_t B, int64_t L, int esz) {
         const os_registry *r = &m->reg;
         for (int i = 0; i < r->np; i++)
             if (r->p[i].gemm && r->p[i].numel > widened) widened = r->p[i].numel;
-        widened += os_loss_stash_rows(m, n) * m->V;
+        widened += os_acts_stash_rows(m, n) * m->V;
     }
     return esz * (a + b) + 4 * widened;   // bf16 copies (oneDNN, esz 2) or fp32 ones holding the rounded values (sgemm, 4)
 }

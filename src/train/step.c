@@ -91,14 +91,20 @@ void os_train_micro(os_trainer *t, const os_batch *b, float dscale, os_step_stat
     if (t->speech) os_speech_fwd(t->speech, &w);   // encoder + projector, on every rank (fixed schedule)
     os_model_forward(t->acts, &in, &w, &o);
     os_ops_count_phase(OS_PHASE_LOSS);
-    // the loss over the final norm's output; its rows computed here or, balanced, beside other ranks' rows (the
-    // ranks' exchange around it: train/head_balance.h, --head_balance)
+    // the loss over the final norm's output; its rows computed here or, balanced (--head_balance), beside other
+    // ranks' rows: the ranks' exchange is two steps of its own around the compute (train/head_balance.h)
     os_loss *L = &t->acts->loss;
     os_loss_rows r;
     os_loss_open(L, &w, o.grads, N, below, t->dump_logits);
     os_loss_targets(L, b->labels, b->B, b->R, b->L, dscale, t->acts->hn, t->acts->dhn, &r);
-    if (comm_size() > 1 && t->head_balance) st->head_moved = os_head_balance(L, &r);
-    else os_loss_compute(L, &r);
+    if (comm_size() > 1 && t->head_balance) {
+        double cost[OS_LOSS_NCLS];
+        os_loss_row_costs(L, cost);
+        os_loss_rows here;   // this rank's kept rows and those moved to it
+        os_head_exch *x = os_head_out(&r, cost, N, m->C, L->dh, &here);
+        os_loss_compute(L, &here);
+        st->head_moved = os_head_back(x);   // the moved rows' sums and dL/dhn back at r
+    } else os_loss_compute(L, &r);
     os_loss_close(L, &w, o.grads, t->acts->dhn);
     os_ops_count_phase(OS_PHASE_BACKWARD);
     if (below) {
