@@ -246,9 +246,9 @@ def test_head_chunks_and_stash(long_rows, path):
 
 def test_gemm_times_table(setup):
     """OMNISHARD_GEMM_TIMES=1 prints the products per shape at exit (src/kernels/gemm_times.c): here the head's
-    (rows N = 2 x 16, V = 192 + 80, C = 64) with the operand kinds of the bf16 stash and of lm_head's bf16 copy (the
-    runtime's, read as bf16 data: rounded ahead), and the narrower products of the rows with audio targets only;
-    another value is named"""
+    (rows N = 2 x 16, V = 192 + 80, C = 64) with the operand kinds of the bf16 stash, of hn's rows rounded once as the
+    loss starts (lm_head trains: its two products read them) and of lm_head's bf16 copy (the runtime's, read as bf16
+    data: rounded ahead), and the narrower products of the rows with audio targets only; another value is named"""
     import re
     env = dict(os.environ, OMNISHARD_GEMM_TIMES="1", OMNISHARD_BF16_GEMM="sgemm")
     def args(out):
@@ -262,14 +262,14 @@ def test_gemm_times_table(setup):
 
     def kinds(op, shape):   # the operand kinds of the products op with M x N x K matching shape (None: any)
         return {r[5] for r in rows if r[0] == op and all(x is None or x == y for x, y in zip(shape, r[1:4]))}
-    assert kinds("NT", (None, 272, 64)) == {"bf16 b rounded"}, p.stderr      # logits = hn W^T, W rounded ahead
+    assert kinds("NT", (None, 272, 64)) == {"bf16 a, b rounded"}, p.stderr   # logits = hn W^T, hn and W rounded ahead
     assert kinds("NN", (None, 64, 272)) == {"bf16 a, b rounded"}, p.stderr   # dhn from the stash and W
-    assert kinds("TN", (272, 64, None)) == {"bf16 a rounded"}, p.stderr   # lm_head's dW from the stash
+    assert kinds("TN", (272, 64, None)) == {"bf16 a, b rounded"}, p.stderr   # lm_head's dW from the stash and hn
     assert kinds("TN", (240, 80, None)) == {"bf16 a, b rounded"}, p.stderr   # the adapter's dWa
     # the rows with an audio target only (2 of the 22 with a target here; src/model/loss.c, row classes): their
     # logits are the 80 audio columns, and so are their dhn and lm_head dW products
-    assert kinds("NT", (2, 80, 64)) == {"bf16 b rounded"} and kinds("NN", (2, 64, 80)) == {"bf16 a, b rounded"}, p.stderr
-    assert kinds("TN", (80, 64, 2)) == {"bf16 a rounded"} and kinds("NT", (20, 272, 64)) == {"bf16 b rounded"}, p.stderr
+    assert kinds("NT", (2, 80, 64)) == {"bf16 a, b rounded"} and kinds("NN", (2, 64, 80)) == {"bf16 a, b rounded"}, p.stderr
+    assert kinds("TN", (80, 64, 2)) == {"bf16 a, b rounded"} and kinds("NT", (20, 272, 64)) == {"bf16 a, b rounded"}, p.stderr
     assert rows and all(r[4] > 0 for r in rows)
     env["OMNISHARD_GEMM_TIMES"] = "yes"
     p = subprocess.run(args("times2"), capture_output=True, text=True, timeout=120, env=env)

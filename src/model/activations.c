@@ -114,6 +114,8 @@ static void table(const os_model *m, const os_act_shape *s, layout *lo) {
     h->st_cap = sr;   // the loss's stash capacity, as laid out here
     put(lo, OS_ACT_HEAD, &h->dls, (sr * V * e + 3) / 4);   // in 4-byte units
     put(lo, OS_ACT_HEAD, &h->als, ad ? (sr * G * A * e + 3) / 4 : 0), put(lo, OS_ACT_HEAD, &h->ain, ad ? (sr * A * e + 3) / 4 : 0);
+    int64_t hr = tr && e && m->reg.b[m->b_head].trainable;   // hn's rows rounded once (model/loss.h hnh)
+    put(lo, OS_ACT_HEAD, &h->hnh, hr * (N * C * e + 3) / 4);
     // GRAD
     put(lo, OS_ACT_GRAD, &a->dx, tr * N * C);
     lo->sz->total = lo->off;

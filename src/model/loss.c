@@ -157,7 +157,7 @@ static void stash_flush(os_loss *L, const os_loss_rows *r, int64_t c0, int64_t c
     if (L->dh) mm(os_matf(r->dhn + L->st_first * C, n, C, C), dls, os_tensor_rows(L->lm_head, c0, w), 0.0f);
     if (L->dlm_head && d0 < c1)
         mm(os_matf(L->dlm_head + d0 * C, c1 - d0, C, C), os_tensor_t(os_tensor_cols(dls, d0 - c0, c1 - d0)),
-           os_matf(r->hn + L->st_first * C, n, C, C), 1.0f);
+           os_tensor_rows(L->hv, L->st_first, n), 1.0f);
     if (L->dadapter_w && c1 > m->oc.text_vocab)
         mm(os_matf(L->dadapter_w, GA, A, A), os_tensor_t(os_mat(L->als, OS_BF16, n, GA, GA)),
            os_mat(L->ain, OS_BF16, n, A, A), 1.0f);
@@ -224,10 +224,10 @@ static void chunk(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, int6
     float *dW = L->dlm_head;
     int64_t C = m->C, V = m->V, T = m->oc.text_vocab, w = c1 - c0;
     int text = c0 == 0, audio = c1 > T && m->oc.G > 0;
-    const float *hr = r->hn + r0 * C;
+    os_tensor hr = os_tensor_rows(L->hv, r0, n);
     float *lg = L->logits, *la = lg + (T - c0);   // la: the audio columns (c0 <= T)
     os_tensor Wc = os_tensor_rows(W, c0, w), lgc = os_matf(lg, n, w, V);   // W[c0:c1], logits[n, c0:c1]
-    mm(lgc, os_matf(hr, n, C, C), os_tensor_t(Wc), 0.0f);
+    mm(lgc, hr, os_tensor_t(Wc), 0.0f);
     if (L->dump) os_k->download(L->dump + r0 * V, lg, (int64_t)sizeof(float) * n * V);   // every row and column (w = V)
     if (!r->nterms) return;
     if (text) xent(r, 0, lg, V, r0, n, T);
@@ -244,8 +244,7 @@ static void chunk(os_loss *L, const os_loss_rows *r, int64_t r0, int64_t n, int6
     int64_t d0 = L->row0 > c0 ? L->row0 : c0;
     if (L->dh) mm(os_matf(r->dhn + r0 * C, n, C, C), lgc, Wc, 0.0f);
     if (dW && d0 < c1)
-        mm(os_matf(dW + d0 * C, c1 - d0, C, C), os_tensor_t(os_tensor_cols(lgc, d0 - c0, c1 - d0)),
-           os_matf(hr, n, C, C), 1.0f);
+        mm(os_matf(dW + d0 * C, c1 - d0, C, C), os_tensor_t(os_tensor_cols(lgc, d0 - c0, c1 - d0)), hr, 1.0f);
 }
 
 // the rows of the next of k equal chunks over `left` rows (0 when k = 0)
@@ -257,9 +256,17 @@ void os_loss_compute(os_loss *L, const os_loss_rows *r) {
     // activations only then, st_cap rows for the micro-batch's), the weight gradients one product per stash
     L->st_e = L->train && r->nterms && L->dls ? 2 : 0;
     L->st_n = 0;
-    int64_t n = 0, r0 = 0;
+    int64_t n = 0, r0 = 0, C = m->C;
     for (int c = 0; c < OS_LOSS_NCLS; c++) n += r->cnt[c];
     if (n > L->N) n = L->N;
+    // the rows' hn: read by the logits and the lm_head weight-gradient products; with both (bf16, lm_head trained)
+    // rounded once into hnh (bf16) and read there
+    L->hv = os_matf(r->hn, n, C, C);
+    if (L->st_e && L->hnh && L->dlm_head && n > 0) {
+        os_tensor h = os_mat(L->hnh, OS_BF16, n, C, C);
+        os_k->cast(h, L->hv);
+        L->hv = h;
+    }
     int64_t rows = n > 0 ? k_xent_chunk_rows(m->V, n, m->logits_rows) : 1;
     for (int c = 0; c < OS_LOSS_NCLS; c++) {
         int64_t left = r->cnt[c], c0, c1;

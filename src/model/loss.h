@@ -19,7 +19,8 @@
 //   os_loss_read      the sums and correct counts to the host: waits for the loss's kernels
 // bf16 training (the backend's products round their inputs, os_k->bf16): each chunk's dlogits (and the adapter's
 // output gradient and input) are rounded once into the stash, stored as bf16, and the products that read them run
-// once over the stash's rows (up to OS_LOSS_STASH_K), not once per chunk.
+// once over the stash's rows (up to OS_LOSS_STASH_K), not once per chunk; with lm_head trained, the rows' hn is
+// rounded once (hnh) for its two products, the logits and lm_head's weight gradient.
 #pragma once
 #include "model/omni.h"
 #include "model/weights.h"
@@ -82,9 +83,12 @@ typedef struct {
     // [srows, A] (adapter input), else NULL. sums: the loss sums on the backend's memory (the cross-entropy adds into
     // them), allocated with the activations (os_acts_init); yh: y's copy on the host (the targets are made, ordered
     // and classed there, then uploaded)
+    // hnh [N, C]: under bf16 training with lm_head trained, the computed rows of hn rounded once (cast) as
+    // os_loss_compute starts, read by the logits and lm_head weight-gradient products (else NULL: they read hn)
     float *logits, *al;
     int32_t *y, *yh;
-    void *dls, *als, *ain;
+    void *dls, *als, *ain, *hnh;
+    os_tensor hv;              // the rows' hn as the products read it (os_loss_compute: r->hn, or hnh's rows)
     os_loss_sums *sums;
 } os_loss;
 
