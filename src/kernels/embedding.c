@@ -18,17 +18,20 @@ void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int64_t
     }
 }
 
-// each distinct table row ids[k] is one thread's (rows of one id may be many: dynamic), its dout rows added in the
-// list's order
+// each (distinct table row ids[k], block of columns) is one thread's, its dout rows added in the list's order (a
+// frequent id, e.g. a padding token, is spread over the threads by its columns; its rows may be many: dynamic)
 void k_embedding_bwd(float *dtable, const int32_t *ids, const int32_t *start, const int32_t *rows, const float *dout,
                      int64_t n, int64_t C, float scale) {
+    enum { BLK = 64 };
+    int64_t nb = (C + BLK - 1) / BLK;
     if (!dtable) return;
-#pragma omp parallel for schedule(dynamic, 16) if (n > 0 && start[n] * C >= K_PAR_MIN)
-    for (int64_t k = 0; k < n; k++) {
+#pragma omp parallel for schedule(dynamic, 8) if (n > 0 && start[n] * C >= K_PAR_MIN)
+    for (int64_t kb = 0; kb < n * nb; kb++) {
+        int64_t k = kb / nb, c0 = kb % nb * BLK, c1 = c0 + BLK < C ? c0 + BLK : C;
         float *d = dtable + (int64_t)ids[k] * C;
         for (int64_t j = start[k]; j < start[k + 1]; j++) {
             const float *g = dout + (int64_t)rows[j] * C;
-            for (int64_t c = 0; c < C; c++) d[c] += scale * g[c];
+            for (int64_t c = c0; c < c1; c++) d[c] += scale * g[c];
         }
     }
 }

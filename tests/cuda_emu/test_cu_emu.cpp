@@ -238,9 +238,10 @@ static void test_adamw(void) {
     CHECK(same(p1, p2) && same(g1, g2) && same(m1, m2) && same(v1, v2), "adamw equals k_adamw bit for bit");
 }
 
-// ids [B, R, L] (ids repeated within and across rows); the backward's list grouped by table row (os_ids_group)
-static void test_embedding(void) {
-    int64_t B = 3, R = 4, L = 25, N = B * R * L, C = 5, V = 40;
+// ids [B, R, L] (ids repeated within and across rows); the backward's list grouped by table row (os_ids_group);
+// C above CU_THREADS: a table row's columns over several blocks
+static void test_embedding(int64_t B, int64_t R, int64_t L, int64_t C) {
+    int64_t N = B * R * L, V = 40;
     std::vector<int32_t> ids(N), uniq(N), start(N + 1), rows(N);
     for (int64_t n = 0; n < N; n++) ids[n] = n % 4 == 1 ? 7 : (int32_t)((n * n + 1) % V);
     vec tab = rnd(V * C, 8), o1 = rnd(B * L * C, 9), o2 = o1, dout = rnd(B * L * C, 10);
@@ -607,7 +608,8 @@ int main(void) {
     test_diverged_warp();
     test_elementwise();
     test_adamw();
-    test_embedding();
+    test_embedding(3, 4, 25, 5);
+    test_embedding(1, 2, 20, 300);
     test_rows();
     test_rope();
     test_norms();

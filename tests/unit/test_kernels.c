@@ -452,7 +452,7 @@ static void test_embedding_fwd(void) {
 // the backward grouped by table row adds each element's terms in the positions' order: the same bits as the plain
 // loop over the positions (ids repeated often)
 static void test_embedding_bwd_order(void) {
-    enum { N = 700, C = 5, V = 50 };
+    enum { N = 700, C = 130, V = 50 };   // C: 3 column blocks
     int32_t *ids = (int32_t *)fa(N), *uniq = (int32_t *)fa(N), *start = (int32_t *)fa(N + 1), *rows = (int32_t *)fa(N);
     for (int64_t n = 0; n < N; n++) ids[n] = n % 3 == 0 ? 1 : (int32_t)((n * n + 3) % V);
     float *dout = rnd(N * C, 21, -1, 1), *want = rnd(V * C, 22, -1, 1), *got = dup(want, V * C);
@@ -461,7 +461,7 @@ static void test_embedding_bwd_order(void) {
     int64_t nu = embedding_groups(ids, N, N, uniq, start, rows);
     k_embedding_bwd(got, uniq, start, rows, dout, nu, C, 0.75f);
     check("embedding backward grouped by table row: the positions' order", memcmp(got, want, sizeof(float) * V * C) == 0,
-          "differs from the loop over the positions");
+          "bitwise against the loop over the positions (N %d, C %d)", N, C);
     pool_free();
 }
 
