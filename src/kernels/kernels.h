@@ -11,9 +11,16 @@
 #include <stdint.h>
 
 // k_<member>(its arguments), for every member of the device seam the CPU backend runs as k_<member> (the list's
-// CPU column K: k_matmul, k_add, ...); their shapes and rules are written here and at their lines there
+// CPU column K or KB: k_matmul, k_add, ...), and k_<member>_prec(int bf16, its arguments) for the members whose
+// products take a precision (KB: k_matmul_prec, ...; see "precision" below); their shapes and rules are written
+// here and at their lines there. A K member's k_<member>_prec names a type, so a kernel file that defines a
+// precision variant for a member whose line says K does not compile ("redeclared as different kind of symbol"):
+// its line must say KB, or the CPU backend opened in bf16 would run it in fp32
 #define K_DECLARE(name, R, GUARD, CPU, ...) K_DECLARE_##CPU(name, R, __VA_ARGS__)
-#define K_DECLARE_K(name, R, ...) OS_T(R) k_##name(OS_PARAMS(__VA_ARGS__));
+#define K_DECLARE_K(name, R, ...) OS_T(R) k_##name(OS_PARAMS(__VA_ARGS__)); typedef int k_##name##_prec;
+#define K_DECLARE_KB(name, R, ...)                                                                                    \
+    OS_T(R) k_##name(OS_PARAMS(__VA_ARGS__));                                                                         \
+    OS_T(R) k_##name##_prec(int bf16, OS_PARAMS(__VA_ARGS__));
 #define K_DECLARE_OWN(name, R, ...)
 OS_OPS_LIST(K_DECLARE)
 
@@ -21,7 +28,8 @@ OS_OPS_LIST(K_DECLARE)
 // The kernels that multiply matrices take the precision of their products as an argument (the *_prec variants;
 // the plain names are fp32): bf16 1 rounds each product's fp32 operands to bf16 (round to nearest even, as
 // PyTorch's .to(torch.bfloat16)) and accumulates in fp32 (bf16 mixed precision, gemm_bf16.c). The CPU backend
-// opened in bf16 (os_ops_cpu_open(1), kernels/ops.h) passes 1 from each of its members; nothing else sets it.
+// opened in bf16 (os_ops_cpu_open(1), kernels/ops.h) passes 1 from each of its members; nothing else sets it. The
+// seam's members with a *_prec variant are those whose list line's CPU column is KB (declared from the list).
 
 // ---- linear (BLAS sgemm), fp32: the CPU's functions, not the seam's (its callers use matmul) ----
 // out[N,O] = inp[N,I] @ w[O,I]^T + bias[O] (bias may be NULL)
@@ -66,8 +74,7 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
 // c with NULL data: no product (the dbias sums only). Sizes of 0 are allowed. A view of another shape or with no
 // unit stride stops the program naming it (a caller's error).
 // k_matmul(...): declared from the seam's list (kernels/ops_list.h)
-void k_matmul_prec(int bf16, os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias,
-                   os_tensor dbias);
+// k_matmul_prec(int bf16, ...): declared from the seam's list (KB)
 // the product's dimensions and its operands as BLAS reads them (trans, row stride), from views checked as k_matmul
 // checks them (shared with the CUDA backend's matmul)
 typedef struct {
@@ -114,15 +121,12 @@ void k_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const
 // probabilities and a zero output). scale = 1/sqrt(D).
 // k_attention_stats_floats(...): declared from the seam's list (kernels/ops_list.h)
 // k_attention_fwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_attention_fwd_prec(int bf16, float *out, float *att, const float *q, const float *k, const float *v,
-                          const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
-                          int64_t KH, int64_t D);
+// k_attention_fwd_prec(int bf16, ...): declared from the seam's list (KB)
 // Inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]
 // (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t
 // (causal, no padding). out[B,T,H,D]. No probabilities are kept (forward only). scale = 1/sqrt(D).
 // k_attention_cached_fwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_attention_cached_fwd_prec(int bf16, float *out, const float *q, const float *kc, const float *vc, int64_t B,
-                                 int64_t T, int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D);
+// k_attention_cached_fwd_prec(int bf16, ...): declared from the seam's list (KB)
 // dq[B,T,H,D], dk[B,T,KH,D], dv[B,T,KH,D] accumulate (acc 1; acc 0: zeroed first), from the forward's att and the
 // same seg (out, keymask and causal are taken for the seam's sake: the probabilities carry their masks). Scratch:
 // K_ATTN_BQ * T floats per thread in use.
@@ -130,10 +134,7 @@ enum { K_ATTN_BQ = 128 };
 // elementwise kernels run on one thread below this many elements (an OpenMP fork/join costs more than the work)
 enum { K_PAR_MIN = 1 << 15 };   // query rows per block (keys a block cannot see are skipped; see attention.c)
 // k_attention_bwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_attention_bwd_prec(int bf16, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                          const float *k, const float *v, const float *out, const float *att, const uint8_t *keymask,
-                          const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D,
-                          int acc);
+// k_attention_bwd_prec(int bf16, ...): declared from the seam's list (KB)
 
 // ---- activations ----
 // SwiGLU: out[N] = silu(gate[N]) * up[N], silu(x) = x / (1 + exp(-x))
@@ -157,8 +158,7 @@ void k_relu_bwd(float *dinp, const float *dout, const float *inp, int64_t N);
 // inp[Cin, Tin], w[Cout, Cin, K], b[Cout] -> out[Cout, Tout], Tout = (Tin + 2*pad - K) / stride + 1,
 // out[o,t] = b[o] + sum_{i,k} w[o,i,k] * inp[i, stride*t + k - pad] (zero outside)
 // k_conv1d_fwd(...): declared from the seam's list (kernels/ops_list.h)
-void k_conv1d_fwd_prec(int bf16, float *out, const float *inp, const float *w, const float *b, int64_t Cin,
-                       int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad);
+// k_conv1d_fwd_prec(int bf16, ...): declared from the seam's list (KB)
 
 // ---- softmax cross-entropy on a chunk of rows, fused forward + backward ----
 // logits[N, V] with row stride ld (>= V) is OVERWRITTEN by dscale * dloss/dlogits (softmax - onehot) for rows

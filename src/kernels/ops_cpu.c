@@ -1,6 +1,6 @@
 // The CPU backend of the device seam (kernels/ops.h): the kernels of kernels.h on host memory. The table is made
-// from the seam's list (kernels/ops_list.h): k_<member> for the members whose CPU column is K, cpu_<member> below
-// for the others.
+// from the seam's list (kernels/ops_list.h): k_<member> for the members whose CPU column is K or KB, cpu_<member>
+// below for the others; opened in bf16, k_<member>_prec(1, ...) for the KB members.
 #include "kernels/ops.h"
 #include "core/alloc.h"
 #include "kernels/kernels.h"
@@ -25,6 +25,7 @@ static void cpu_copy(float *dst, const float *src, int64_t n) { memcpy(dst, src,
 
 #define CPU_FILL(name, R, GUARD, CPU, ...) .name = OS_CAT(OS_CAT(cpu_fill_, CPU)(name), name),
 #define cpu_fill_K(name) k_
+#define cpu_fill_KB(name) k_
 #define cpu_fill_OWN(name) cpu_
 const os_ops os_ops_cpu = {
     .name = "cpu",
@@ -33,35 +34,25 @@ const os_ops os_ops_cpu = {
     OS_OPS_LIST(CPU_FILL)
 };
 
-// ---- bf16 mixed precision: the same table, its products rounding (the kernels' *_prec variants with bf16 1) ----
-static void matmul16(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
-    k_matmul_prec(1, c, a, b, alpha, beta, bias, dbias);
-}
-static void attention_fwd16(float *out, float *stats, const float *q, const float *k, const float *v,
-                            const uint8_t *keymask, const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H,
-                            int64_t KH, int64_t D) {
-    k_attention_fwd_prec(1, out, stats, q, k, v, keymask, seg, causal, B, T, H, KH, D);
-}
-static void attention_bwd16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                            const float *v, const float *out, const float *stats, const uint8_t *keymask,
-                            const int32_t *seg, int causal, int64_t B, int64_t T, int64_t H, int64_t KH, int64_t D,
-                            int acc) {
-    k_attention_bwd_prec(1, dq, dk, dv, dout, q, k, v, out, stats, keymask, seg, causal, B, T, H, KH, D, acc);
-}
-static void attention_cached_fwd16(float *out, const float *q, const float *kc, const float *vc, int64_t B, int64_t T,
-                                   int64_t p0, int64_t S, int64_t H, int64_t KH, int64_t D) {
-    k_attention_cached_fwd_prec(1, out, q, kc, vc, B, T, p0, S, H, KH, D);
-}
-static void conv1d_fwd16(float *out, const float *inp, const float *w, const float *b, int64_t Cin, int64_t Tin,
-                         int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
-    k_conv1d_fwd_prec(1, out, inp, w, b, Cin, Tin, Cout, K, stride, pad);
-}
+// ---- bf16 mixed precision: the same table, its products rounding: for every member whose list line's CPU column
+// is KB, bf16_<name> runs the kernel's *_prec variant with bf16 1 (a KB member without k_<name>_prec does not
+// link) ----
+#define CPU_BF16(name, R, GUARD, CPU, ...) OS_CAT(cpu_bf16_, CPU)(name, R, __VA_ARGS__)
+#define cpu_bf16_K(...)
+#define cpu_bf16_OWN(...)
+#define cpu_bf16_KB(name, R, ...)                                                                                     \
+    static OS_T(R) bf16_##name(OS_PARAMS(__VA_ARGS__)) { OS_RETURN(R, k_##name##_prec(1, OS_ARGS(__VA_ARGS__))) }
+OS_OPS_LIST(CPU_BF16)
 
+#define CPU_FILL_BF16(name, R, GUARD, CPU, ...) OS_CAT(cpu_fill_bf16_, CPU)(name)
+#define cpu_fill_bf16_K(name)
+#define cpu_fill_bf16_OWN(name)
+#define cpu_fill_bf16_KB(name) g_bf16.name = bf16_##name;
 static os_ops g_bf16;
 static void fill_bf16(void) {
     g_bf16 = os_ops_cpu;
-    g_bf16.name = "cpu", g_bf16.bf16 = 1, g_bf16.matmul = matmul16, g_bf16.attention_fwd = attention_fwd16, g_bf16.attention_bwd = attention_bwd16;
-    g_bf16.attention_cached_fwd = attention_cached_fwd16, g_bf16.conv1d_fwd = conv1d_fwd16;
+    g_bf16.bf16 = 1;
+    OS_OPS_LIST(CPU_FILL_BF16)
 }
 
 const os_ops *os_ops_cpu_open(int bf16) {

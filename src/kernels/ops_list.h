@@ -10,7 +10,10 @@
 //   ASK   answers the host from its arguments, reads no buffer: run at once (the CPU's member)
 //   RUN   a kernel: recorded, run in order at the synchronisation points with its buffers opened
 //   OWN   as RUN, running ops_guard_queue.c's own_<name> (a member whose run the guard adds to)
-// CPU: K: the CPU backend runs k_<name>, declared by kernels.h from this line; OWN: ops_cpu.c's cpu_<name>.
+// CPU: K: the CPU backend runs k_<name>, declared by kernels.h from this line; KB: as K, and the member multiplies
+// matrices, so its precision matters: kernels.h also declares k_<name>_prec(int bf16, <the same arguments>) and the
+// CPU backend opened in bf16 (os_ops_cpu_open(1)) runs k_<name>_prec(1, ...) (a KB member without it does not link;
+// a member with a product written K would run fp32 in bf16 mode: mark it KB); OWN: ops_cpu.c's cpu_<name>.
 // The CUDA backend runs cu_<name> for every member but MEM (cu_ops.h declares them from this line; matmul and cast
 // in cu_gemm.c, the others in src/cuda/*.cu).
 // An argument is (P, type, name): a pointer, the backend's memory or NULL (the guard opens it for the call; strict:
@@ -22,8 +25,9 @@
 // accumulates into its gradients, or where it has an acc argument, when acc is 1; B batch, T time, C channels, H heads, KH key/value heads, D head dim, V vocab,
 // N rows). Reductions (xent_fwd_bwd, sumsq, first_nonfinite) write scalars on the backend's memory, never return
 // them: the host reads them with download.
-// Adding an op: one line here, its CPU kernel k_<name> (src/kernels/<op>.c), its CUDA kernel cu_<name>
-// (src/cuda/cu_<op>.cu), and its check in op_compare (the build's coverage test names a member without one).
+// Adding an op: one line here, its CPU kernel k_<name> (src/kernels/<op>.c; KB: k_<name>_prec too), its CUDA kernel
+// cu_<name> (src/cuda/cu_<op>.cu), and its check in op_compare (the build's coverage test names a member without
+// one): docs/design.md "Adding an op".
 #pragma once
 #include "core/tensor.h"
 #include <stdint.h>
@@ -49,7 +53,7 @@
     /* a matrix product on typed views (core/tensor.h), k_matmul's definition (kernels.h): c = alpha * a @ b +    */  \
     /* beta * c, operands fp32 or bf16, fp32 accumulation, c fp32 or bf16; bias (fp32 [N], rows start from it)    */  \
     /* and dbias (fp32 [M] += row sums of a: a linear layer's bias gradient) optional (os_tensor_none())          */  \
-    X(matmul, VOID, RUN, K, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),              \
+    X(matmul, VOID, RUN, KB, (T, os_tensor, c), (T, os_tensor, a), (T, os_tensor, b), (V, float, alpha),             \
       (V, float, beta), (T, os_tensor, bias), (T, os_tensor, dbias))                                                  \
     /* dst = src element by element, converted: views of one shape (a vector, or a row-major matrix: stride[1] 1), */ \
     /* each fp32 or bf16 (fp32 -> bf16 rounds to nearest even, k_bf16_round; bf16 -> fp32 is exact; one dtype    */  \
@@ -79,17 +83,17 @@
     /* overwritten (acc 0: the bits of zeroing them and accumulating; nothing is read from them), from the        */  \
     /* forward's out, stats, keymask, seg and causal                                                              */  \
     X(attention_stats_floats, I64, ASK, K, (V, int64_t, B), (V, int64_t, T), (V, int64_t, H))                         \
-    X(attention_fwd, VOID, RUN, K, (P, float *, out), (P, float *, stats), (P, const float *, q),                    \
+    X(attention_fwd, VOID, RUN, KB, (P, float *, out), (P, float *, stats), (P, const float *, q),                   \
       (P, const float *, k), (P, const float *, v), (P, const uint8_t *, keymask), (P, const int32_t *, seg),       \
       (V, int, causal), (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D))         \
-    X(attention_bwd, VOID, RUN, K, (P, float *, dq), (P, float *, dk), (P, float *, dv), (P, const float *, dout),    \
+    X(attention_bwd, VOID, RUN, KB, (P, float *, dq), (P, float *, dk), (P, float *, dv), (P, const float *, dout),   \
       (P, const float *, q), (P, const float *, k), (P, const float *, v), (P, const float *, out),                 \
       (P, const float *, stats), (P, const uint8_t *, keymask), (P, const int32_t *, seg), (V, int, causal),        \
       (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D), (V, int, acc))             \
     /* inference with a KV cache: queries q[B,T,H,D] at positions p0..p0+T-1 over keys/values kc, vc [B,S,KH,D]   */  \
     /* (S >= p0+T: the cache's capacity, positions-major) holding positions 0..p0+T-1; query t sees keys 0..p0+t  */  \
     /* (causal, no padding). out[B,T,H,D]; nothing kept for a backward                                            */  \
-    X(attention_cached_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, q), (P, const float *, kc),           \
+    X(attention_cached_fwd, VOID, RUN, KB, (P, float *, out), (P, const float *, q), (P, const float *, kc),          \
       (P, const float *, vc), (V, int64_t, B), (V, int64_t, T), (V, int64_t, p0), (V, int64_t, S), (V, int64_t, H),  \
       (V, int64_t, KH), (V, int64_t, D))                                                                              \
     /* ---- norms ----                                                                                            */  \
@@ -146,7 +150,7 @@
     /* conv1d (Whisper front, forward only; cross-correlation like PyTorch): inp[Cin, Tin], w[Cout, Cin, K],      */  \
     /* b[Cout] -> out[Cout, Tout], Tout = (Tin + 2*pad - K) / stride + 1,                                         */  \
     /* out[o,t] = b[o] + sum_{i,k} w[o,i,k] * inp[i, stride*t + k - pad] (zero outside)                           */  \
-    X(conv1d_fwd, VOID, RUN, K, (P, float *, out), (P, const float *, inp), (P, const float *, w),                   \
+    X(conv1d_fwd, VOID, RUN, KB, (P, float *, out), (P, const float *, inp), (P, const float *, w),                  \
       (P, const float *, b), (V, int64_t, Cin), (V, int64_t, Tin), (V, int64_t, Cout), (V, int64_t, K),             \
       (V, int64_t, stride), (V, int64_t, pad))                                                                        \
     /* ---- softmax cross-entropy on a chunk of rows, fused forward + backward (kernels.h k_xent_fwd_bwd):        */  \
