@@ -28,7 +28,7 @@ static void lora_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, in
 
 // dy: gradient of module t's output; dx += its LoRA part
 static void lora_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const os_layer_grads *g, int t,
-                     os_tensor x, const os_layer_act *a, const float *dy, float *dx) {
+                     os_tensor x, const os_layer_act *a, os_tensor dy, float *dx) {
     os_lora_op op;
     if (lora_op(c, l, w, t, &op))
         os_lora_bwd(&op, x, w->lora_a[t], w->lora_b[t], lora_u(a, t, op.N, op.r), dy, c->lora_du, g->lora_a[t],
@@ -128,16 +128,24 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_tensor act = stored(a->act, a->acth, N, F, 0);
     // MLP: y = h + down(act)
     os_linear_bwd_set_t(c->dact, g->down, NULL, dx, act, w->down, N, F, C);
-    lora_bwd(c, l, w, g, OS_LORA_DOWN, act, a, dx, c->dact);
+    lora_bwd(c, l, w, g, OS_LORA_DOWN, act, a, os_matf(dx, N, C, C), c->dact);
     os_k->swiglu_bwd(c->dgate, c->dup, c->dact, a->gate, a->up, N * F, 0);
-    os_linear_bwd_set_t(c->dln, g->gate, NULL, c->dgate, ln2, w->gate, N, C, F);
-    os_linear_bwd_t(c->dln, g->up, NULL, c->dup, ln2, w->up, N, C, F);
-    lora_bwd(c, l, w, g, OS_LORA_GATE, ln2, a, c->dgate, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_UP, ln2, a, c->dup, c->dln);
+    // dgate and dup [N, F]: read by products only (gate/up input and weight gradients, their LoRA's dB and du), so
+    // under bf16 rounded once (cast) into bf16 stores in dact's memory (free now: 2 x 2NF bytes = its 4NF)
+    os_tensor dgate = os_matf(c->dgate, N, F, F), dup = os_matf(c->dup, N, F, F);
+    if (os_k->bf16) {
+        os_tensor hg = os_mat(c->dact, OS_BF16, N, F, F), hu = os_mat((uint16_t *)(void *)c->dact + N * F, OS_BF16, N, F, F);
+        os_k->cast(hg, dgate), os_k->cast(hu, dup);
+        dgate = hg, dup = hu;
+    }
+    os_linear_bwd_v(0.0f, c->dln, g->gate, dgate, ln2, w->gate, C);
+    os_linear_bwd_v(1.0f, c->dln, g->up, dup, ln2, w->up, C);
+    lora_bwd(c, l, w, g, OS_LORA_GATE, ln2, a, dgate, c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_UP, ln2, a, dup, c->dln);
     os_k->rmsnorm_bwd(dx, g->ln2, c->dln, a->h, w->ln2.data, a->rstd2, N, C);   // dx = dL/dh
     // attention: h = x + o_proj(attn)
     os_linear_bwd_set(c->dao, g->o_w, NULL, dx, a->ao, w->o_w, N, H * D, C);
-    lora_bwd(c, l, w, g, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, dx, c->dao);
+    lora_bwd(c, l, w, g, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, os_matf(dx, N, C, C), c->dao);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
                         c->L, H, KH, D, 0);
     rope(c, c->dq, H, 1);
@@ -145,8 +153,8 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     os_linear_bwd_set_t(c->dln, g->q_w, g->q_b, c->dq, ln1, w->q_w, N, C, H * D);
     os_linear_bwd_t(c->dln, g->k_w, g->k_b, c->dk, ln1, w->k_w, N, C, KH * D);
     os_linear_bwd_t(c->dln, g->v_w, g->v_b, c->dv, ln1, w->v_w, N, C, KH * D);
-    lora_bwd(c, l, w, g, OS_LORA_Q, ln1, a, c->dq, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_K, ln1, a, c->dk, c->dln);
-    lora_bwd(c, l, w, g, OS_LORA_V, ln1, a, c->dv, c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_Q, ln1, a, os_matf(c->dq, N, H * D, H * D), c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_K, ln1, a, os_matf(c->dk, N, KH * D, KH * D), c->dln);
+    lora_bwd(c, l, w, g, OS_LORA_V, ln1, a, os_matf(c->dv, N, KH * D, KH * D), c->dln);
     os_k->rmsnorm_bwd(dx, g->ln1, c->dln, x, w->ln1.data, a->rstd1, N, C);   // dx = dL/dx
 }

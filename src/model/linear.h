@@ -22,3 +22,6 @@ void os_linear_bwd_set(float *dinp, float *dw, float *dbias, const float *dout, 
                        int64_t N, int64_t I, int64_t O);
 void os_linear_bwd_set_t(float *dinp, float *dw, float *dbias, const float *dout, os_tensor inp, os_tensor w,
                          int64_t N, int64_t I, int64_t O);
+// dout [N, O] a view too (fp32, or a gradient stored bf16: model/layer.c's dgate/dup), no bias gradient; beta 1:
+// dinp += dout @ w, beta 0: dinp = dout @ w
+void os_linear_bwd_v(float beta, float *dinp, float *dw, os_tensor dout, os_tensor inp, os_tensor w, int64_t I);

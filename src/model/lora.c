@@ -15,11 +15,11 @@ void os_lora_fwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os
         os_k->matmul(os_matf(y, op->N, op->O, op->O), u, os_tensor_t(B), 1.0f, 1.0f, os_tensor_none(), os_tensor_none());
 }
 
-void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, os_tensor dy,
                  float *du, float *dA, float *dB, float *dx) {
     OS_ASSERT(op->p <= 0 || x.dtype == OS_F32);
     os_k->zero(du, op->N * op->r);
-    os_linear_bwd_t(du, dB, NULL, dy, u, B, op->N, op->r, op->O);
+    os_linear_bwd_v(1.0f, du, dB, dy, u, B, op->r);
     os_k->scale(du, op->s, op->N * op->r);
     if (op->p <= 0) {
         os_linear_bwd_t(dx, dA, NULL, du, x, A, op->N, op->I, op->r);

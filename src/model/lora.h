@@ -20,7 +20,7 @@ typedef struct {
 // u [N, r] a view: fp32 (computed in place), or bf16 (computed in op->uf, then rounded once into it by cast: its
 // two readers, the B product here and dB's in the backward, are products that round it)
 void os_lora_fwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, float *y);
-// from dy[N,O]: dB[O,r] += dy^T @ u;  du = s * dy @ B;  dA[r,I] += du^T @ dropout(x);  dx[N,I] += dropout'(du @ A).
+// from dy[N,O] (a view: fp32, or bf16 where the layer stores it so): dB[O,r] += dy^T @ u;  du = s * dy @ B;  dA[r,I] += du^T @ dropout(x);  dx[N,I] += dropout'(du @ A).
 // du: scratch [N, r].
-void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, const float *dy,
+void os_lora_bwd(const os_lora_op *op, os_tensor x, os_tensor A, os_tensor B, os_tensor u, os_tensor dy,
                  float *du, float *dA, float *dB, float *dx);
