@@ -165,7 +165,7 @@ def phases(d, zero):
 # Seam calls of each further decoder layer per micro-batch, its forward and its backward (with the recomputed
 # forward) together, on the guard backend at any T: at most these (a fusion undone or a per-layer call added breaks
 # them). The target for a GPU (docs/performance.md) is 40.
-LAYER_CALLS_MAX = {0: 48, 3: 59}
+LAYER_CALLS_MAX = {0: 43, 3: 54}
 
 
 def layer_calls(d, zero):

@@ -10,11 +10,16 @@
 
 enum { CU_NORM_CHUNKS = 64, CU_NORM_COLS = 32, CU_NORM_ROWS = 8 };   // dw: row chunks; block of 32 x 8 threads
 
-// y = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps); the variance rounded to float as in Qwen2RMSNorm
-__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, const float *w, int64_t C, float eps) {
-    const float *x = inp + blockIdx.x * C;
+// y = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps); the variance rounded to float as in Qwen2RMSNorm. res: x +=
+// res first (each thread reads back only the elements it wrote)
+__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, float *inp, const float *res, const float *w, int64_t C,
+                                   float eps) {
+    float *x = inp + blockIdx.x * C;
     double ss = 0.0;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += (double)x[c] * x[c];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        if (res) x[c] = __fadd_rn(x[c], res[blockIdx.x * C + c]);
+        ss += (double)x[c] * x[c];
+    }
     ss = cu_block_sum(ss);
     float var = C > 0 ? (float)(ss / (double)C) : 0.0f;
     float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
@@ -22,9 +27,10 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, co
     if (rstd && threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
-void cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps) {
+void cu_rmsnorm_fwd(float *out, float *rstd, float *x, const float *res, const float *w, int64_t N, int64_t C,
+                    float eps) {
     if (N <= 0) return;
-    rmsnorm_fwd_kernel<<<(unsigned)N, CU_THREADS, 0, cu_stream()>>>(out, rstd, inp, w, C, eps);
+    rmsnorm_fwd_kernel<<<(unsigned)N, CU_THREADS, 0, cu_stream()>>>(out, rstd, x, res, w, C, eps);
     CU_LAUNCHED("rmsnorm_fwd_kernel");
 }
 

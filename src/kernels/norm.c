@@ -4,11 +4,15 @@
 
 enum { BLK = 256 };   // column block for the weight gradients (threads split columns, rows run inside)
 
-// y = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps); the variance is rounded to float as in Qwen2RMSNorm
-void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int64_t N, int64_t C, float eps) {
+// y = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps); the variance is rounded to float as in Qwen2RMSNorm. res:
+// x += res first, row by row (k_add's sums)
+void k_rmsnorm_fwd(float *out, float *rstd, float *inp, const float *res, const float *w, int64_t N, int64_t C,
+                   float eps) {
 #pragma omp parallel for schedule(static) if (N * C >= K_PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float *x = inp + n * C;
+        float *x = inp + n * C;
+        if (res)
+            for (int64_t c = 0; c < C; c++) x[c] = x[c] + res[n * C + c];
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)x[c] * x[c];
         float var = C > 0 ? (float)(ss / (double)C) : 0.0f;

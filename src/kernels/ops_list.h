@@ -97,9 +97,10 @@
       (P, const float *, vc), (V, int64_t, B), (V, int64_t, T), (V, int64_t, p0), (V, int64_t, S), (V, int64_t, H),  \
       (V, int64_t, KH), (V, int64_t, D))                                                                              \
     /* ---- norms ----                                                                                            */  \
-    /* RMSNorm (Qwen2: y = x * rsqrt(mean(x^2) + eps) * w): out[N,C], rstd[N] saved for the backward              */  \
-    X(rmsnorm_fwd, VOID, RUN, K, (P, float *, out), (P, float *, rstd), (P, const float *, inp), (P, const float *, w), \
-      (V, int64_t, N), (V, int64_t, C), (V, float, eps))                                                              \
+    /* RMSNorm (Qwen2: y = x * rsqrt(mean(x^2) + eps) * w): out[N,C], rstd[N] saved for the backward. fwd with a  */  \
+    /* residual res[N,C] (NULL: none): x = x + res first (written back: the residual sum), then its norm          */  \
+    X(rmsnorm_fwd, VOID, RUN, K, (P, float *, out), (P, float *, rstd), (P, float *, x), (P, const float *, res),    \
+      (P, const float *, w), (V, int64_t, N), (V, int64_t, C), (V, float, eps))                                       \
     X(rmsnorm_bwd, VOID, RUN, K, (P, float *, dinp), (P, float *, dw), (P, const float *, dout),                     \
       (P, const float *, inp), (P, const float *, w), (P, const float *, rstd), (V, int64_t, N), (V, int64_t, C))    \
     /* LayerNorm (Whisper): out[N,C], mean[N], rstd[N]                                                            */  \
@@ -110,12 +111,13 @@
     /* angle = (float)pos * inv_freq[j] in float32, cos/sin of it                                                 */  \
     X(rope_table, VOID, RUN, K, (P, float *, cos_t), (P, float *, sin_t), (P, const int32_t *, pos), (V, int64_t, T), \
       (V, int64_t, D), (V, float, theta))                                                                             \
-    /* in place on x[B,T,H,D]: for j < D/2, (x1, x2) = (x[j], x[j+D/2]); x[j] = x1*cos - x2*sin,                  */  \
-    /* x[j+D/2] = x2*cos + x1*sin. bwd: in place on dx[B,T,H,D], the inverse rotation (an overwrite)              */  \
-    X(rope_fwd, VOID, RUN, K, (P, float *, x), (P, const float *, cos_t), (P, const float *, sin_t), (V, int64_t, B), \
-      (V, int64_t, T), (V, int64_t, H), (V, int64_t, D))                                                              \
-    X(rope_bwd, VOID, RUN, K, (P, float *, dx), (P, const float *, cos_t), (P, const float *, sin_t),                \
-      (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, D))                                             \
+    /* in place on q[B,T,H,D] and k[B,T,KH,D] (one call for both; k NULL: q alone, KH unused): for each row x   */  \
+    /* and j < D/2, (x1, x2) = (x[j], x[j+D/2]); x[j] = x1*cos - x2*sin, x[j+D/2] = x2*cos + x1*sin. bwd: in     */  \
+    /* place on dq, dk, the inverse rotation (an overwrite)                                                       */  \
+    X(rope_fwd, VOID, RUN, K, (P, float *, q), (P, float *, k), (P, const float *, cos_t), (P, const float *, sin_t), \
+      (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D))                           \
+    X(rope_bwd, VOID, RUN, K, (P, float *, dq), (P, float *, dk), (P, const float *, cos_t),                         \
+      (P, const float *, sin_t), (V, int64_t, B), (V, int64_t, T), (V, int64_t, H), (V, int64_t, KH), (V, int64_t, D)) \
     /* ---- embedding (ids checked by the caller) ----                                                            */  \
     /* fwd: out[b*L + l, :] = the sum over r = 0, 1, .., R-1 (in that order, from 0) of                           */  \
     /* scale * table[ids[(b*R + r)*L + l], :]: ids [B, R, L], out [B*L, C] (SLAM-Omni's mean of its R = G+1 rows, */  \

@@ -131,7 +131,8 @@ void os_model_forward(os_model_acts *a, const os_model_input *in, const os_weigh
     }
     a->live = a->nacts == 1 && nl > 0 ? nl - 1 : -1;   // the shared set holds the last layer's activations
     w->gather(w->ctx, m->b_norm);
-    os_k->rmsnorm_fwd(a->hn, a->rstd, a->xs[nl], os_weight(w, m->final_norm), c->N, m->C, (float)m->cfg.rms_norm_eps);
+    os_k->rmsnorm_fwd(a->hn, a->rstd, a->xs[nl], NULL, os_weight(w, m->final_norm), c->N, m->C,
+                      (float)m->cfg.rms_norm_eps);
     w->release(w->ctx, m->b_norm);
     if (o->kv) o->kv->len += in->L;
     for (int64_t b = 0; o->kvs && b < in->B; b++) o->kvs[b]->len++;

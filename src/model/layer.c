@@ -56,15 +56,16 @@ static void cached_attention(const os_layer_ctx *c, int l, os_layer_act *a) {
     os_k->attention_cached_fwd(a->ao, a->q, kc, vc, c->B, c->L, c->p0, kv->cap, c->m->H, kv->KH, kv->D);
 }
 
-// RoPE on x [B, L, heads, D] in place (bwd: its transpose), positions from p0, the tables of c
-static void rope(const os_layer_ctx *c, float *x, int64_t heads, int bwd) {
-    int64_t D = c->m->D;
-    void (*f)(float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t) =
+// RoPE on q [B, L, H, D] and k [B, L, KH, D] in place, both in one call (bwd: its transpose), positions from p0,
+// the tables of c
+static void rope(const os_layer_ctx *c, float *q, float *k, int bwd) {
+    int64_t H = c->m->H, KH = c->m->KH, D = c->m->D;
+    void (*f)(float *, float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t) =
         bwd ? os_k->rope_bwd : os_k->rope_fwd;
     const float *cs = c->cos_t + c->p0 * D / 2, *sn = c->sin_t + c->p0 * D / 2;
-    if (!c->rope_ld) f(x, cs, sn, c->B, c->L, heads, D);
+    if (!c->rope_ld) f(q, k, cs, sn, c->B, c->L, H, KH, D);
     for (int64_t b = 0; c->rope_ld && b < c->B; b++)
-        f(x + b * c->L * heads * D, cs + b * c->rope_ld, sn + b * c->rope_ld, 1, c->L, heads, D);
+        f(q + b * c->L * H * D, k + b * c->L * KH * D, cs + b * c->rope_ld, sn + b * c->rope_ld, 1, c->L, H, KH, D);
 }
 
 // one position per sample, each with its own cache (c->kvs, ragged lengths): RoPE at the sample's position and
@@ -75,8 +76,7 @@ static void ragged_rope_attention(const os_layer_ctx *c, int l, os_layer_act *a)
         os_kv_cache *kv = c->kvs[b];
         const float *cs = c->cos_t + kv->len * D / 2, *sn = c->sin_t + kv->len * D / 2;
         float *kc = kv->k + (int64_t)l * kv->cap * KH * D, *vc = kv->v + (int64_t)l * kv->cap * KH * D;
-        os_k->rope_fwd(a->q + b * H * D, cs, sn, 1, 1, H, D);
-        os_k->rope_fwd(a->k + b * KH * D, cs, sn, 1, 1, KH, D);
+        os_k->rope_fwd(a->q + b * H * D, a->k + b * KH * D, cs, sn, 1, 1, H, KH, D);
         os_k->copy(kc + kv->len * KH * D, a->k + b * KH * D, KH * D);
         os_k->copy(vc + kv->len * KH * D, a->v + b * KH * D, KH * D);
         os_k->attention_cached_fwd(a->ao + b * H * D, a->q + b * H * D, kc, vc, 1, 1, kv->len, kv->cap, H, KH, D);
@@ -87,7 +87,7 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     const os_model *m = c->m;
     int64_t N = c->N, C = m->C, H = m->H, KH = m->KH, D = m->D, F = m->F;
     float eps = (float)m->cfg.rms_norm_eps;
-    os_k->rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1.data, N, C, eps);
+    os_k->rmsnorm_fwd(a->ln1, a->rstd1, (float *)x, NULL, w->ln1.data, N, C, eps);   // x not written (no residual)
     os_tensor ln1 = stored(a->ln1, a->ln1h, N, C, 1);
     os_linear_fwd_t(a->q, ln1, w->q_w, w->q_b.data, N, H * D);
     os_linear_fwd_t(a->k, ln1, w->k_w, w->k_b.data, N, KH * D);
@@ -98,15 +98,13 @@ void os_layer_fwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     if (c->kvs) {
         ragged_rope_attention(c, l, a);
     } else {
-        rope(c, a->q, H, 0);
-        rope(c, a->k, KH, 0);
+        rope(c, a->q, a->k, 0);
         if (c->kv) cached_attention(c, l, a);
         else os_k->attention_fwd(a->ao, a->att, a->q, a->k, a->v, c->keymask, c->seg, 1, c->B, c->L, H, KH, D);
     }
     os_linear_fwd(a->h, a->ao, w->o_w, NULL, N, H * D, C);
     lora_fwd(c, l, w, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, a->h);
-    os_k->add(a->h, a->h, x, N * C);
-    os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2.data, N, C, eps);
+    os_k->rmsnorm_fwd(a->ln2, a->rstd2, a->h, x, w->ln2.data, N, C, eps);   // h += x (the residual), its norm
     os_tensor ln2 = stored(a->ln2, a->ln2h, N, C, 1);
     os_linear_fwd_t(a->gate, ln2, w->gate, NULL, N, F);
     os_linear_fwd_t(a->up, ln2, w->up, NULL, N, F);
@@ -148,8 +146,7 @@ void os_layer_bwd(const os_layer_ctx *c, int l, const os_layer_weights *w, const
     lora_bwd(c, l, w, g, OS_LORA_O, os_matf(a->ao, N, H * D, H * D), a, os_matf(dx, N, C, C), c->dao);
     os_k->attention_bwd(c->dq, c->dk, c->dv, c->dao, a->q, a->k, a->v, a->ao, a->att, c->keymask, c->seg, 1, c->B,
                         c->L, H, KH, D, 0);
-    rope(c, c->dq, H, 1);
-    rope(c, c->dk, KH, 1);
+    rope(c, c->dq, c->dk, 1);
     os_linear_bwd_set_t(c->dln, g->q_w, g->q_b, c->dq, ln1, w->q_w, N, C, H * D);
     os_linear_bwd_t(c->dln, g->k_w, g->k_b, c->dk, ln1, w->k_w, N, C, KH * D);
     os_linear_bwd_t(c->dln, g->v_w, g->v_b, c->dv, ln1, w->v_w, N, C, KH * D);

@@ -264,20 +264,33 @@ static void test_rope(void) {
     cu_rope_table(c1.data(), s1.data(), pos.data(), T, D, 1e6f);
     k_rope_table(c2.data(), s2.data(), pos.data(), T, D, 1e6f);
     CHECK(close(c1, c2, 1.2e-7, 1.2e-7, "rope cos") && close(s1, s2, 1.2e-7, 1.2e-7, "rope sin"), "rope_table within 1 ulp");
-    vec x1 = rnd(B * T * H * D, 12), x2 = x1;
-    cu_rope_fwd(x1.data(), c2.data(), s2.data(), B, T, H, D), k_rope_fwd(x2.data(), c2.data(), s2.data(), B, T, H, D);
-    CHECK(same(x1, x2), "rope_fwd");
-    cu_rope_bwd(x1.data(), c2.data(), s2.data(), B, T, H, D), k_rope_bwd(x2.data(), c2.data(), s2.data(), B, T, H, D);
-    CHECK(same(x1, x2), "rope_bwd");
+    int64_t KH = 2;   // q [B,T,H,D] and k [B,T,KH,D] in one call, and q alone
+    vec x1 = rnd(B * T * H * D, 12), x2 = x1, k1 = rnd(B * T * KH * D, 13), k2 = k1;
+    cu_rope_fwd(x1.data(), k1.data(), c2.data(), s2.data(), B, T, H, KH, D);
+    k_rope_fwd(x2.data(), k2.data(), c2.data(), s2.data(), B, T, H, KH, D);
+    CHECK(same(x1, x2) && same(k1, k2), "rope_fwd");
+    cu_rope_bwd(x1.data(), k1.data(), c2.data(), s2.data(), B, T, H, KH, D);
+    k_rope_bwd(x2.data(), k2.data(), c2.data(), s2.data(), B, T, H, KH, D);
+    CHECK(same(x1, x2) && same(k1, k2), "rope_bwd");
+    cu_rope_fwd(x1.data(), NULL, c2.data(), s2.data(), B, T, H, 0, D);
+    k_rope_fwd(x2.data(), NULL, c2.data(), s2.data(), B, T, H, 0, D);
+    CHECK(same(x1, x2), "rope_fwd of q alone");
 }
 
 static void test_norms(void) {
     int64_t N = 37, C = 300;
     vec x = rnd(N * C, 13, -2.0f, 2.0f), w = rnd(C, 14), b = rnd(C, 15), g = rnd(N * C, 16);
     vec o1(N * C), o2(N * C), r1(N), r2(N), m1(N), m2(N);
-    cu_rmsnorm_fwd(o1.data(), r1.data(), x.data(), w.data(), N, C, 1e-6f);
-    k_rmsnorm_fwd(o2.data(), r2.data(), x.data(), w.data(), N, C, 1e-6f);
+    cu_rmsnorm_fwd(o1.data(), r1.data(), x.data(), NULL, w.data(), N, C, 1e-6f);
+    k_rmsnorm_fwd(o2.data(), r2.data(), x.data(), NULL, w.data(), N, C, 1e-6f);
     CHECK(close(o1, o2, 1e-7, 3e-7, "rmsnorm out") && close(r1, r2, 0, 2e-7, "rmsnorm rstd"), "rmsnorm_fwd");
+    {   // with a residual: x += res (the same sums), then the norm
+        vec x1 = x, x2 = x, res = rnd(N * C, 19, -1.0f, 1.0f), p1(N * C), p2(N * C), q1(N), q2(N);
+        cu_rmsnorm_fwd(p1.data(), q1.data(), x1.data(), res.data(), w.data(), N, C, 1e-6f);
+        k_rmsnorm_fwd(p2.data(), q2.data(), x2.data(), res.data(), w.data(), N, C, 1e-6f);
+        CHECK(same(x1, x2) && close(p1, p2, 1e-7, 3e-7, "rmsnorm res out") && close(q1, q2, 0, 2e-7, "rmsnorm res rstd"),
+              "rmsnorm_fwd with a residual");
+    }
     vec di1 = rnd(N * C, 17), di2 = di1, dw1 = rnd(C, 18), dw2 = dw1;
     cu_rmsnorm_bwd(di1.data(), dw1.data(), g.data(), x.data(), w.data(), r2.data(), N, C);
     k_rmsnorm_bwd(di2.data(), dw2.data(), g.data(), x.data(), w.data(), r2.data(), N, C);

@@ -500,9 +500,9 @@ static void t_rmsnorm(void) {
         int64_t N = Ns[i], C = Cs[i];
         float *x = rnd(N * C, -2, 2), *w = rnd(C, 0.5f, 1.5f), *out = malloc(sizeof(float) * (size_t)(N * C));
         float *rstd = malloc(sizeof(float) * (size_t)N);
-        R->rmsnorm_fwd(out, rstd, x, w, N, C, 1e-6f);
+        R->rmsnorm_fwd(out, rstd, x, NULL, w, N, C, 1e-6f);
         float *dx = UPF(x, N * C), *dw = UPF(w, C), *dout = upnan(N * C), *drstd = upnan(N);
-        X->rmsnorm_fwd(dout, drstd, dx, dw, N, C, 1e-6f);
+        X->rmsnorm_fwd(dout, drstd, dx, NULL, dw, N, C, 1e-6f);
         char s[32];
         snprintf(s, sizeof s, "N%lld C%lld", (long long)N, (long long)C);
         checkd("rmsnorm_fwd", "fp32", s, dout, out, N * C, 1e-5);
@@ -515,8 +515,15 @@ static void t_rmsnorm(void) {
         X->rmsnorm_bwd(dgi, dgw, dgo, dx, dw, drstd, N, C);
         checkd("rmsnorm_bwd", "fp32", s, dgi, wi, N * C, 1e-5);
         checkd("rmsnorm_bwd", "fp32", s, dgw, ww, C, 1e-5);
-        X->free(dx), X->free(dw), X->free(drstd), X->free(dgo);
-        free(x), free(w), free(out), free(rstd), free(go), free(gi), free(gw), free(wi), free(ww);
+        // with a residual: x += res, then its norm
+        float *res = rnd(N * C, -1, 1), *xs = hdup(x, 4 * N * C), *dres = UPF(res, N * C), *dxs = UPF(x, N * C);
+        R->rmsnorm_fwd(out, rstd, xs, res, w, N, C, 1e-6f);
+        X->rmsnorm_fwd(dout = upnan(N * C), drstd, dxs, dres, dw, N, C, 1e-6f);
+        snprintf(s, sizeof s, "N%lld C%lld res", (long long)N, (long long)C);
+        checkd("rmsnorm_fwd", "fp32", s, dout, out, N * C, 1e-5);
+        checkd("rmsnorm_fwd", "fp32", "the sum", dxs, xs, N * C, 0);
+        X->free(dx), X->free(dw), X->free(drstd), X->free(dgo), X->free(dres);
+        free(x), free(w), free(out), free(rstd), free(go), free(gi), free(gw), free(wi), free(ww), free(res), free(xs);
     }
 }
 
@@ -535,9 +542,9 @@ static void t_layernorm(void) {
     free(x), free(w), free(b), free(out), free(mean), free(rstd);
 }
 
-// ---- RoPE: tables cos/sin [T, D/2] for positions pos[T]; x [B,T,H,D] in place ----
+// ---- RoPE: tables cos/sin [T, D/2] for positions pos[T]; q [B,T,H,D] and k [B,T,KH,D] in place ----
 static void t_rope(void) {
-    int64_t B = 2, T = 1000, H = 14, D = 64, nt = T * D / 2, nx = B * T * H * D;
+    int64_t B = 2, T = 1000, H = 14, KH = 2, D = 64, nt = T * D / 2, nx = B * T * H * D, nk = B * T * KH * D;
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)T);
     for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(t < 500 ? t : t + 3000);   // a jump, as packed samples
     float *ct = malloc(sizeof(float) * (size_t)nt), *st = malloc(sizeof(float) * (size_t)nt);
@@ -550,15 +557,19 @@ static void t_rope(void) {
     // the rotations, from the reference's tables on both sides
     dct = UPF(ct, nt), dst = UPF(st, nt);
     float *x = rnd(nx, -1, 1), *want = hdup(x, 4 * nx), *dx = UPF(x, nx);
-    R->rope_fwd(want, ct, st, B, T, H, D);
-    X->rope_fwd(dx, dct, dst, B, T, H, D);
-    checkd("rope_fwd", "fp32", "B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    float *k = rnd(nk, -1, 1), *wk = hdup(k, 4 * nk), *dk = UPF(k, nk);
+    R->rope_fwd(want, wk, ct, st, B, T, H, KH, D);
+    X->rope_fwd(dx, dk, dct, dst, B, T, H, KH, D);
+    checkd("rope_fwd", "fp32", "q B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    checkd("rope_fwd", "fp32", "k B2 T1000 KH2 D64", dk, wk, nk, 1e-6);
     memcpy(want, x, sizeof(float) * (size_t)nx), dx = UPF(x, nx);
-    R->rope_bwd(want, ct, st, B, T, H, D);
-    X->rope_bwd(dx, dct, dst, B, T, H, D);
-    checkd("rope_bwd", "fp32", "B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    memcpy(wk, k, sizeof(float) * (size_t)nk), dk = UPF(k, nk);
+    R->rope_bwd(want, wk, ct, st, B, T, H, KH, D);
+    X->rope_bwd(dx, dk, dct, dst, B, T, H, KH, D);
+    checkd("rope_bwd", "fp32", "q B2 T1000 H14 D64", dx, want, nx, 1e-6);
+    checkd("rope_bwd", "fp32", "k B2 T1000 KH2 D64", dk, wk, nk, 1e-6);
     X->free(dpos), X->free(dct), X->free(dst);
-    free(pos), free(ct), free(st), free(x), free(want);
+    free(pos), free(ct), free(st), free(x), free(want), free(k), free(wk);
 }
 
 // ---- embedding: table [V, C], ids [B, R, L] (repeated ids: the scatter-add's collisions); the backward's list

@@ -166,7 +166,7 @@ static void case_embedding(Case *c) {
 }
 
 static double loss_rmsnorm(Case *c) {
-    k_rmsnorm_fwd(c->out, c->s1, c->x[0], c->x[1], c->N, c->C, c->eps);
+    k_rmsnorm_fwd(c->out, c->s1, c->x[0], NULL, c->x[1], c->N, c->C, c->eps);
     return dot(c->out, c->dout, c->N * c->C);
 }
 static void bwd_rmsnorm(Case *c, float **g) {
@@ -206,13 +206,13 @@ static void case_layernorm(Case *c) {
 static double loss_rope(Case *c) {
     int64_t n = c->B * c->T * c->H * c->D;
     memcpy(c->out, c->x[0], (size_t)n * sizeof(float));
-    k_rope_fwd(c->out, c->s1, c->s2, c->B, c->T, c->H, c->D);
+    k_rope_fwd(c->out, NULL, c->s1, c->s2, c->B, c->T, c->H, 0, c->D);
     return dot(c->out, c->dout, n);
 }
 static void bwd_rope(Case *c, float **g) {
     int64_t n = c->B * c->T * c->H * c->D;
     memcpy(c->out, c->dout, (size_t)n * sizeof(float));
-    k_rope_bwd(c->out, c->s1, c->s2, c->B, c->T, c->H, c->D);
+    k_rope_bwd(c->out, NULL, c->s1, c->s2, c->B, c->T, c->H, 0, c->D);
     if (g[0]) memcpy(g[0], c->out, (size_t)n * sizeof(float));
 }
 static const int32_t rope_pos[3] = {0, 7, 1000};
@@ -485,6 +485,15 @@ static void test_norm_fwd(void) {
     }
     double er = maxrel(r.out, wr, 36), el = maxrel(l.out, wl, 36);
     check("rmsnorm and layernorm forward", er < 1e-6 && el < 1e-6, "rmsnorm %.1e, layernorm %.1e", er, el);
+    // with a residual: x + res written to x and its norm, the bits of k_add then the norm
+    float *res = rnd(36, 30, -1, 1), *x1 = dup(r.x[0], 36), *x2 = dup(r.x[0], 36), *o1 = fa(36), *o2 = fa(36);
+    float *s1 = fa(4), *s2 = fa(4);
+    k_rmsnorm_fwd(o1, s1, x1, res, r.x[1], 4, 9, r.eps);
+    k_add(x2, x2, res, 36);
+    k_rmsnorm_fwd(o2, s2, x2, NULL, r.x[1], 4, 9, r.eps);
+    check("rmsnorm with a residual: the bits of add then rmsnorm",
+          !memcmp(x1, x2, 36 * sizeof(float)) && !memcmp(o1, o2, 36 * sizeof(float)) && !memcmp(s1, s2, 4 * sizeof(float)) &&
+              memcmp(x1, r.x[0], 36 * sizeof(float)), "sum, out and rstd");
     pool_free();
 }
 
@@ -500,7 +509,7 @@ static void test_rope(void) {
         }
     tab_ok &= c.s1[0] == 1.0f && c.s2[0] == 0.0f;   // position 0: identity
     float *y = dup(c.x[0], 96);
-    k_rope_fwd(y, c.s1, c.s2, 2, 3, 2, 8);
+    k_rope_fwd(y, NULL, c.s1, c.s2, 2, 3, 2, 0, 8);
     double en = 0, ei = 0;
     for (int r = 0; r < 12; r++)
         for (int j = 0; j < 4; j++) {
@@ -509,8 +518,20 @@ static void test_rope(void) {
         }
     // position 0 rows unchanged, position 7 rows changed
     int p0 = !memcmp(y, c.x[0], 16 * sizeof(float)) && memcmp(y + 16, c.x[0] + 16, 16 * sizeof(float));
-    k_rope_bwd(y, c.s1, c.s2, 2, 3, 2, 8);
+    k_rope_bwd(y, NULL, c.s1, c.s2, 2, 3, 2, 0, 8);
     for (int i = 0; i < 96; i++) ei = fmax(ei, fabs(y[i] - c.x[0][i]));
+    // q [2,3,2,8] and k [2,3,1,8] in one call: the bits of a call for each
+    int qk = 1;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        float *q1 = dup(c.x[0], 96), *k1 = dup(c.dout, 48), *q2 = dup(c.x[0], 96), *k2 = dup(c.dout, 48);
+        void (*f)(float *, float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t) =
+            bwd ? k_rope_bwd : k_rope_fwd;
+        f(q1, k1, c.s1, c.s2, 2, 3, 2, 1, 8);
+        f(q2, NULL, c.s1, c.s2, 2, 3, 2, 0, 8);
+        f(k2, NULL, c.s1, c.s2, 2, 3, 1, 0, 8);
+        qk &= !memcmp(q1, q2, 96 * sizeof(float)) && !memcmp(k1, k2, 48 * sizeof(float)) && memcmp(k1, c.dout, 48 * sizeof(float));
+    }
+    check("rope of q and k in one call: the bits of one call each", qk, "forward and backward");
     check("rope table (float32 HF formula), norm kept, inverse", tab_ok && en < 1e-6 && ei < 1e-6 && p0,
           "table %s, norm change %.1e, bwd(fwd(x))-x %.1e, pos0 identity %s", tab_ok ? "exact" : "WRONG", en, ei,
           p0 ? "yes" : "no");
@@ -768,13 +789,13 @@ static void test_zero_sizes(void) {
     k_linear_bwd(p, p, p, p, p, p, 0, 0, 0);
     k_embedding_fwd(p, &id, p, 0, 1, 0, 4, 1);
     k_embedding_bwd(p, &id, &id, &id, p, 0, 4, 1);
-    k_rmsnorm_fwd(p, p, p, p, 0, 4, 1e-6f);
+    k_rmsnorm_fwd(p, p, p, p, p, 0, 4, 1e-6f);
     k_rmsnorm_bwd(p, p, p, p, p, p, 0, 4);
     k_layernorm_fwd(p, p, p, p, p, p, 0, 4, 1e-5f);
     k_layernorm_bwd(p, p, p, p, p, p, p, p, 0, 4);
     k_rope_table(p, p, &id, 0, 4, 1e4f);
-    k_rope_fwd(p, p, p, 0, 0, 0, 4);
-    k_rope_bwd(p, p, p, 0, 0, 0, 4);
+    k_rope_fwd(p, p, p, p, 0, 0, 0, 0, 4);
+    k_rope_bwd(p, p, p, p, 0, 0, 0, 0, 4);
     k_attention_fwd(p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4);
     k_attention_bwd(p, p, p, p, p, p, p, p, p, &m, NULL, 1, 0, 0, 1, 1, 4, 0);
     k_swiglu_fwd(p, p, p, 0);

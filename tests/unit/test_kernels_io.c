@@ -134,7 +134,7 @@ static void run_rmsnorm(void) {
     int64_t N = I("N"), C = I("C");
     float *x = inf("inp", N * C), *w = inf("w", C), *dout = inf("dout", N * C);
     float *y = zeros(N * C), *r = zeros(N), *dx = zeros(N * C), *dw = zeros(C);
-    k_rmsnorm_fwd(y, r, x, w, N, C, (float)P("eps"));
+    k_rmsnorm_fwd(y, r, x, NULL, w, N, C, (float)P("eps"));
     k_rmsnorm_bwd(dx, dw, dout, x, w, r, N, C);
     outf("out", y, N * C);
     outf("rstd", r, N);
@@ -161,8 +161,8 @@ static void run_rope(void) {
     int32_t *pos = in("pos", T, sizeof(int32_t));
     float *x = inf("x", n), *dx = inf("dout", n), *cs = zeros(T * (D / 2)), *sn = zeros(T * (D / 2));
     k_rope_table(cs, sn, pos, T, D, (float)P("theta"));
-    k_rope_fwd(x, cs, sn, B, T, H, D);
-    k_rope_bwd(dx, cs, sn, B, T, H, D);
+    k_rope_fwd(x, NULL, cs, sn, B, T, H, 0, D);
+    k_rope_bwd(dx, NULL, cs, sn, B, T, H, 0, D);
     outf("cos", cs, T * (D / 2));
     outf("sin", sn, T * (D / 2));
     outf("out", x, n);
