@@ -266,6 +266,10 @@ def test_gemm_times_table(setup):
     assert kinds("NN", (None, 64, 272)) == {"bf16 a, b rounded"}, p.stderr   # dhn from the stash and W
     assert kinds("TN", (272, 64, None)) == {"bf16 a, b rounded"}, p.stderr   # lm_head's dW from the stash and hn
     assert kinds("TN", (240, 80, None)) == {"bf16 a, b rounded"}, p.stderr   # the adapter's dWa
+    # SwiGLU's backward outputs dgate/dup [N, F = 96] are rounded once into bf16 stores (src/model/layer.c), and so
+    # is the MLP norm's output ln2 [N, C = 64]: the gate/up weight and input gradients read both operands rounded
+    assert kinds("TN", (96, 64, None)) == {"bf16 a, b rounded"}, p.stderr   # dW_gate/up = dgate^T ln2
+    assert kinds("NN", (None, 64, 96)) == {"bf16 a, b rounded"}, p.stderr   # dln = dgate W_gate
     # the rows with an audio target only (2 of the 22 with a target here; src/model/loss.c, row classes): their
     # logits are the 80 audio columns, and so are their dhn and lm_head dW products
     assert kinds("NT", (2, 80, 64)) == {"bf16 a, b rounded"} and kinds("NN", (2, 64, 80)) == {"bf16 a, b rounded"}, p.stderr
