@@ -1,21 +1,15 @@
 // The small kernels of the CUDA backend's products (cu_gemm_kernels.h): bf16 rounding and widening, bias rows and
 // sums.
 #include "cuda/cu_gemm_kernels.h"
-#include "cuda/cu_runtime.h"
+#include "cuda/cu_kern.cuh"
 
 enum { THREADS = 256 };
-
-__device__ static uint16_t bf16_bits(float f) {   // k_bf16_round's rule: round to nearest even, NaN quiet
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 // grid-stride over the rows x cols elements of a strided matrix
 __global__ static void round_rows_kernel(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     int64_t n = rows * cols;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = bf16_bits(src[(i / cols) * ld + i % cols]);
+        dst[i] = cu_bf16_bits(src[(i / cols) * ld + i % cols]);
 }
 
 __global__ static void fill_kernel(float *out, const float *bias, int64_t N, int64_t O) {

@@ -21,6 +21,15 @@ static inline unsigned cu_grid(int64_t n) {
 #define CU_FOR(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+// the bf16 bits of x, round to nearest even (a NaN stays a quiet NaN): k_bf16_round's rule
+__device__ inline uint16_t cu_bf16_bits(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+// x rounded to bf16, as a float (exact: a bf16 value is a float): what a bf16 product's operand is
+__device__ inline float cu_bf16_value(float x) { return __uint_as_float((uint32_t)cu_bf16_bits(x) << 16); }
+
 // the sum of x over the warp, in lane 0 (a fixed tree: shfl_down halves)
 template <typename T> __device__ inline T cu_warp_sum(T x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);

@@ -20,19 +20,20 @@ extern "C" {
 
 // cu_<member>(its arguments) for every member but the memory ones (kernels/ops_list.h: one line each, with its
 // shapes): the products in cu_gemm.c, buffers and elementwise in cu_elementwise.cu, attention in cu_attention.cu,
-// norms in cu_norm.cu, rope in cu_rope.cu, embedding in cu_embedding.cu, activations in cu_activation.cu, dropout in
-// cu_dropout.cu, transpose in cu_reshape.cu, convolution in cu_conv1d.cu, cross-entropy in cu_xent.cu, AdamW in
-// cu_adamw.cu. attention's stats: the log-sum-exp [B,H,T] of each query row (-inf: a row with no key).
+// norms in cu_norm.cu, rope in cu_rope.cu, embedding in cu_embedding.cu, row gathers, scatter-adds and row
+// broadcasts in cu_rows.cu, activations in cu_activation.cu, dropout in cu_dropout.cu, transpose in cu_reshape.cu,
+// convolution in cu_conv1d.cu, cross-entropy in cu_xent.cu, AdamW in cu_adamw.cu. attention's stats: the log-sum-exp [B,H,T] of each query row (-inf: a row with no key).
 #define CU_DECLARE(name, R, GUARD, CPU, ...) CU_DECLARE_##GUARD(name, R, __VA_ARGS__)
 #define CU_DECLARE_MEM(name, R, ...)
 #define CU_DECLARE_ASK(name, R, ...) OS_T(R) cu_##name(OS_PARAMS(__VA_ARGS__));
 #define CU_DECLARE_RUN(name, R, ...) OS_T(R) cu_##name(OS_PARAMS(__VA_ARGS__));
-#define CU_DECLARE_MUL(name, R, ...) OS_T(R) cu_##name(OS_PARAMS(__VA_ARGS__));
 #define CU_DECLARE_OWN(name, R, ...) OS_T(R) cu_##name(OS_PARAMS(__VA_ARGS__));
 OS_OPS_LIST(CU_DECLARE)
-// the precision the backend was opened with (os_cuda_open; 1: bf16 mixed precision, where the tensor cores take
-// attention for the head dims they are built for)
+// the precision the backend was opened with (os_cuda_open; 1: bf16 mixed precision), for the kernels with products
+// (the list's KB members; matmul's is cu_gemm_set_bf16): attention (the tensor cores take it for the head dims they
+// are built for) and conv1d (its operands rounded to bf16 as the CPU's bf16 table rounds them)
 void cu_attention_set_bf16(int bf16);
+void cu_conv1d_set_bf16(int bf16);
 
 #ifdef __cplusplus
 }

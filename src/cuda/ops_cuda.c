@@ -67,7 +67,7 @@ int os_cuda_built(void) { return 1; }
 const os_ops *os_cuda_open(int index, int tf32, int bf16) {
     static int opened;
     g_cuda.bf16 = bf16;
-    cu_gemm_set_bf16(bf16), cu_attention_set_bf16(bf16);
+    cu_gemm_set_bf16(bf16), cu_attention_set_bf16(bf16), cu_conv1d_set_bf16(bf16);
     if (opened) return &g_cuda;
     struct cudaDeviceProp p;
     if (cu_runtime_open(index, &p) < 0) return NULL;   // the driver and the device first: the likeliest failure

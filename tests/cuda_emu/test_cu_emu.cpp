@@ -346,6 +346,31 @@ static void conv_case(int64_t Cin, int64_t Tin, int64_t Cout, int64_t K, int64_t
           (long long)Cin, (long long)Tin, (long long)Cout, (long long)K, (long long)stride);
 }
 
+// bf16 mode against the CPU's bf16 kernel (k_conv1d_fwd_prec 1: operands rounded to bf16, fp32 sums): on random
+// inputs within conv_case's bound; and bit for bit on inputs that round to multiples of 1/16 in [-1, 1] (w and
+// inp a multiple of 1/16 times 1 + 2^-12, which bf16's 8 bits round away; the fp32 bias a multiple of 1/16), whose
+// products and sums are exact in fp32 in any order (multiples of 1/256 of magnitude at most Cin * K + 1): an
+// operand left unrounded changes the sums' bits
+static void conv_bf16_case(int64_t Cin, int64_t Tin, int64_t Cout, int64_t K, int64_t stride, int64_t pad) {
+    int64_t Tout = (Tin + 2 * pad - K) / stride + 1;
+    vec x = rnd(Cin * Tin, 28), w = rnd(Cout * Cin * K, 29), b = rnd(Cout, 30), o1(Cout * Tout, 9.0f), o2(Cout * Tout);
+    cu_conv1d_set_bf16(1);
+    cu_conv1d_fwd(o1.data(), x.data(), w.data(), b.data(), Cin, Tin, Cout, K, stride, pad);
+    k_conv1d_fwd_prec(1, o2.data(), x.data(), w.data(), b.data(), Cin, Tin, Cout, K, stride, pad);
+    CHECK(close(o1, o2, 1e-5 * (double)(Cin * K), 0, "conv1d bf16"), "conv1d bf16 Cin %lld Tin %lld Cout %lld",
+          (long long)Cin, (long long)Tin, (long long)Cout);
+    for (vec *v : {&x, &w, &b})
+        for (float &f : *v) f = roundf(f * 16.0f) / 16.0f * (v == &b ? 1.0f : 1.0f + 0x1p-12f);
+    vec f1(Cout * Tout, 9.0f);
+    cu_conv1d_fwd(o1.data(), x.data(), w.data(), b.data(), Cin, Tin, Cout, K, stride, pad);
+    cu_conv1d_set_bf16(0);
+    cu_conv1d_fwd(f1.data(), x.data(), w.data(), b.data(), Cin, Tin, Cout, K, stride, pad);
+    k_conv1d_fwd_prec(1, o2.data(), x.data(), w.data(), b.data(), Cin, Tin, Cout, K, stride, pad);
+    CHECK(same(o1, o2), "conv1d bf16 equals k_conv1d_fwd_prec(1) bit for bit (exact sums) Cin %lld Tin %lld",
+          (long long)Cin, (long long)Tin);
+    CHECK(!same(o1, f1), "conv1d fp32 mode does not round (differs from bf16 mode)");
+}
+
 static void xent_case(int64_t N, int64_t V, int64_t ld) {
     vec x = rnd(N * ld, 27, -4.0f, 4.0f);
     std::vector<int32_t> y(N);
@@ -629,6 +654,8 @@ int main(void) {
     test_activations();
     conv_case(3, 37, 40, 3, 2, 1, true);
     conv_case(9, 20, 5, 3, 1, 1, false);
+    conv_bf16_case(80, 61, 40, 3, 1, 1);
+    conv_bf16_case(9, 37, 5, 3, 2, 1);
     xent_case(7, 1001, 1003);
     xent_case(300, 37, 37);
     int64_t Ts[] = {1, 7, 70};

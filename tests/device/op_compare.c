@@ -653,8 +653,11 @@ static void t_transpose(void) {   // nb batches of inp[R, C] -> out[nb, C, R]
     free(x), free(want);
 }
 
-static void t_conv1d(void) {   // inp [Cin, Tin], w [Cout, Cin, K] -> out [Cout, Tout]
+// bf16: both backends opened in bf16 (the reference's bf16 table rounds w and inp to bf16, fp32 sums): the bf16
+// products' tolerance
+static void conv1d_in(int bf16) {   // inp [Cin, Tin], w [Cout, Cin, K] -> out [Cout, Tout]
     int64_t Cin = 80, Tin = 301, Cout = 96, K = 3;
+    set_bf16(bf16);
     for (int64_t stride = 1; stride <= 2; stride++) {
         int64_t Tout = (Tin + 2 - K) / stride + 1;
         float *x = rnd(Cin * Tin, -1, 1), *w = rnd(Cout * Cin * K, -0.2f, 0.2f), *b = rnd(Cout, -1, 1);
@@ -664,11 +667,14 @@ static void t_conv1d(void) {   // inp [Cin, Tin], w [Cout, Cin, K] -> out [Cout,
         X->conv1d_fwd(dout, dx, dw, db, Cin, Tin, Cout, K, stride, 1);
         char s[64];
         snprintf(s, sizeof s, "Cin80 Tin301 Cout96 K3 stride %lld pad 1", (long long)stride);
-        checkd("conv1d_fwd", "fp32", s, dout, want, Cout * Tout, 1e-5);
+        checkd("conv1d_fwd", dt(), s, dout, want, Cout * Tout, tol_mm());
         X->free(dx), X->free(dw), X->free(db);
         free(x), free(w), free(b), free(want);
     }
+    set_bf16(0);
 }
+static void t_conv1d(void) { conv1d_in(0); }
+static void t_conv1d_bf16(void) { conv1d_in(1); }
 
 // ---- softmax cross-entropy: logits [N, V] (row stride ld) overwritten by the gradient; scalars accumulate ----
 static void xent_case(int64_t N, int64_t V, int64_t ld) {
@@ -831,6 +837,7 @@ static const check_fn TESTS[] = {
     {"activations", "swiglu_fwd swiglu_bwd gelu_fwd relu_fwd relu_grad dropout", t_activations},
     {"transpose", "transpose", t_transpose},
     {"conv1d", "conv1d_fwd", t_conv1d},
+    {"conv1d_bf16", "conv1d_fwd", t_conv1d_bf16},
     {"xent", "xent_fwd_bwd", t_xent},
     {"elementwise", "add axpy scale sumsq first_nonfinite", t_elementwise},
     {"adamw", "adamw", t_adamw},
