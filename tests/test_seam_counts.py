@@ -95,24 +95,40 @@ def test_calls_do_not_depend_on_the_tokens(tmp_path, zero, speech):
         assert c_short["phases"][p] and c_short["phases"][p] == c_long["phases"][p], p
 
 
-# the members of the embedding and the speech splice (model/embed.c) and the memory members
-EMBEDDING = ("embedding_fwd", "embedding_bwd", "gather_rows", "axpy", "alloc", "free")
+# what still runs clip by clip or sample by sample with speech: the encoder front's two convolutions (conv1d takes
+# one input) and the projector (model/speech_input.c: its products, ReLU, its backward's zeroed scratch)
+PER_SAMPLE = ("conv1d_fwd", "matmul", "relu_fwd", "relu_grad", "zero")
+
+
+def increase(a, b):
+    """{member: b's calls - a's} over the members whose calls differ"""
+    return {k: v[1] - v[0] for k, v in differ(a, b).items()}
 
 
 @pytest.mark.parametrize("zero,speech", [(0, False), (3, False), (0, True), (3, True)])
 def test_calls_do_not_depend_on_the_samples(tmp_path, zero, speech):
     """a micro-batch of 1 sample and one of 2 make the same calls in each part (the embedding's rows of every
-    sample, its backward's scatter-add, the speech splice, the loss's rows: one call each over the micro-batch, none
-    per sample). With speech, the members of the embedding and the splice (the speech encoder and the projector
-    still run sample by sample)"""
+    sample, its backward's scatter-add, the speech splice, the loss's rows, the speech encoder's blocks and final
+    norm over all clips: one call each over the micro-batch, none per sample). With speech, the members of
+    PER_SAMPLE may make more calls with 2 samples, and their increase is the same with an encoder of 3 blocks as with
+    one of 2 (it is the projector's and the front's convolutions', none of it the blocks')"""
     make(tmp_path, speech=speech)
     one, two = (count_file(tmp_path, 64, 2, zero, speech, batch=b) for b in (1, 2))
     assert one["phases"]["forward"]["matmul"] > 0, one   # the counts are the run's
     if speech:
         assert one["phases"]["forward"]["gather_rows"] > 0 and one["phases"]["backward"]["gather_rows"] > 0, one
+        assert one["phases"]["forward"]["attention_fwd"] > 0 and one["phases"]["forward"]["conv1d_fwd"] > 0, one
     for p in ("forward", "loss", "backward"):
-        a, b = ({k: v for k, v in c["phases"][p].items() if not speech or k in EMBEDDING} for c in (one, two))
+        a, b = ({k: v for k, v in c["phases"][p].items() if not speech or k not in PER_SAMPLE} for c in (one, two))
         assert not differ(a, b), f"{p}: seam calls that depend on the micro-batch's samples: {differ(a, b)}"
+    if speech:
+        ref.make_encoder(str(tmp_path / "enc3"), d_model=16, layers=3, heads=4, ffn=32, max_pos=30, layout="cond")
+        deep = [count_file(tmp_path, 64, 2, zero, batch=b, out="deep", extra=("--speech_encoder", tmp_path / "enc3"))
+                for b in (1, 2)]
+        assert deep[0]["phases"]["forward"]["attention_fwd"] > one["phases"]["forward"]["attention_fwd"], deep[0]
+        for p in ("forward", "backward"):
+            got, want = increase(*(c["phases"][p] for c in deep)), increase(one["phases"][p], two["phases"][p])
+            assert got == want, f"{p}: the calls a sample adds grow with the encoder's blocks: {got} vs {want}"
 
 
 def test_balanced_head_calls_do_not_depend_on_the_tokens(tmp_path):

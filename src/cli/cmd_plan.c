@@ -298,7 +298,8 @@ int cmd_plan(int argc, char **argv) {
         int64_t enc = 0;
         for (int b = m.enc.b_front; b <= m.enc.b_final; b++) enc += m.reg.b[b].numel;
         printf("(speech encoder %s: its %.3fB frozen parameters in params; activations include %.3f GB of the speech "
-               "path at stage 0: log-mel, encoder output, projector buffers, one sample's encoder forward)\n", speech,
+               "path at stage 0: log-mel, encoder output, projector buffers, the encoder's forward of every clip at "
+               "once)\n", speech,
                (double)enc / 1e9, (double)os_plan_speech(&m, (int)nproc, 0, B, esz) / GB);
     }
     char total[160];

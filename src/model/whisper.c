@@ -89,81 +89,97 @@ int os_whisper_name_map(const os_st_dir *d, const char *dir, os_name_map *map) {
                    dir);
 }
 
-// scratch of one sample's block forward, T frames; lnh [T, d]: a norm's output rounded once (bf16) where the
+// scratch of the n clips' block forward, R = n*T rows; lnh [R, d]: a norm's output rounded once (bf16) where the
 // products round their inputs (os_k->bf16; NULL otherwise)
 typedef struct {
     float *q, *k, *v, *att, *ao, *tmp, *hid;
     void *lnh;
 } enc_scratch;
 
-// a norm's output (fp32 in s->tmp, [T, d]) as its products read it: fp32, or under bf16 rounded once into s->lnh
+// a norm's output (fp32 in s->tmp, [R, d]) as its products read it: fp32, or under bf16 rounded once into s->lnh
 // (the self-attention norm's three readers q, k, v and the MLP norm's fc1 are products; nothing else reads it)
-static os_tensor norm_out(const enc_scratch *s, int64_t T, int64_t d) {
-    os_tensor y = os_matf(s->tmp, T, d, d);
+static os_tensor norm_out(const enc_scratch *s, int64_t R, int64_t d) {
+    os_tensor y = os_matf(s->tmp, R, d, d);
     if (!s->lnh) return y;
-    os_tensor h = os_mat(s->lnh, OS_BF16, T, d, d);
+    os_tensor h = os_mat(s->lnh, OS_BF16, R, d, d);
     os_k->cast(h, y);
     return h;
 }
 
-// x[T, d] in place through block l (its bucket gathered). The attention output and the GELU output each have one
-// reader, their product, which rounds them (once) under bf16.
-static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, float *x, int64_t T, enc_scratch *s) {
+// x[n, T, d] (n clips, R = n*T rows) in place through block l (its bucket gathered), one call per op whatever n is:
+// the norms, products and adds are per row and attention per clip (batch n), so each clip's bits are those of a
+// forward of that clip alone. The attention output and the GELU output each have one reader, their product, which
+// rounds them (once) under bf16.
+static void block_fwd(const os_whisper *w, int64_t l, const os_weights *wt, float *x, int64_t n, int64_t T,
+                      enc_scratch *s) {
     const os_whisper_layer_ids *P = &w->layer[l];
-    int64_t d = w->d, H = w->H, F = w->F;
-    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), T, d, 1e-5f);
-    os_tensor ln = norm_out(s, T, d);
-    os_linear_fwd_t(s->q, ln, os_weight_t(wt, P->q_w), os_weight(wt, P->q_b), T, d);
-    os_linear_fwd_t(s->k, ln, os_weight_t(wt, P->k_w), NULL, T, d);
-    os_linear_fwd_t(s->v, ln, os_weight_t(wt, P->v_w), os_weight(wt, P->v_b), T, d);
-    os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, NULL, 0, 1, T, H, H, d / H);
-    os_linear_fwd(s->tmp, s->ao, os_weight_t(wt, P->o_w), os_weight(wt, P->o_b), T, d, d);
-    os_k->add(x, x, s->tmp, T * d);
-    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), T, d, 1e-5f);
-    os_linear_fwd_t(s->hid, norm_out(s, T, d), os_weight_t(wt, P->fc1_w), os_weight(wt, P->fc1_b), T, F);
-    os_k->gelu_fwd(s->hid, s->hid, T * F);
-    os_linear_fwd(s->tmp, s->hid, os_weight_t(wt, P->fc2_w), os_weight(wt, P->fc2_b), T, F, d);
-    os_k->add(x, x, s->tmp, T * d);
+    int64_t d = w->d, H = w->H, F = w->F, R = n * T;
+    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln1_w), os_weight(wt, P->ln1_b), R, d, 1e-5f);
+    os_tensor ln = norm_out(s, R, d);
+    os_linear_fwd_t(s->q, ln, os_weight_t(wt, P->q_w), os_weight(wt, P->q_b), R, d);
+    os_linear_fwd_t(s->k, ln, os_weight_t(wt, P->k_w), NULL, R, d);
+    os_linear_fwd_t(s->v, ln, os_weight_t(wt, P->v_w), os_weight(wt, P->v_b), R, d);
+    os_k->attention_fwd(s->ao, s->att, s->q, s->k, s->v, NULL, NULL, 0, n, T, H, H, d / H);
+    os_linear_fwd(s->tmp, s->ao, os_weight_t(wt, P->o_w), os_weight(wt, P->o_b), R, d, d);
+    os_k->add(x, x, s->tmp, R * d);
+    os_k->layernorm_fwd(s->tmp, NULL, NULL, x, os_weight(wt, P->ln2_w), os_weight(wt, P->ln2_b), R, d, 1e-5f);
+    os_linear_fwd_t(s->hid, norm_out(s, R, d), os_weight_t(wt, P->fc1_w), os_weight(wt, P->fc1_b), R, F);
+    os_k->gelu_fwd(s->hid, s->hid, R * F);
+    os_linear_fwd(s->tmp, s->hid, os_weight_t(wt, P->fc2_w), os_weight(wt, P->fc2_b), R, F, d);
+    os_k->add(x, x, s->tmp, R * d);
+}
+
+// the front of n clips into x[n, T, d]: each clip's two convolutions (conv1d takes one input), the GELUs, the
+// transpose [d, T] -> [T, d] and the positions over all clips at once
+static void front_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const float *const *mel, int64_t T_mel,
+                      int64_t T, float *x) {
+    int64_t d = w->d;
+    float *c1 = F32(n * d * T_mel, "encoder conv1 out[n, d, T_mel]"), *c2 = F32(n * d * T, "encoder conv2 out[n, d, T]");
+    const float *c1w = os_weight(wt, w->conv1_w), *c1b = os_weight(wt, w->conv1_b);
+    const float *c2w = os_weight(wt, w->conv2_w), *c2b = os_weight(wt, w->conv2_b);
+    for (int64_t i = 0; i < n; i++) os_k->conv1d_fwd(c1 + i * d * T_mel, mel[i], c1w, c1b, w->n_mels, T_mel, d, 3, 1, 1);
+    os_k->gelu_fwd(c1, c1, n * d * T_mel);
+    for (int64_t i = 0; i < n; i++) os_k->conv1d_fwd(c2 + i * d * T, c1 + i * d * T_mel, c2w, c2b, d, T_mel, d, 3, 2, 1);
+    os_k->gelu_fwd(c2, c2, n * d * T);
+    os_k->transpose(x, c2, n, d, T);                              // [n, d, T] -> [n, T, d]
+    os_k->add_row_bias(x, os_weight(wt, w->pos), n, T * d);       // plus the positions [T, d], each clip
+    os_k->free(c1), os_k->free(c2);
 }
 
 void os_whisper_fwd(const os_whisper *w, const os_weights *wt, int64_t n, const float *const *mel, int64_t T_mel,
                     float *const *out) {
-    int64_t d = w->d, T = os_whisper_out_frames(T_mel);
+    int64_t d = w->d, T = os_whisper_out_frames(T_mel), R = n * T;
     OS_ASSERT(T <= w->n_pos);
+    int together = 1;   // the outputs one block [n, T, d]: the encoder runs in it; else in scratch, normed into each
+    for (int64_t i = 1; i < n; i++) together &= out[i] == out[0] + i * T * d;
+    float *x = !n ? NULL : together ? out[0] : F32(R * d, "encoder frames[n, T, d]");
     // ---- front: convolutions, GELU, positions ----
     wt->gather(wt->ctx, w->b_front);
     if (w->nlayers > 0) wt->prefetch(wt->ctx, w->b_layer[0]);
-    float *c1 = n ? F32(d * T_mel, "encoder conv1 out[d, T_mel]") : NULL, *c2 = n ? F32(d * T, "encoder conv2 out[d, T]") : NULL;
-    const float *pos = os_weight(wt, w->pos);
-    for (int64_t i = 0; i < n; i++) {
-        os_k->conv1d_fwd(c1, mel[i], os_weight(wt, w->conv1_w), os_weight(wt, w->conv1_b), w->n_mels, T_mel, d, 3, 1, 1);
-        os_k->gelu_fwd(c1, c1, d * T_mel);
-        os_k->conv1d_fwd(c2, c1, os_weight(wt, w->conv2_w), os_weight(wt, w->conv2_b), d, T_mel, d, 3, 2, 1);
-        os_k->gelu_fwd(c2, c2, d * T);
-        os_k->transpose(out[i], c2, 1, d, T);   // [d, T] -> [T, d], plus the positions
-        os_k->add(out[i], out[i], pos, T * d);
-    }
-    os_k->free(c1), os_k->free(c2);
+    if (n) front_fwd(w, wt, n, mel, T_mel, T, x);
     wt->release(wt->ctx, w->b_front);
     // ---- blocks ----
     enc_scratch s = {0};
     if (n) {
-        s.q = F32(T * d, "encoder q"), s.k = F32(T * d, "encoder k");
-        s.v = F32(T * d, "encoder v"), s.att = F32(os_k->attention_stats_floats(1, T, w->H), "encoder attention stats");
-        s.ao = F32(T * d, "encoder attn out"), s.tmp = F32(T * d, "encoder tmp"), s.hid = F32(T * w->F, "encoder mlp");
-        s.lnh = os_k->bf16 ? os_k->alloc(2 * T * d, "encoder norm output (bf16)") : NULL;
+        s.q = F32(R * d, "encoder q"), s.k = F32(R * d, "encoder k");
+        s.v = F32(R * d, "encoder v"), s.att = F32(os_k->attention_stats_floats(n, T, w->H), "encoder attention stats");
+        s.ao = F32(R * d, "encoder attn out"), s.tmp = F32(R * d, "encoder tmp"), s.hid = F32(R * w->F, "encoder mlp");
+        s.lnh = os_k->bf16 ? os_k->alloc(2 * R * d, "encoder norm output (bf16)") : NULL;
     }
     for (int64_t l = 0; l < w->nlayers; l++) {
         wt->prefetch(wt->ctx, l + 1 < w->nlayers ? w->b_layer[l + 1] : w->b_final);
         wt->gather(wt->ctx, w->b_layer[l]);
-        for (int64_t i = 0; i < n; i++) block_fwd(w, l, wt, out[i], T, &s);
+        if (n) block_fwd(w, l, wt, x, n, T, &s);
         wt->release(wt->ctx, w->b_layer[l]);
     }
     void *bufs[] = {s.lnh, s.q, s.k, s.v, s.att, s.ao, s.tmp, s.hid};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) os_k->free(bufs[k]);
     // ---- final LayerNorm ----
     wt->gather(wt->ctx, w->b_final);
-    for (int64_t i = 0; i < n; i++)
-        os_k->layernorm_fwd(out[i], NULL, NULL, out[i], os_weight(wt, w->lnf_w), os_weight(wt, w->lnf_b), T, d, 1e-5f);
+    const float *lw = os_weight(wt, w->lnf_w), *lb = os_weight(wt, w->lnf_b);
+    if (n && together) os_k->layernorm_fwd(x, NULL, NULL, x, lw, lb, R, d, 1e-5f);
+    for (int64_t i = 0; n && !together && i < n; i++)
+        os_k->layernorm_fwd(out[i], NULL, NULL, x + i * T * d, lw, lb, T, d, 1e-5f);
     wt->release(wt->ctx, w->b_final);
+    if (!together) os_k->free(x);
 }

@@ -171,14 +171,15 @@ void os_speech_fwd(os_speech *sp, const os_weights *w) {
     // encoder for the samples without cached features (every bucket gathered even when there are none)
     const float **mel = os_alloc(sizeof(float *) * (size_t)(sp->B + 1), "encoder inputs");
     float **out = os_alloc(sizeof(float *) * (size_t)(sp->B + 1), "encoder outputs");
-    int64_t k = 0;
+    int64_t k = 0, first = -1, last = -1, per = sp->n_mels * sp->T_mel;
     for (int64_t bi = 0; bi < sp->B; bi++)
         if (sp->state[bi] == 1) {
-            int64_t at = bi * sp->n_mels * sp->T_mel;
-            os_k->upload(sp->mel_d + at, sp->mel + at, (int64_t)sizeof(float) * sp->n_mels * sp->T_mel);
-            mel[k] = sp->mel_d + at;
-            out[k++] = sp->feat + bi * sp->T_enc * sp->d;
+            first = first < 0 ? bi : first, last = bi;
+            mel[k] = sp->mel_d + bi * per;
+            out[k++] = sp->feat + bi * sp->T_enc * sp->d;   // consecutive slots: one block, the encoder runs in it
         }
+    if (k)   // one upload: the slots from the first to the last input (those between, unread, come along)
+        os_k->upload(sp->mel_d + first * per, sp->mel + first * per, (int64_t)sizeof(float) * (last - first + 1) * per);
     os_whisper_fwd(&m->enc, w, k, (const float *const *)mel, sp->T_mel, (float *const *)out);
     os_free(mel), os_free(out);
     for (int64_t bi = 0; sp->cache_dir && bi < sp->B; bi++) {

@@ -189,11 +189,14 @@ int64_t os_plan_speech(const os_model *m, int N, int stage, int64_t B, int esz) 
     // kept through the step (train/speech.c): mel, feat, act, proj, dproj per sample; the projector's backward scratch
     int64_t kept = B * (w->n_mels * T_mel + T * d + T_s * os_projector_act_floats(&pd) + 2 * T_s * m->C) +
                    T_s * os_projector_scratch_floats(&pd);
-    // the encoder's forward (model/whisper.c): the front's conv outputs, then one sample's block scratch (q, k, v,
-    // the attention output, a norm's output and the products' [T, d], the stats, the MLP's [T, F]; under bf16 the norm
-    // output's bf16 store, 2 bytes an element)
-    int64_t front = d * T_mel + d * T, block = 5 * T * d + os_k->attention_stats_floats(1, T, w->H) + T * w->F;
-    if (esz) block += (2 * T * d + 3) / 4;
+    // the encoder's forward (model/whisper.c), over the micro-batch's B clips at once: the front's conv outputs, then
+    // the blocks' scratch (q, k, v, the attention output, a norm's output and the products' [B*T, d], the stats, the
+    // MLP's [B*T, F]; under bf16 the norm output's bf16 store, 2 bytes an element); the frames [B*T, d] in scratch
+    // when the outputs are not one block (rows without speech, cached features between)
+    int64_t front = B * (d * T_mel + d * T), block = 5 * B * T * d + os_k->attention_stats_floats(B, T, w->H) + B * T * w->F;
+    if (esz) block += (2 * B * T * d + 3) / 4;
+    block += B * T * d;
+    front += B * T * d;
     int64_t gathered = stage == 3 ? 2 * pad(m->reg.b[w->b_layer[0]].numel, N) : 0;   // a block + the prefetched one
     return 4 * (kept + (front > block ? front : block) + gathered);
 }
