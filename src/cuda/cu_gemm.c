@@ -62,15 +62,13 @@ static void fill_bias(float *c, int64_t ldc, const float *bias, int64_t M, int64
 // k_matmul's definition (kernels.h) on cuBLASLt: bf16 operands read as they are where both are bf16 or the products
 // round (an fp32 one rounded as cu_gemm rounds it), else widened (cuBLASLt multiplies two operands of one type);
 // bias by cuBLASLt's bias epilogue (or, where it has no algorithm for it, the rows filled with it first and the product accumulated);
-// dbias by cu_bias_grad; a bf16 c from the fp32 result in scratch, rounded once.
+// dbias by cu_bias_grad (an fp32 or a bf16 a); a bf16 c from the fp32 result in scratch, rounded once.
 void cu_matmul(os_tensor c, os_tensor a, os_tensor b, float alpha, float beta, os_tensor bias, os_tensor dbias) {
     k_matmul_shape s;
     k_matmul_check(&c, &a, &b, beta, &bias, &dbias, &s);
     int64_t M = s.M, N = s.N, K = s.K, lda = s.lda, ldb = s.ldb, ldc = s.ldc;
-    if (dbias.data && M > 0) {
-        if (a.dtype != OS_F32) os_die("CUDA backend: matmul's dbias reads an fp32 a only (a is bf16)");
-        if (K > 0) cu_bias_grad(dbias.data, a.data, M, K, a.stride[0], a.stride[1]);
-    }
+    if (dbias.data && M > 0 && K > 0)   // a fp32 or bf16, as the CPU's
+        cu_bias_grad(dbias.data, a.data, a.dtype == OS_BF16, M, K, a.stride[0], a.stride[1]);
     if (!c.data || M <= 0 || N <= 0) return;
     float *cf = c.data;
     if (c.dtype == OS_BF16) {

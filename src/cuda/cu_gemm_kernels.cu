@@ -19,11 +19,17 @@ __global__ static void fill_kernel(float *out, const float *bias, int64_t N, int
 }
 
 // one thread per output, k in order (the CPU's order of the double sum)
-__global__ static void bias_grad_kernel(float *dbias, const float *a, int64_t M, int64_t K, int64_t sm, int64_t sk) {
+__global__ static void bias_grad_kernel(float *dbias, const void *a, int bf16, int64_t M, int64_t K, int64_t sm,
+                                        int64_t sk) {
     int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (m >= M) return;
+    const float *af = (const float *)a;
+    const uint16_t *ah = (const uint16_t *)a;
     double s = 0.0;
-    for (int64_t k = 0; k < K; k++) s += a[m * sm + k * sk];
+    for (int64_t k = 0; k < K; k++) {
+        int64_t i = m * sm + k * sk;
+        s += bf16 ? __uint_as_float((uint32_t)ah[i] << 16) : af[i];
+    }
     dbias[m] += (float)s;
 }
 
@@ -57,8 +63,8 @@ extern "C" void cu_fill_rows(float *out, const float *bias, int64_t N, int64_t O
     CU_LAUNCHED("cu_fill_rows");
 }
 
-extern "C" void cu_bias_grad(float *dbias, const float *a, int64_t M, int64_t K, int64_t sm, int64_t sk) {
-    bias_grad_kernel<<<cu_blocks(M, THREADS), THREADS, 0, cu_stream()>>>(dbias, a, M, K, sm, sk);
+extern "C" void cu_bias_grad(float *dbias, const void *a, int bf16, int64_t M, int64_t K, int64_t sm, int64_t sk) {
+    bias_grad_kernel<<<cu_blocks(M, THREADS), THREADS, 0, cu_stream()>>>(dbias, a, bf16, M, K, sm, sk);
     CU_LAUNCHED("cu_bias_grad");
 }
 

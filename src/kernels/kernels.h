@@ -70,7 +70,7 @@ void k_gemm_rounded(int pre, int ta, int tb, int64_t M, int64_t N, int64_t K, fl
 //   bias  fp32 [N]: the rows of c start from it, the product accumulates onto it (beta must be 0):
 //         c = bias + alpha * a @ b (k_linear_fwd's order)
 //   dbias fp32 [M]: dbias[m] += sum over k of a[m, k], in double with k in order (a linear layer's bias gradient
-//         when a = dout^T: k_linear_bwd's column sums)
+//         when a = dout^T: k_linear_bwd's column sums), a fp32 or bf16 (its values summed; every backend)
 // c with NULL data: no product (the dbias sums only). Sizes of 0 are allowed. A view of another shape or with no
 // unit stride stops the program naming it (a caller's error).
 // k_matmul(...): declared from the seam's list (kernels/ops_list.h)

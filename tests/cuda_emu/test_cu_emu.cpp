@@ -229,6 +229,23 @@ static void test_elementwise(void) {
     CHECK(same(t1, t2), "transpose");
 }
 
+// matmul's dbias (cu_bias_grad, cu_gemm.c's) of an fp32 and of a bf16 a = dout^T (dout [N, O] row-major: M = O,
+// K = N, strides 1 and O): bit for bit k_matmul's (the same double sums, k in order)
+static void test_bias_grad(void) {
+    int64_t N = 300, O = 37;
+    vec d = rnd(N * O, 31), zero(N);
+    std::vector<uint16_t> d16(N * O);
+    k_bf16_round(d16.data(), d.data(), N * O);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        vec g1 = rnd(O, 32), g2 = g1;
+        const void *a = bf16 ? (const void *)d16.data() : (const void *)d.data();
+        cu_bias_grad(g1.data(), a, bf16, O, N, 1, O);
+        os_tensor at = os_tensor_t(bf16 ? os_mat(a, OS_BF16, N, O, O) : os_matf(d.data(), N, O, O));
+        k_matmul(os_tensor_none(), at, os_matf(zero.data(), N, 1, 1), 1.0f, 0.0f, os_tensor_none(), os_vecf(g2.data(), O));
+        CHECK(same(g1, g2), "matmul's dbias of a %s a equals k_matmul's bit for bit", bf16 ? "bf16" : "fp32");
+    }
+}
+
 static void test_adamw(void) {
     int64_t n = 777;
     vec p1 = rnd(n, 4), g1 = rnd(n, 5), m1 = rnd(n, 6, 0.0f, 0.1f), v1 = rnd(n, 7, 0.0f, 0.01f);
@@ -646,6 +663,7 @@ int main(void) {
     test_diverged_warp();
     test_elementwise();
     test_adamw();
+    test_bias_grad();
     test_embedding(3, 4, 25, 5);
     test_embedding(1, 2, 20, 300);
     test_rows();

@@ -333,6 +333,7 @@ static void t_matmul(void) {
     for (int ops = 0; ops < 4; ops++) matmul_case(ops & 1, 7, 1001, 97, ops & 1, ops >> 1, 0, 0, 0);
     matmul_case(0, 1000, 131, 896, 0, 0, 0, 1, 0);   // a linear layer's forward with its bias
     matmul_case(1, 131, 896, 1000, 0, 0, 0, 0, 1);   // its weight gradient with the bias gradient (a = dout^T)
+    matmul_case(1, 131, 896, 1000, 1, 0, 0, 0, 1);   // the same with dout stored bf16 (the bias gradient of bf16 a)
     matmul_case(0, 7, 1001, 97, 1, 1, 1, 0, 0);      // bf16 in, bf16 out
     matmul_case(0, 1, 4864, 97, 0, 1, 1, 1, 0);      // one row, bias, bf16 out
 }
