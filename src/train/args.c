@@ -114,7 +114,7 @@ static const os_opt opts[] = {
     S(data, system, "the system prompt of every SLAM-Omni record without its own system_prompt field (default: the task's; "
               "docs/dataset.md)"),
     C(model, attn_impl, "sdpa|eager|flash_attn|flash_attention_2", "attention: sdpa and eager name omnishard's one exact "
-                                                            "softmax attention; flash_attn needs a CUDA GPU (refused)"),
+                                                            "softmax attention (every device); flash_attn is refused"),
     D(model, speech_encoder, "DIR", "Hugging Face Whisper directory for speech questions"),
     C(model, train_type, "full|lora", "full (default) or lora: the LLM frozen, LoRA adapters on its linear layers (docs/training.md)"),
     N(model, lora_rank, INT, "[1,4096]", "LoRA rank r (default 8)"),
